@@ -1,0 +1,51 @@
+# chunkwise: two commands for a fresh machine.
+#   make book   create the environment, execute every notebook with papermill, build the HTML book
+#   make test   create the environment and run the test suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SHARED := $(abspath ../shared)
+
+# Machine facts: an offline mirror of the data and tokenizer files, when one sits beside the repo.
+ifneq ($(wildcard $(SHARED)/tiktoken_cache),)
+export TIKTOKEN_CACHE_DIR ?= $(SHARED)/tiktoken_cache
+endif
+ifneq ($(wildcard $(SHARED)/data),)
+export CHUNKWISE_DATA_MIRROR ?= $(SHARED)/data
+endif
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export MPLBACKEND ?= Agg
+
+.PHONY: venv test book notebooks html bench clean
+
+venv: $(VENV)/.stamp
+
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# CPU build of torch first: a plain `torch` requirement can pull a multi-GB CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[test,book]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+notebooks: venv
+	$(BIN)/chunkwise run-notebooks
+
+html: venv
+	$(BIN)/chunkwise build-book
+
+book: venv
+	$(BIN)/chunkwise run-notebooks
+	$(BIN)/chunkwise build-book
+
+bench: venv
+	$(BIN)/python benchmarks/bench_semantic_sweep.py
+
+clean:
+	rm -rf book/_build book/generated
