@@ -611,3 +611,77 @@ def _token_pieces(source: str, start: int, end: int, max_tokens: int, enc: Any) 
         pieces.append((s, best))
         s = best
     return pieces
+
+
+class MemoEmbedder:
+    """Wrap an embedder with an in-memory memo so that each distinct text is embedded once.
+
+    Used by :func:`semantic_sweep`; independent of any on-disk cache the wrapped embedder has.
+
+    Parameters
+    ----------
+    embedder : Embedder
+        Anything with ``embed(texts) -> np.ndarray`` of shape ``(len(texts), d)``.
+
+    Attributes
+    ----------
+    n_embedded : int
+        Texts passed on to ``embedder`` (each distinct text at most once).
+    n_requested : int
+        Texts asked for, duplicates included.
+    """
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.name = getattr(embedder, "name", type(embedder).__name__)
+        self._memo: dict[str, np.ndarray] = {}
+        self.n_embedded = 0
+        self.n_requested = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        self.n_requested += len(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing:
+            vectors = np.asarray(self.embedder.embed(missing))
+            if vectors.ndim != 2 or vectors.shape[0] != len(missing):
+                raise ValueError(
+                    f"The embedder returned shape {vectors.shape} for {len(missing)} texts; "
+                    "it must return one row per text."
+                )
+            self.n_embedded += len(missing)
+            self._memo.update(zip(missing, vectors))
+        if not texts:
+            return np.zeros((0, 0))
+        return np.stack([self._memo[t] for t in texts])
+
+
+def semantic_sweep(
+    text: str,
+    embedder: Any,
+    settings: Sequence[dict[str, Any]],
+) -> list[tuple[dict[str, Any], SemanticAnalysis]]:
+    """Run :class:`SemanticChunker` once per setting, embedding each distinct window only once.
+
+    Parameters
+    ----------
+    text : str
+    embedder : Embedder
+        Wrapped in a :class:`MemoEmbedder` (pass a ``MemoEmbedder`` yourself to share it
+        across texts or read its counters).
+    settings : sequence of dict
+        Keyword arguments for :class:`SemanticChunker` (everything except ``embedder``).
+
+    Returns
+    -------
+    list of (dict, SemanticAnalysis)
+        One pair per setting, in order.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :class:`SemanticChunker` for an invalid setting (raised before anything is embedded).
+    """
+    memo = embedder if isinstance(embedder, MemoEmbedder) else MemoEmbedder(embedder)
+    chunkers = [SemanticChunker(memo, **dict(s)) for s in settings]  # validate all first
+    return [(dict(s), c.analyze(text)) for s, c in zip(settings, chunkers)]

