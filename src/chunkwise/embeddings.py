@@ -650,6 +650,10 @@ class _STModel:
                 "(`pip install torch==2.13.0` first, then `pip install -e .`)."
             ) from exc
         try:
+            # Quiet the per-load "Loading weights" bar that transformers prints (noise in the book).
+            import transformers
+
+            transformers.utils.logging.disable_progress_bar()
             self._model = SentenceTransformer(self.path, device=self.device)
         except Exception as exc:
             where = (

@@ -1,0 +1,573 @@
+"""The book's notebooks: registry, parameter handling and papermill execution.
+
+Every chapter of the book is a notebook in ``notebooks/``, committed without outputs and
+with exactly one cell tagged ``parameters``.  :func:`execute_notebook` runs one of them with
+papermill into ``book/generated/``; Jupyter Book then renders the executed copies without
+executing anything itself (see ``book/_config.yml``).
+
+Parameters are checked before a kernel is started (bug case B23):
+
+- the notebook must have exactly one ``parameters`` cell, made only of ``name = value``
+  assignments (parsed with :mod:`ast`, not with papermill's line-based regex, which
+  misreads a default such as ``s = "a=b"``);
+- every passed name must be declared in that cell;
+- the cell papermill is about to inject is parsed back and must reproduce every value
+  exactly (strings with quotes, backslashes or ``=`` included).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import logging
+import math
+import os
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "NOTEBOOKS",
+    "NotebookCheckError",
+    "NotebookExecutionError",
+    "check_notebook",
+    "coerce_parameter",
+    "execute_notebook",
+    "find_repo_root",
+    "parameters_cell_defaults",
+    "parameters_cell_names",
+    "registered_notebooks",
+    "resolve_notebook",
+]
+
+#: Notebooks of the book, in reading order: file names inside ``notebooks/``.
+#: ``chunkwise run-notebooks`` executes these into ``book/generated/<name>.ipynb``;
+#: ``book/_toc.yml`` lists the generated copies.
+NOTEBOOKS: tuple[str, ...] = ("01_handbook_boundaries.ipynb",)
+
+PARAMETERS_TAG = "parameters"
+INJECTED_TAG = "injected-parameters"
+DEFAULT_KERNEL = "python3"
+
+# Marks a default that is not a Python literal (e.g. ``Path("x")``): its type is unknown.
+_NOT_A_LITERAL = object()
+
+
+class NotebookCheckError(ValueError):
+    """A notebook breaks the book's conventions (parameters cell, outputs, parameter names)."""
+
+
+class NotebookExecutionError(RuntimeError):
+    """A notebook raised (or its kernel died) while papermill executed it.
+
+    Attributes
+    ----------
+    notebook : str
+        The notebook's file name.
+    output_path : pathlib.Path
+        The executed copy; papermill saves it before raising, with the traceback in the
+        failing cell.
+    detail : str
+        One line: where it failed, the exception name and message.
+    """
+
+    def __init__(self, notebook: str, output_path: Path, detail: str) -> None:
+        self.notebook = notebook
+        self.output_path = Path(output_path)
+        self.detail = detail
+        super().__init__(
+            f"notebook {notebook} failed: {detail}\n"
+            f"  the executed copy with the traceback is {self.output_path}"
+        )
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def _is_chunkwise_root(folder: Path) -> bool:
+    pyproject = folder / "pyproject.toml"
+    if not pyproject.is_file():
+        return False
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return data.get("project", {}).get("name") == "chunkwise"
+
+
+def find_repo_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """Return the repository root: ``$CHUNKWISE_ROOT`` or the nearest folder, walking up
+    from ``start`` (default: the current directory), whose ``pyproject.toml`` declares the
+    ``chunkwise`` project.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``CHUNKWISE_ROOT`` is set to a folder that does not exist, or no such folder is
+        found above ``start``.
+    """
+    env = os.environ.get("CHUNKWISE_ROOT")
+    if env:
+        root = Path(env).expanduser().resolve()
+        if not root.is_dir():
+            raise FileNotFoundError(f"CHUNKWISE_ROOT={env!r} is not a directory")
+        return root
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if _is_chunkwise_root(folder):
+            return folder
+    raise FileNotFoundError(
+        f"no chunkwise repository (a pyproject.toml naming project 'chunkwise') at or above "
+        f"{here}; run inside the repository or set CHUNKWISE_ROOT"
+    )
+
+
+def resolve_notebook(name: str | os.PathLike[str], notebooks_dir: str | os.PathLike[str]) -> Path:
+    """Find a notebook by path, by file name in ``notebooks_dir`` or by stem (``.ipynb`` optional)."""
+    candidate = Path(name)
+    if candidate.suffix == ".ipynb" and candidate.is_file():
+        return candidate.resolve()
+    file_name = candidate.name if candidate.suffix == ".ipynb" else f"{candidate.name}.ipynb"
+    path = Path(notebooks_dir) / file_name
+    if not path.is_file():
+        raise FileNotFoundError(f"notebook {file_name} not found in {notebooks_dir}")
+    return path.resolve()
+
+
+# ----------------------------------------------------------------- parameters cell
+
+
+def _read(path: str | os.PathLike[str]):
+    import nbformat
+
+    return nbformat.read(os.fspath(path), as_version=4)
+
+
+def _tags(cell: Mapping[str, Any]) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []) or [])
+
+
+def _parameters_cell_source(nb, path: str | os.PathLike[str]) -> str:
+    cells = [c for c in nb.cells if PARAMETERS_TAG in _tags(c)]
+    if len(cells) != 1:
+        found = "no cell" if not cells else f"{len(cells)} cells"
+        raise NotebookCheckError(
+            f"{path}: expected exactly one cell tagged {PARAMETERS_TAG!r}, found {found} "
+            f"(without it papermill silently injects parameters at the top of the notebook)"
+        )
+    cell = cells[0]
+    if cell.cell_type != "code":
+        raise NotebookCheckError(
+            f"{path}: the cell tagged {PARAMETERS_TAG!r} is a {cell.cell_type} cell, not code"
+        )
+    return cell.source
+
+
+def _parse_assignments(source: str, path: str | os.PathLike[str]) -> dict[str, ast.expr]:
+    """Map each name assigned in a parameters cell to its value node (last assignment wins)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise NotebookCheckError(
+            f"{path}: parameters cell is not valid Python (line {exc.lineno}: {exc.msg})"
+        ) from exc
+    found: dict[str, ast.expr] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            for target in stmt.targets:
+                found[target.id] = stmt.value
+        elif (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.value is not None
+        ):
+            found[stmt.target.id] = stmt.value
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # a docstring-like string or a bare constant: harmless
+        elif isinstance(stmt, ast.Pass):
+            continue
+        else:
+            raise NotebookCheckError(
+                f"{path}: parameters cell line {stmt.lineno}: only `name = value` assignments "
+                f"with a default are allowed, found {ast.unparse(stmt)!r}"
+            )
+    return found
+
+
+def parameters_cell_names(path: str | os.PathLike[str]) -> list[str]:
+    """Return the names assigned in the notebook's single ``parameters`` cell, in order.
+
+    Raises
+    ------
+    NotebookCheckError
+        If the notebook has no or several ``parameters`` cells, or the cell holds anything
+        but ``name = value`` assignments.
+    """
+    nb = _read(path)
+    return list(_parse_assignments(_parameters_cell_source(nb, path), path))
+
+
+def _literal_value(node: ast.expr) -> Any:
+    """Evaluate a literal, including papermill's ``float('nan')`` / ``float('-inf')``."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "float"
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return float(node.args[0].value)
+    return ast.literal_eval(node)
+
+
+def parameters_cell_defaults(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Return ``{name: default}`` for the parameters cell.
+
+    Defaults that are not Python literals (e.g. ``Path("x")``) map to an internal marker;
+    :func:`coerce_parameter` then treats their type as unknown.
+    """
+    nb = _read(path)
+    defaults: dict[str, Any] = {}
+    for name, node in _parse_assignments(_parameters_cell_source(nb, path), path).items():
+        try:
+            defaults[name] = _literal_value(node)
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            defaults[name] = _NOT_A_LITERAL
+    return defaults
+
+
+# ------------------------------------------------------------------ notebook check
+
+
+def check_notebook(path: str | os.PathLike[str]) -> list[str]:
+    """Check that a source notebook follows the book's conventions.
+
+    A source notebook has exactly one code cell tagged ``parameters`` made only of
+    ``name = value`` assignments, no outputs, no execution counts, and no papermill
+    ``injected-parameters`` cell (which would mean an executed copy was committed).
+
+    Returns
+    -------
+    list of str
+        The names declared in the parameters cell.
+
+    Raises
+    ------
+    NotebookCheckError
+        Listing every problem found.
+    """
+    nb = _read(path)
+    problems: list[str] = []
+    names: list[str] = []
+    try:
+        names = list(_parse_assignments(_parameters_cell_source(nb, path), path))
+    except NotebookCheckError as exc:
+        problems.append(str(exc).removeprefix(f"{path}: "))
+    with_outputs = [
+        i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("outputs")
+    ]
+    counted = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and c.get("execution_count") is not None
+    ]
+    if with_outputs:
+        problems.append(f"cells {with_outputs} have outputs")
+    if counted:
+        problems.append(f"cells {counted} have execution counts")
+    if with_outputs or counted:
+        problems.append(
+            "clear them before committing (Jupyter: Edit > Clear Outputs of All Cells, then save)"
+        )
+    if any(INJECTED_TAG in _tags(c) for c in nb.cells):
+        problems.append(
+            f"has a papermill {INJECTED_TAG!r} cell: this is an executed copy, not a source notebook"
+        )
+    if problems:
+        raise NotebookCheckError(f"{path}: " + "; ".join(problems))
+    return names
+
+
+# ---------------------------------------------------------------- CLI value typing
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _resolve_untyped(raw: str) -> Any:
+    """papermill ``-p`` style: None/True/False/int/float when the text is exactly one, else the text."""
+    if raw in {"None", "none", "null"}:
+        return None
+    if raw in {"True", "true"}:
+        return True
+    if raw in {"False", "false"}:
+        return False
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def coerce_parameter(name: str, raw: str, default: Any) -> Any:
+    """Turn a command-line string into a parameter value, typed by the notebook's default.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name (for error messages).
+    raw : str
+        The text given on the command line, e.g. after ``-p name``.
+    default : object
+        The default assigned in the parameters cell (from :func:`parameters_cell_defaults`).
+
+    Returns
+    -------
+    object
+        - ``str`` default: ``raw`` unchanged, byte for byte (no YAML/JSON parsing, so
+          ``{"k": "v"}``, ``C:\\new\\table`` and ``a=b`` stay the strings they are);
+        - ``bool`` default: ``true/false/1/0/yes/no/on/off`` (any case);
+        - ``int`` / ``float`` default: ``int(raw)`` / ``float(raw)``;
+        - ``list`` / ``tuple`` / ``dict`` default: ``raw`` read as JSON, else as a Python
+          literal, of the same kind (tuples are passed as lists);
+        - ``None`` or non-literal default: ``None``, ``True``, ``False``, an int or a float
+          when ``raw`` spells exactly one (as papermill's ``-p``), else ``raw`` unchanged.
+
+    Raises
+    ------
+    ValueError
+        If ``raw`` cannot be read as the default's type.
+    """
+    if isinstance(default, str):
+        return raw
+    if isinstance(default, bool):
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ValueError(
+            f"parameter {name!r} is a bool (default {default!r}); got {raw!r}, "
+            f"expected one of true/false/1/0/yes/no/on/off"
+        )
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(
+                f"parameter {name!r} is an int (default {default!r}); got {raw!r}"
+            ) from None
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(
+                f"parameter {name!r} is a float (default {default!r}); got {raw!r}"
+            ) from None
+    if isinstance(default, (list, tuple, dict)):
+        import json
+
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            try:
+                value = ast.literal_eval(raw)
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                value = _NOT_A_LITERAL
+        wanted = dict if isinstance(default, dict) else (list, tuple)
+        if value is _NOT_A_LITERAL or not isinstance(value, wanted):
+            kind = type(default).__name__
+            raise ValueError(
+                f"parameter {name!r} is a {kind} (default {default!r}); got {raw!r}, "
+                f"expected a JSON or Python {kind} literal"
+            )
+        return list(value) if isinstance(value, tuple) else value
+    return _resolve_untyped(raw)
+
+
+# ----------------------------------------------------------------------- execution
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of the same type, recursively (NaN equals NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _check_injection(parameters: Mapping[str, Any], kernel_name: str) -> None:
+    """Parse the cell papermill will inject and require each value to come back exactly."""
+    from papermill.translators import translate_parameters
+
+    source = translate_parameters(kernel_name, "python", dict(parameters), "Parameters")
+    try:
+        assigned = _parse_assignments(source, "injected parameters")
+    except NotebookCheckError as exc:
+        raise NotebookCheckError(f"papermill would inject invalid Python: {exc}\n{source}") from exc
+    for name, value in parameters.items():
+        node = assigned.get(name)
+        try:
+            back = _literal_value(node) if node is not None else _NOT_A_LITERAL
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            back = _NOT_A_LITERAL
+        if not _same(back, value):
+            raise NotebookCheckError(
+                f"parameter {name!r}: the injected cell would not reproduce {value!r} "
+                f"(got {'no literal' if back is _NOT_A_LITERAL else repr(back)}); pass "
+                f"str, int, float, bool, None, or lists/dicts of them"
+            )
+
+
+class _DropPapermillParameterWarnings(logging.Filter):
+    """papermill's regex inspection warns about defaults containing ``=`` ("Unable to parse
+    line", then "Passed unknown parameter") although they are fine; names were already
+    checked with :mod:`ast`, so those two messages are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not (msg.startswith("Unable to parse line") or msg.startswith("Passed unknown parameter"))
+
+
+@contextlib.contextmanager
+def _quiet_parameter_inspection() -> Iterator[None]:
+    loggers = [logging.getLogger("papermill"), logging.getLogger("papermill.translators")]
+    flt = _DropPapermillParameterWarnings()
+    for lg in loggers:
+        lg.addFilter(flt)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(flt)
+
+
+def execute_notebook(
+    name: str | os.PathLike[str],
+    parameters: Mapping[str, Any] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    *,
+    notebooks_dir: str | os.PathLike[str] | None = None,
+    kernel_name: str = DEFAULT_KERNEL,
+    progress_bar: bool = True,
+    cell_timeout: float | None = None,
+) -> Path:
+    """Execute one notebook with papermill and return the path of the executed copy.
+
+    Parameters
+    ----------
+    name : str or path-like
+        A notebook file name or stem in ``notebooks_dir`` (e.g. ``"01_handbook_boundaries"``),
+        or a path to an ``.ipynb`` file.
+    parameters : mapping, optional
+        ``{name: value}`` injected after the ``parameters`` cell. Values must be str, int,
+        float, bool, None, or lists/dicts of them; each name must be declared in the
+        notebook's parameters cell. Empty or ``None``: the notebook runs on its defaults and
+        nothing is injected.
+    out_dir : path-like, optional
+        Folder for the executed copy ``<stem>.ipynb``; default ``<repo>/book/generated``.
+    notebooks_dir : path-like, optional
+        Where notebook names are looked up; default ``<repo>/notebooks``.
+    kernel_name : str
+        Jupyter kernel to run, default ``"python3"``.
+    progress_bar : bool
+        Show papermill's per-cell tqdm progress bar.
+    cell_timeout : float, optional
+        Seconds one cell may run; ``None`` (default) means no limit, since full chunking and
+        evaluation runs can take long.
+
+    Returns
+    -------
+    pathlib.Path
+        The executed notebook. The kernel's working directory is the notebook's own folder,
+        so paths such as ``../data/handbook/handbook.txt`` resolve as they do in Jupyter.
+
+    Raises
+    ------
+    NotebookCheckError
+        Before execution: no or several ``parameters`` cells, an undeclared parameter name,
+        or a value papermill cannot inject exactly.
+    NotebookExecutionError
+        A cell raised, timed out or the kernel died; the executed copy (with the
+        traceback) is still written and named in the message.
+    """
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    parameters = dict(parameters or {})
+    as_path = Path(name)
+    if as_path.suffix == ".ipynb" and as_path.is_file():
+        source = as_path.resolve()
+    else:
+        if notebooks_dir is None:
+            notebooks_dir = find_repo_root() / "notebooks"
+        source = resolve_notebook(name, notebooks_dir)
+    if out_dir is None:
+        out_dir = find_repo_root() / "book" / "generated"
+
+    declared = parameters_cell_names(source)
+    unknown = [p for p in parameters if p not in declared]
+    if unknown:
+        raise NotebookCheckError(
+            f"{source.name} does not declare parameter(s) {', '.join(map(repr, unknown))} in its "
+            f"parameters cell; it declares: {', '.join(declared) or '(none)'}"
+        )
+    if parameters:
+        _check_injection(parameters, kernel_name)
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    output = (out_dir / source.name).resolve()
+    engine_kwargs: dict[str, Any] = {}
+    if cell_timeout is not None:
+        engine_kwargs["execution_timeout"] = cell_timeout
+    try:
+        with _quiet_parameter_inspection():
+            papermill.execute_notebook(
+                os.fspath(source),
+                os.fspath(output),
+                parameters=parameters,
+                kernel_name=kernel_name,
+                language="python",
+                progress_bar=progress_bar,
+                cwd=os.fspath(source.parent),
+                **engine_kwargs,
+            )
+    except PapermillExecutionError as exc:
+        detail = f"cell {exc.cell_index}: {exc.ename}: {exc.evalue}"
+        raise NotebookExecutionError(source.name, output, detail) from exc
+    except Exception as exc:  # kernel death, cell timeout, missing kernel, ...
+        raise NotebookExecutionError(source.name, output, f"{type(exc).__name__}: {exc}") from exc
+    return output
+
+
+def registered_notebooks(only: Sequence[str] | None = None) -> list[str]:
+    """Return registry entries, all of them or those named in ``only`` (with or without ``.ipynb``).
+
+    Raises
+    ------
+    ValueError
+        If a name in ``only`` is not in :data:`NOTEBOOKS`.
+    """
+    if not only:
+        return list(NOTEBOOKS)
+    chosen: list[str] = []
+    for item in only:
+        file_name = item if item.endswith(".ipynb") else f"{item}.ipynb"
+        file_name = Path(file_name).name
+        if file_name not in NOTEBOOKS:
+            raise ValueError(
+                f"{item!r} is not a registered notebook; registered: {', '.join(NOTEBOOKS)}"
+            )
+        if file_name not in chosen:
+            chosen.append(file_name)
+    return chosen

@@ -1,0 +1,350 @@
+"""``chunkwise`` command line: execute the book's notebooks, build the book, check notebooks.
+
+Usage::
+
+    chunkwise run-notebooks [--only NAME ...] [-p NAME VALUE ...] [--out DIR]
+    chunkwise build-book [--strict | --no-strict] [--book DIR]
+    chunkwise check-notebook PATH [PATH ...]
+
+The repository root is ``$CHUNKWISE_ROOT`` or the nearest folder above the current
+directory whose ``pyproject.toml`` names the ``chunkwise`` project.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from html.parser import HTMLParser
+from pathlib import Path
+
+from chunkwise import book
+
+PROG = "chunkwise"
+REPORTS = Path("_build") / "html" / "reports"
+HTML = Path("_build") / "html"
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 1
+
+
+# ------------------------------------------------------------------ run-notebooks
+
+
+def _cmd_run_notebooks(args: argparse.Namespace) -> int:
+    try:
+        root = book.find_repo_root()
+        names = book.registered_notebooks(args.only)
+    except (FileNotFoundError, ValueError) as exc:
+        return _fail(str(exc))
+    notebooks_dir = root / "notebooks"
+    out_dir = Path(args.out).resolve() if args.out else root / "book" / "generated"
+    raw_params: list[tuple[str, str]] = [tuple(p) for p in (args.parameters or [])]
+
+    # Resolve and type every parameter for every notebook before starting any kernel.
+    plans: list[tuple[str, dict[str, object]]] = []
+    for name in names:
+        try:
+            path = book.resolve_notebook(name, notebooks_dir)
+            defaults = book.parameters_cell_defaults(path)
+            values: dict[str, object] = {}
+            for pname, raw in raw_params:
+                if pname not in defaults:
+                    raise book.NotebookCheckError(
+                        f"{name} does not declare parameter {pname!r} in its parameters cell "
+                        f"(it declares: {', '.join(defaults) or 'nothing'}); "
+                        f"use --only to pick the notebooks that take it"
+                    )
+                values[pname] = book.coerce_parameter(pname, raw, defaults[pname])
+        except (FileNotFoundError, ValueError) as exc:  # NotebookCheckError is a ValueError
+            return _fail(str(exc))
+        plans.append((name, values))
+
+    failures: list[book.NotebookExecutionError] = []
+    for name, values in plans:
+        shown = ", ".join(f"{k}={v!r}" for k, v in values.items()) or "defaults"
+        print(f"{PROG}: executing {name} ({shown}) -> {out_dir / name}", file=sys.stderr)
+        try:
+            book.execute_notebook(
+                name,
+                values,
+                out_dir,
+                notebooks_dir=notebooks_dir,
+                progress_bar=not args.no_progress,
+                cell_timeout=args.cell_timeout,
+            )
+        except book.NotebookCheckError as exc:
+            return _fail(str(exc))
+        except book.NotebookExecutionError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            failures.append(exc)
+    if failures:
+        return _fail(
+            f"{len(failures)} of {len(plans)} notebook(s) failed: "
+            + ", ".join(f.notebook for f in failures)
+            + "; open the executed copies named above for the tracebacks"
+        )
+    print(f"{PROG}: executed {len(plans)} notebook(s) into {out_dir}", file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------- build-book
+
+
+class _AssetParser(HTMLParser):
+    """Collect scripts, stylesheets and other loaded resources that point off-site."""
+
+    LOADED_RELS = {"stylesheet", "preload", "modulepreload", "prefetch", "preconnect",
+                   "dns-prefetch", "icon", "shortcut", "manifest", "apple-touch-icon"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.remote: list[str] = []
+
+    @staticmethod
+    def _is_remote(url: str | None) -> bool:
+        return bool(url) and url.strip().lower().startswith(("http://", "https://", "//"))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag in {"script", "iframe", "img", "source"} and self._is_remote(a.get("src")):
+            self.remote.append(f"<{tag} src={a['src']}>")
+        elif tag == "link":
+            rels = set((a.get("rel") or "").lower().split())
+            if rels & self.LOADED_RELS and self._is_remote(a.get("href")):
+                self.remote.append(f"<link rel={a.get('rel')} href={a['href']}>")
+
+
+def remote_assets(html_dir: Path) -> dict[str, list[str]]:
+    """Return ``{page: [tags]}`` for built pages that load scripts, CSS, fonts or images
+    from the network (plain ``<a href>`` links in prose are fine)."""
+    found: dict[str, list[str]] = {}
+    for page in sorted(html_dir.rglob("*.html")):
+        if "_static" in page.relative_to(html_dir).parts:
+            continue
+        parser = _AssetParser()
+        parser.feed(page.read_text(encoding="utf-8", errors="replace"))
+        if parser.remote:
+            found[str(page.relative_to(html_dir))] = sorted(set(parser.remote))
+    return found
+
+
+def _toc_notebooks(book_dir: Path) -> list[Path]:
+    """Notebooks the book renders: those in ``_toc.yml`` (all under book_dir if it can't be read)."""
+    try:
+        from sphinx_external_toc.parsing import parse_toc_yaml
+
+        site = parse_toc_yaml(book_dir / "_toc.yml")
+        paths = [book_dir / f"{doc}.ipynb" for doc in site]
+        return [p for p in paths if p.is_file()]
+    except Exception:  # noqa: BLE001 - fall back to scanning everything
+        return [
+            p
+            for p in sorted(book_dir.rglob("*.ipynb"))
+            if "_build" not in p.relative_to(book_dir).parts
+            and ".ipynb_checkpoints" not in p.parts
+        ]
+
+
+def error_outputs(notebooks: Iterable[Path]) -> list[str]:
+    """Describe every stored error output (e.g. a failed papermill run) in the notebooks,
+    except in cells tagged ``raises-exception``, which show an error on purpose."""
+    found: list[str] = []
+    for path in notebooks:
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            found.append(f"{path}: unreadable ({exc})")
+            continue
+        for index, cell in enumerate(nb.get("cells", [])):
+            if "raises-exception" in (cell.get("metadata", {}).get("tags") or []):
+                continue
+            for out in cell.get("outputs", []) or []:
+                if out.get("output_type") == "error":
+                    found.append(f"{path} cell {index}: {out.get('ename')}: {out.get('evalue')}")
+    return found
+
+
+def _config_extensions(book_dir: Path) -> list[str]:
+    import yaml
+
+    try:
+        config = yaml.safe_load((book_dir / "_config.yml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    return list((config.get("sphinx") or {}).get("extra_extensions") or [])
+
+
+def build_book(book_dir: Path, strict: bool = True) -> int:
+    """Build the HTML book and return 0 only if it is clean.
+
+    Non-zero when ``jupyter-book build`` fails (in strict mode every warning fails, via
+    ``-W -n --keep-going``, on a full rebuild), when ``_build/html/reports/`` holds any
+    execution report, when a notebook in the table of contents stores an error output,
+    or (strict) when a built page loads scripts or styles from the network.
+    """
+    book_dir = book_dir.resolve()
+    if not (book_dir / "_config.yml").is_file() or not (book_dir / "_toc.yml").is_file():
+        return _fail(f"{book_dir} is not a Jupyter Book (needs _config.yml and _toc.yml)")
+    missing = [ext for ext in _config_extensions(book_dir) if importlib.util.find_spec(ext) is None]
+    if missing:
+        return _fail(
+            f"Sphinx extension(s) {', '.join(missing)} named in {book_dir / '_config.yml'} are "
+            f"not installed; reinstall the book extra: pip install -e '.[book]'"
+        )
+    reports_dir = book_dir / REPORTS
+    shutil.rmtree(reports_dir, ignore_errors=True)  # never judge this build by old reports
+
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
+        "build",
+        str(book_dir),
+        "--builder",
+        "html",
+    ]
+    if strict:
+        # --all: a full rebuild, since an incremental one does not repeat the warnings of
+        # unchanged pages and would pass -W with them still there.
+        cmd += ["-W", "-n", "--keep-going", "--all"]
+    print(f"{PROG}: {' '.join(cmd[3:]).replace(str(book_dir), os.path.relpath(book_dir))}",
+          file=sys.stderr)
+    rc = subprocess.run(cmd, check=False).returncode
+
+    problems: list[str] = []
+    if rc != 0:
+        problems.append(f"jupyter-book build exited with {rc}" + (" (warnings are errors in strict mode)" if strict else ""))
+    reports = sorted(p for p in reports_dir.rglob("*") if p.is_file()) if reports_dir.is_dir() else []
+    if reports:
+        problems.append(
+            "execution reports (notebooks that failed while building):\n"
+            + "\n".join(f"    {p}" for p in reports)
+        )
+    errors = error_outputs(_toc_notebooks(book_dir))
+    if errors:
+        problems.append(
+            "notebooks in the book store error outputs (rerun `chunkwise run-notebooks`):\n"
+            + "\n".join(f"    {e}" for e in errors)
+        )
+    html_dir = book_dir / HTML
+    if strict and rc == 0 and html_dir.is_dir():
+        remote = remote_assets(html_dir)
+        if remote:
+            lines = [f"    {page}: {', '.join(tags)}" for page, tags in remote.items()]
+            problems.append("built pages load resources from the network:\n" + "\n".join(lines))
+    if problems:
+        for problem in problems:
+            print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 1
+    print(f"{PROG}: book built: {html_dir / 'index.html'}", file=sys.stderr)
+    return 0
+
+
+def _cmd_build_book(args: argparse.Namespace) -> int:
+    if args.book:
+        book_dir = Path(args.book)
+    else:
+        try:
+            book_dir = book.find_repo_root() / "book"
+        except FileNotFoundError as exc:
+            return _fail(str(exc))
+    return build_book(book_dir, strict=args.strict)
+
+
+# ----------------------------------------------------------------- check-notebook
+
+
+def _cmd_check_notebook(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.paths:
+        try:
+            names = book.check_notebook(path)
+        except (OSError, ValueError) as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            status = 1
+        else:
+            print(f"{path}: ok (parameters: {', '.join(names) or 'none'})")
+    return status
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Execute, build and check the chunkwise research book."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run-notebooks",
+        help="execute the book's notebooks with papermill into book/generated/",
+        description=(
+            "Execute the registered notebooks with papermill (kernel python3, working "
+            "directory notebooks/) into book/generated/<name>.ipynb. Registered: "
+            + ", ".join(book.NOTEBOOKS)
+        ),
+    )
+    run.add_argument(
+        "--only", nargs="+", metavar="NAME", action="extend",
+        help="run only these notebooks (file name, with or without .ipynb)",
+    )
+    run.add_argument(
+        "-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
+        help=(
+            "set a parameter declared in the notebook's parameters cell; VALUE is typed by "
+            "the default there: a str parameter receives VALUE exactly as typed (no YAML or "
+            "JSON parsing), int/float/bool parameters are converted, list/dict parameters "
+            "read VALUE as JSON"
+        ),
+    )
+    run.add_argument("--out", metavar="DIR", help="output folder (default: book/generated)")
+    run.add_argument(
+        "--cell-timeout", type=float, default=None, metavar="SECONDS",
+        help="fail a cell that runs longer than this (default: no limit)",
+    )
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.set_defaults(func=_cmd_run_notebooks)
+
+    build = sub.add_parser(
+        "build-book",
+        help="build the HTML book with jupyter-book (strict by default)",
+        description=(
+            "Run `jupyter-book build` on the book. Strict (default): -W -n --keep-going on a "
+            "full rebuild. Fails also when _build/html/reports/ holds an execution report, "
+            "when a notebook in the book stores an error output, and (strict) when a page "
+            "loads scripts or styles from the network."
+        ),
+    )
+    build.add_argument(
+        "--strict", action=argparse.BooleanOptionalAction, default=True,
+        help="treat warnings as errors (default: --strict)",
+    )
+    build.add_argument("--book", metavar="DIR", help="book folder (default: <repo>/book)")
+    build.set_defaults(func=_cmd_build_book)
+
+    check = sub.add_parser(
+        "check-notebook",
+        help="check a source notebook: one `parameters` cell, no outputs",
+    )
+    check.add_argument("paths", nargs="+", metavar="PATH")
+    check.set_defaults(func=_cmd_check_notebook)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``chunkwise`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Experiment drivers: the glue between chunkwise's pieces and the book's chapters."""
