@@ -1,0 +1,368 @@
+"""The book machinery: parameter injection (bug case B23) and strict book builds (B24)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from chunkwise import book, cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The values of bug case B23, plus a few more that break naive quoting.
+JSON_TEXT = '{"k": "v"}'
+WINDOWS_PATH = r"C:\new\table"
+TRICKY = 'quote " backslash-quote \\" end\\ tab\t newline\n é \u2028 ${x} {y}'
+
+DUMP_CELL = (
+    "import json\n"
+    "print(json.dumps({'cfg': cfg, 'path': path, 's': s, 'text': text, 'n': n, "
+    "'ratio': ratio, 'flag': flag, 'sizes': sizes}))"
+)
+
+
+def _write_notebook(path: Path, cells, kernel: bool = True) -> Path:
+    nb = new_notebook()
+    nb.cells = cells
+    if kernel:
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.metadata["language_info"] = {"name": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def _params_cell(source: str):
+    return new_code_cell(source, metadata={"tags": ["parameters"]})
+
+
+def tiny_notebook(path: Path) -> Path:
+    """A notebook with a parameters cell (note the default with `=` inside) that prints its values."""
+    return _write_notebook(
+        path,
+        [
+            new_markdown_cell("# Tiny"),
+            _params_cell(
+                'cfg = "{}"\n'
+                'path = ""\n'
+                's = "a=b"  # a default containing "="\n'
+                'text = ""\n'
+                "n = 1\n"
+                "ratio = 0.5\n"
+                "flag = False\n"
+                "sizes = [1, 2]\n"
+            ),
+            new_code_cell(DUMP_CELL),
+        ],
+    )
+
+
+def printed_values(executed: Path) -> dict:
+    nb = nbformat.read(str(executed), as_version=4)
+    texts = [
+        out["text"]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream" and out.get("name") == "stdout"
+    ]
+    assert texts, "the notebook printed nothing"
+    return json.loads(texts[-1])
+
+
+# ------------------------------------------------------------------- B23: injection
+
+
+def test_injected_strings_round_trip_exactly(tmp_path, caplog):
+    source = tiny_notebook(tmp_path / "nb" / "tiny.ipynb")
+    params = {"cfg": JSON_TEXT, "path": WINDOWS_PATH, "s": "c=d", "text": TRICKY, "ratio": math.inf}
+    with caplog.at_level(logging.WARNING):
+        out = book.execute_notebook(source, params, tmp_path / "out", progress_bar=False)
+
+    assert out == (tmp_path / "out" / "tiny.ipynb").resolve()
+    values = printed_values(out)
+    assert values["cfg"] == JSON_TEXT
+    assert values["path"] == WINDOWS_PATH
+    assert values["text"] == TRICKY
+    assert values["s"] == "c=d"
+    assert values["ratio"] == math.inf
+    assert (values["n"], values["sizes"]) == (1, [1, 2])  # untouched defaults survive
+    # papermill's regex inspection misreads `s = "a=b"` and would warn that `s` is unknown;
+    # names are checked with ast instead, so no spurious warning reaches the user.
+    noise = ("unknown parameter", "Unable to parse line")
+    assert not [r for r in caplog.records if any(n in r.getMessage() for n in noise)]
+
+    nb = nbformat.read(str(out), as_version=4)
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    injected = [i for i, t in enumerate(tags) if "injected-parameters" in t]
+    assert injected == [tags.index(["parameters"]) + 1]
+
+
+def test_cli_parameters_round_trip_exactly(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "chunkwise"\n', encoding="utf-8")
+    tiny_notebook(root / "notebooks" / "tiny.ipynb")
+    monkeypatch.setenv("CHUNKWISE_ROOT", str(root))
+    monkeypatch.setattr(book, "NOTEBOOKS", ("tiny.ipynb",))
+
+    rc = cli.main(
+        [
+            "run-notebooks", "--no-progress",
+            "-p", "cfg", JSON_TEXT,
+            "-p", "path", WINDOWS_PATH,
+            "-p", "s", "x=y=z",
+            "-p", "n", "7",
+            "-p", "ratio", "1e-3",
+            "-p", "flag", "true",
+            "-p", "sizes", "[3, 4]",
+        ]
+    )
+    assert rc == 0, capsys.readouterr().err
+    values = printed_values(root / "book" / "generated" / "tiny.ipynb")
+    assert values == {
+        "cfg": JSON_TEXT, "path": WINDOWS_PATH, "s": "x=y=z", "text": "",
+        "n": 7, "ratio": 0.001, "flag": True, "sizes": [3, 4],
+    }
+
+
+def test_cli_rejects_undeclared_parameter(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "chunkwise"\n', encoding="utf-8")
+    tiny_notebook(root / "notebooks" / "tiny.ipynb")
+    monkeypatch.setenv("CHUNKWISE_ROOT", str(root))
+    monkeypatch.setattr(book, "NOTEBOOKS", ("tiny.ipynb",))
+
+    assert cli.main(["run-notebooks", "-p", "nope", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "'nope'" in err and "tiny.ipynb" in err
+    assert not (root / "book" / "generated" / "tiny.ipynb").exists()
+
+    assert cli.main(["run-notebooks", "-p", "n", "seven"]) == 1
+    assert "'n' is an int" in capsys.readouterr().err
+
+    assert cli.main(["run-notebooks", "--only", "other"]) == 1
+    assert "not a registered notebook" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("raw", [JSON_TEXT, WINDOWS_PATH, "a=b", "", " spaced ", "True", "1", "null", TRICKY])
+def test_string_parameters_are_taken_verbatim(raw):
+    assert book.coerce_parameter("x", raw, "default") == raw
+
+
+@pytest.mark.parametrize(
+    ("raw", "default", "expected"),
+    [
+        ("7", 1, 7),
+        ("-3", 0, -3),
+        ("2.5", 1.0, 2.5),
+        ("3", 1.0, 3.0),
+        ("nan", 1.0, float("nan")),
+        ("TRUE", False, True),
+        ("no", True, False),
+        ('["a", "b"]', ["x"], ["a", "b"]),
+        ("(1, 2)", (0,), [1, 2]),
+        ('{"k": [1, 2]}', {}, {"k": [1, 2]}),
+        ("12", None, 12),
+        ("None", None, None),
+        ("a=b", None, "a=b"),
+        (WINDOWS_PATH, None, WINDOWS_PATH),
+    ],
+)
+def test_non_string_parameters_take_the_default_type(raw, default, expected):
+    value = book.coerce_parameter("x", raw, default)
+    assert type(value) is type(expected)
+    assert value == expected or (isinstance(value, float) and math.isnan(value) and math.isnan(expected))
+
+
+@pytest.mark.parametrize(("raw", "default"), [("1.5", 1), ("maybe", True), ("x", 0.1), ("{", []), ("[1]", {})])
+def test_bad_parameter_values_name_the_parameter(raw, default):
+    with pytest.raises(ValueError, match="'x'"):
+        book.coerce_parameter("x", raw, default)
+
+
+def test_undeclared_parameter_is_rejected_before_running(tmp_path):
+    source = tiny_notebook(tmp_path / "tiny.ipynb")
+    with pytest.raises(book.NotebookCheckError, match="does not declare parameter.*'nope'"):
+        book.execute_notebook(source, {"nope": 1}, tmp_path / "out", progress_bar=False)
+    assert not (tmp_path / "out" / "tiny.ipynb").exists()
+
+
+def test_uninjectable_value_is_rejected(tmp_path):
+    source = tiny_notebook(tmp_path / "tiny.ipynb")
+    with pytest.raises(book.NotebookCheckError, match="'cfg'"):
+        book.execute_notebook(source, {"cfg": (1, 2)}, tmp_path / "out", progress_bar=False)
+
+
+def test_notebook_without_parameters_tag_is_rejected(tmp_path):
+    path = _write_notebook(tmp_path / "untagged.ipynb", [new_code_cell('x = "a"'), new_code_cell("print(x)")])
+    with pytest.raises(book.NotebookCheckError, match="exactly one cell tagged 'parameters', found no cell"):
+        book.check_notebook(path)
+    # papermill would inject at the top silently; we refuse before starting a kernel.
+    with pytest.raises(book.NotebookCheckError, match="tagged 'parameters'"):
+        book.execute_notebook(path, {"x": "b"}, tmp_path / "out", progress_bar=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_check_notebook_reports_every_problem(tmp_path):
+    cell = new_code_cell("1 + 1", execution_count=3)
+    cell.outputs = [new_output("execute_result", {"text/plain": "2"}, execution_count=3)]
+    path = _write_notebook(
+        tmp_path / "messy.ipynb", [_params_cell("a = 1"), _params_cell("b = 2"), cell]
+    )
+    with pytest.raises(book.NotebookCheckError) as info:
+        book.check_notebook(path)
+    message = str(info.value)
+    assert "found 2 cells" in message
+    assert "have outputs" in message and "execution counts" in message
+
+
+def test_parameters_cell_must_hold_only_assignments(tmp_path):
+    path = _write_notebook(tmp_path / "imp.ipynb", [_params_cell("import os\nx = os.sep")])
+    with pytest.raises(book.NotebookCheckError, match="only `name = value` assignments"):
+        book.parameters_cell_names(path)
+
+
+def test_parameters_cell_names_and_defaults(tmp_path):
+    path = _write_notebook(
+        tmp_path / "ok.ipynb",
+        [_params_cell('"""Parameters."""\nk: int = 5\ns = "a=b"\np = Path("x")\nk2 = k3 = None\n')],
+    )
+    assert book.parameters_cell_names(path) == ["k", "s", "p", "k2", "k3"]
+    defaults = book.parameters_cell_defaults(path)
+    assert defaults["k"] == 5 and defaults["s"] == "a=b" and defaults["k2"] is None
+    assert book.coerce_parameter("p", "y", defaults["p"]) == "y"  # non-literal default: untyped
+
+
+def test_check_notebook_cli(tmp_path, capsys):
+    good = _write_notebook(tmp_path / "good.ipynb", [_params_cell("n = 1"), new_code_cell("n")])
+    bad = _write_notebook(tmp_path / "bad.ipynb", [new_code_cell("n = 1")])
+    assert cli.main(["check-notebook", str(good)]) == 0
+    assert "parameters: n" in capsys.readouterr().out
+    assert cli.main(["check-notebook", str(good), str(bad)]) == 1
+    assert "bad.ipynb" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", book.NOTEBOOKS)
+def test_registered_notebooks_follow_the_conventions(name):
+    path = REPO / "notebooks" / name
+    if not path.exists():
+        pytest.skip(f"{name} is registered but not written yet")
+    names = book.check_notebook(path)  # exactly one parameters cell, no outputs
+    assert names, f"{name}: the parameters cell declares nothing"
+
+
+def test_registry_and_toc_agree():
+    toc = (REPO / "book" / "_toc.yml").read_text(encoding="utf-8")
+    for name in book.NOTEBOOKS:
+        if (REPO / "notebooks" / name).exists():
+            assert f"generated/{Path(name).stem}" in toc, f"{name} is missing from book/_toc.yml"
+
+
+def test_failing_notebook_names_itself_and_its_executed_copy(tmp_path):
+    source = _write_notebook(tmp_path / "boom.ipynb", [_params_cell("n = 1"), new_code_cell("1/0")])
+    with pytest.raises(book.NotebookExecutionError) as info:
+        book.execute_notebook(source, {}, tmp_path / "out", progress_bar=False)
+    err = info.value
+    assert err.notebook == "boom.ipynb"
+    assert err.output_path.is_file()
+    assert "ZeroDivisionError" in str(err) and str(err.output_path) in str(err)
+
+
+# --------------------------------------------------------------------- repo root
+
+
+def test_find_repo_root(tmp_path, monkeypatch):
+    monkeypatch.delenv("CHUNKWISE_ROOT", raising=False)
+    assert book.find_repo_root(REPO / "src" / "chunkwise") == REPO
+    other = tmp_path / "other"
+    (other / "deep").mkdir(parents=True)
+    (other / "pyproject.toml").write_text('[project]\nname = "something-else"\n', encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match="CHUNKWISE_ROOT"):
+        book.find_repo_root(other / "deep")
+    monkeypatch.setenv("CHUNKWISE_ROOT", str(other))
+    assert book.find_repo_root(REPO) == other.resolve()
+
+
+# -------------------------------------------------------------- B24: strict builds
+
+
+def _tiny_book(root: Path, notebook_cells, execute: str, stored_outputs=None) -> Path:
+    root.mkdir(parents=True)
+    (root / "_config.yml").write_text(
+        "title: tiny\n"
+        "only_build_toc_files: true\n"
+        "execute:\n"
+        f"  execute_notebooks: {execute}\n"
+        "  timeout: 120\n"
+        "  allow_errors: false\n",
+        encoding="utf-8",
+    )
+    (root / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: chapter\n", encoding="utf-8"
+    )
+    (root / "intro.md").write_text("# Tiny book\n\nOne chapter.\n", encoding="utf-8")
+    cells = [new_markdown_cell("# Chapter"), *notebook_cells]
+    if stored_outputs:
+        for index, outputs in stored_outputs.items():
+            cells[index].outputs = outputs
+            cells[index].execution_count = 1
+    _write_notebook(root / "chapter.ipynb", cells)
+    return root
+
+
+def test_build_book_passes_a_clean_book(tmp_path):
+    root = _tiny_book(tmp_path / "ok", [new_code_cell("print(6 * 7)")], execute="force")
+    assert cli.main(["build-book", "--book", str(root)]) == 0
+    assert (root / "_build" / "html" / "chapter.html").is_file()
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "no-strict"])
+def test_build_book_fails_on_a_failing_notebook(tmp_path, capsys, strict):
+    root = _tiny_book(tmp_path / "bad", [new_code_cell("1/0")], execute="force")
+    flag = "--strict" if strict else "--no-strict"
+    assert cli.main(["build-book", flag, "--book", str(root)]) != 0
+    reports = list((root / "_build" / "html" / "reports").rglob("*"))
+    assert reports, "jupyter-book wrote no execution report"
+    assert "execution reports" in capsys.readouterr().err
+
+
+def test_build_book_fails_on_a_stored_error_output(tmp_path, capsys):
+    # What a failed papermill run leaves behind: a book that executes nothing would show it.
+    error = new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])
+    root = _tiny_book(tmp_path / "stored", [new_code_cell("1/0")], execute="off", stored_outputs={1: [error]})
+    assert cli.main(["build-book", "--no-strict", "--book", str(root)]) != 0
+    assert "ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_remote_assets_are_detected(tmp_path):
+    (tmp_path / "page.html").write_text(
+        '<html><head><script src="https://cdn.example/x.js"></script>'
+        '<link rel="stylesheet" href="//cdn.example/x.css">'
+        '<link rel="stylesheet" href="_static/local.css"><script src="_static/y.js"></script>'
+        '</head><body><a href="https://example.org">prose link</a></body></html>',
+        encoding="utf-8",
+    )
+    found = cli.remote_assets(tmp_path)
+    assert list(found) == ["page.html"]
+    assert len(found["page.html"]) == 2 and all("cdn.example" in t for t in found["page.html"])
+
+
+def test_book_config_is_offline_and_explicit():
+    import yaml
+
+    config = yaml.safe_load((REPO / "book" / "_config.yml").read_text(encoding="utf-8"))
+    assert config["execute"]["execute_notebooks"] == "off"
+    assert isinstance(config["execute"]["timeout"], int)  # B24: never the implicit 30 s
+    assert config["only_build_toc_files"] is True
+    sphinx = config["sphinx"]
+    assert "sphinx-mathjax-offline" in sphinx["extra_extensions"]
+    assert "://" not in sphinx["config"]["mathjax_path"]
+    assert not config["launch_buttons"]["thebe"] and not config["launch_buttons"]["binderhub_url"]
