@@ -1,0 +1,120 @@
+"""Retrieval over chunks: exact dense (cosine) search.
+
+The Chroma-style experiment puts the chunks of all corpora in one index and retrieves the
+``top_k`` chunks nearest to each question by cosine similarity. Search here is exact (a matrix
+product over L2-normalised vectors), so results do not depend on an approximate index's
+parameters; for normalised embeddings cosine ranking equals the L2 ranking a vector database
+would use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"vectors must have shape (n, d), got {x.shape}.")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("vectors contain NaN or infinite values.")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return x / norms
+
+
+def top_k_cosine(queries: np.ndarray, keys: np.ndarray, top_k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k cosine search.
+
+    Parameters
+    ----------
+    queries : numpy.ndarray, shape (q, d)
+    keys : numpy.ndarray, shape (n, d)
+    top_k : int, >= 1
+        Results per query; capped at ``n``.
+
+    Returns
+    -------
+    indices : numpy.ndarray of int, shape (q, min(top_k, n))
+        Key rows, best first. Ties are broken by the lower key index (stable).
+    scores : numpy.ndarray of float32, same shape
+        Cosine similarities.
+
+    Raises
+    ------
+    ValueError
+        For mismatched dimensions, non-finite values or ``top_k < 1``.
+    """
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int, got {top_k!r}.")
+    q = _normalise(queries)
+    k = _normalise(keys)
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(f"query dimension {q.shape[1]} != key dimension {k.shape[1]}; use the same embedder.")
+    kk = min(int(top_k), k.shape[0])
+    if kk == 0 or q.shape[0] == 0:
+        return np.zeros((q.shape[0], 0), dtype=int), np.zeros((q.shape[0], 0), dtype=np.float32)
+    sims = q @ k.T
+    # Stable order: sort by (-score, index).
+    order = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
+    return order, np.take_along_axis(sims, order, axis=1)
+
+
+@dataclass
+class DenseIndex:
+    """Chunks of several documents in one exact cosine index.
+
+    Build with :meth:`from_chunks`; query with :meth:`search`.
+
+    Attributes
+    ----------
+    doc_ids : list of str, length n
+        The document each chunk belongs to.
+    spans : numpy.ndarray of int, shape (n, 2)
+        Half-open character spans of the chunks in their documents.
+    vectors : numpy.ndarray, shape (n, d)
+        L2-normalised chunk embeddings.
+    """
+
+    doc_ids: list[str]
+    spans: np.ndarray
+    vectors: np.ndarray
+
+    @classmethod
+    def from_chunks(cls, chunks_by_doc: dict[str, Sequence[Any]], embedder: Any) -> DenseIndex:
+        """Embed every chunk (``Chunk`` objects) of every document into one index.
+
+        Parameters
+        ----------
+        chunks_by_doc : dict of str -> list of Chunk
+        embedder : Embedder
+            Called once with all chunk texts (a caching embedder embeds only new ones).
+
+        Raises
+        ------
+        ValueError
+            If the embedder returns a wrong number of vectors.
+        """
+        doc_ids: list[str] = []
+        spans: list[tuple[int, int]] = []
+        texts: list[str] = []
+        for doc, chunks in chunks_by_doc.items():
+            for c in chunks:
+                doc_ids.append(doc)
+                spans.append((c.start, c.end))
+                texts.append(c.text)
+        vectors = np.asarray(embedder.embed(texts)) if texts else np.zeros((0, 1), dtype=np.float32)
+        if vectors.shape[0] != len(texts):
+            raise ValueError(f"The embedder returned {vectors.shape[0]} vectors for {len(texts)} chunks.")
+        return cls(doc_ids, np.asarray(spans, dtype=np.int64).reshape(-1, 2), _normalise(vectors))
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def search(self, query_vectors: np.ndarray, top_k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k chunk rows and cosine scores per query (see :func:`top_k_cosine`)."""
+        return top_k_cosine(query_vectors, self.vectors, top_k)
