@@ -295,6 +295,7 @@ def test_find_repo_root(tmp_path, monkeypatch):
 
 
 def _tiny_book(root: Path, notebook_cells, execute: str, stored_outputs=None) -> Path:
+    pytest.importorskip("jupyter_book", reason="the book extra is not installed")
     root.mkdir(parents=True)
     (root / "_config.yml").write_text(
         "title: tiny\n"
@@ -356,7 +357,7 @@ def test_remote_assets_are_detected(tmp_path):
 
 
 def test_book_config_is_offline_and_explicit():
-    import yaml
+    yaml = pytest.importorskip("yaml")
 
     config = yaml.safe_load((REPO / "book" / "_config.yml").read_text(encoding="utf-8"))
     assert config["execute"]["execute_notebooks"] == "off"

@@ -543,7 +543,7 @@ def execute_notebook(
                 **engine_kwargs,
             )
     except PapermillExecutionError as exc:
-        detail = f"cell {exc.cell_index}: {exc.ename}: {exc.evalue}"
+        detail = f"code cell In [{exc.exec_count}]: {exc.ename}: {exc.evalue}"
         raise NotebookExecutionError(source.name, output, detail) from exc
     except Exception as exc:  # kernel death, cell timeout, missing kernel, ...
         raise NotebookExecutionError(source.name, output, f"{type(exc).__name__}: {exc}") from exc

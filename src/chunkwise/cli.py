@@ -168,7 +168,10 @@ def error_outputs(notebooks: Iterable[Path]) -> list[str]:
                 continue
             for out in cell.get("outputs", []) or []:
                 if out.get("output_type") == "error":
-                    found.append(f"{path} cell {index}: {out.get('ename')}: {out.get('evalue')}")
+                    found.append(
+                        f"{path} cell {index} (In [{cell.get('execution_count')}]): "
+                        f"{out.get('ename')}: {out.get('evalue')}"
+                    )
     return found
 
 
@@ -215,13 +218,14 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
         # --all: a full rebuild, since an incremental one does not repeat the warnings of
         # unchanged pages and would pass -W with them still there.
         cmd += ["-W", "-n", "--keep-going", "--all"]
-    print(f"{PROG}: {' '.join(cmd[3:]).replace(str(book_dir), os.path.relpath(book_dir))}",
-          file=sys.stderr)
+    shown = " ".join(cmd[3:]).replace(str(book_dir), os.path.relpath(book_dir))
+    print(f"{PROG}: jupyter-book {shown}", file=sys.stderr)
     rc = subprocess.run(cmd, check=False).returncode
 
     problems: list[str] = []
     if rc != 0:
-        problems.append(f"jupyter-book build exited with {rc}" + (" (warnings are errors in strict mode)" if strict else ""))
+        note = " (warnings are errors in strict mode)" if strict else ""
+        problems.append(f"jupyter-book build exited with {rc}{note}")
     reports = sorted(p for p in reports_dir.rglob("*") if p.is_file()) if reports_dir.is_dir() else []
     if reports:
         problems.append(
