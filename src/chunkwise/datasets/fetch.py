@@ -3,8 +3,9 @@
 Every data file the book uses is listed in the package's download manifest,
 ``chunkwise/datasets/manifest.tsv`` (shipped as package data, read with
 :mod:`importlib.resources`). Each row names a file by a relative path
-(``"chroma/questions_df.csv"``), its sha256 and the raw URL of that file at a pinned upstream commit. :func:`data_path` turns a
-relative path into a local file:
+(``"chroma/questions_df.csv"``), its sha256 and the raw URL of that file at a pinned upstream
+commit (empty for a file only a mirror provides). :func:`data_path` turns a relative path into
+a local file:
 
 1. **Mirror.** If a mirror folder is configured (the ``mirror`` argument, else the environment
    variable ``CHUNKWISE_DATA_MIRROR``) and holds ``<mirror>/<relpath>``, its sha256 is checked

@@ -1,0 +1,50 @@
+"""Public benchmark data: pinned, hash-checked, from a local mirror or downloaded.
+
+- :mod:`chunkwise.datasets.fetch` -- :func:`data_path` resolves a file listed in the package's
+  download manifest (``chunkwise/datasets/manifest.tsv``: relative path, sha256, upstream URL at
+  a pinned commit) to a local copy: ``$CHUNKWISE_DATA_MIRROR/<path>`` when a mirror holds it,
+  else a download with :func:`pooch.retrieve` into ``$CHUNKWISE_CACHE_DIR/data`` (default
+  ``~/.cache/chunkwise/data``). Every copy's sha256 is checked against the manifest.
+- :mod:`chunkwise.datasets.chroma` -- the five corpora and 472 questions (790 gold reference
+  spans, half-open character offsets) of Smith & Troynikov (2024), "Evaluating Chunking
+  Strategies for Retrieval", Chroma technical report.
+
+Nothing is copied into the repository: the data stay upstream (or in a mirror), and
+``data/README.md`` in the repository describes the manifest, mirrors and licences.
+"""
+
+from chunkwise.datasets.chroma import (
+    CHROMA_CORPORA,
+    CHROMA_QUESTIONS_PATH,
+    check_chroma_references,
+    chroma_corpus_name,
+    chroma_corpus_path,
+    load_chroma_corpora,
+    load_chroma_questions,
+)
+from chunkwise.datasets.fetch import (
+    CACHE_ENV,
+    MIRROR_ENV,
+    ManifestEntry,
+    data_path,
+    default_cache_dir,
+    load_manifest,
+    sha256_file,
+)
+
+__all__ = [
+    "CACHE_ENV",
+    "CHROMA_CORPORA",
+    "CHROMA_QUESTIONS_PATH",
+    "MIRROR_ENV",
+    "ManifestEntry",
+    "check_chroma_references",
+    "chroma_corpus_name",
+    "chroma_corpus_path",
+    "data_path",
+    "default_cache_dir",
+    "load_chroma_corpora",
+    "load_chroma_questions",
+    "load_manifest",
+    "sha256_file",
+]

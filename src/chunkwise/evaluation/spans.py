@@ -1,0 +1,737 @@
+"""Character-span retrieval metrics: recall, precision, IoU and precision_Omega.
+
+These are the token-level metrics of Chroma's technical report *Evaluating Chunking
+Strategies for Retrieval* (Smith & Troynikov, 2024), computed on **characters**: every span
+is a half-open ``(start, end)`` pair of Python string offsets into ONE document (the
+question's corpus), with ``0 <= start <= end``. ``|S|`` below is the number of characters
+of a set of positions, ``U(spans)`` the union of the spans' positions, and ``len(s)`` is
+``end - start``.
+
+Two modes
+---------
+``mode="chroma"``
+    Reproduces the report's reference implementation exactly (``chunking_evaluation``,
+    ``evaluation_framework/base_evaluation.py``: ``BaseEvaluation._scores_from_dataset_and_retrievals``
+    and ``BaseEvaluation._full_precision_score``, with the helpers of ``evaluation_utils.py``).
+    The numerator is a union, but the denominators are plain sums, so a character that lies in
+    two retrieved chunks (overlapping chunkers, or the same chunk twice) or in two overlapping
+    references is counted twice there.
+``mode="union"`` (default)
+    The set-based version: no character is ever counted twice (unions of the retrieved spans
+    and of the references throughout).
+
+With retrieved chunks ``c_1..c_k`` from the question's corpus, references ``r_1..r_m``, and
+``O = other_corpus_chars`` (see below), both modes share the numerator
+
+    N = |U(c) ∩ U(r)|       (characters of the references that some retrieved chunk covers)
+
+and differ in the denominators:
+
+=========  ===============================================  =============================
+metric     chroma                                           union
+=========  ===============================================  =============================
+recall     N / (sum_j len(r_j))                             N / |U(r)|
+precision  N / (sum_i len(c_i) + O)                         N / (|U(c)| + O)
+IoU        N / (sum_i len(c_i) + O + sum_j |r_j \\ U(c)|)    N / (|U(c) ∪ U(r)| + O)
+=========  ===============================================  =============================
+
+In chroma mode ``sum_j |r_j \\ U(c)|`` is what the reference code keeps as "unused highlights":
+each reference minus everything retrieved, again summed per reference. Consequences: with
+overlapping references chroma recall stays below 1 even when everything is retrieved (and
+chroma IoU can then exceed chroma recall); with overlapping or repeated retrieved chunks chroma
+precision and IoU are lower than union mode's.
+When neither the retrieved chunks nor the references overlap each other, the modes agree.
+
+Chunks from other corpora
+-------------------------
+The report's retriever searches one index holding every corpus, so some of the ``k`` retrieved
+chunks can come from another document. They can never contain a reference character, so they
+only enter the precision and IoU denominators: ``O = other_corpus_chars`` is added once to
+each (the table above). In chroma mode the reference code adds the plain sum of their lengths
+(``precision_denominator`` sums every retrieved chunk, whatever its corpus), so pass
+``sum(len(c))``. In union mode pass the number of *distinct* other-corpus characters (the
+union per other document, summed over documents) -- :func:`score_questions` computes ``O``
+that way for each mode from the retrieved triples.
+
+precision_Omega
+---------------
+The best precision a chunking allows: retrieve exactly the chunks ``T`` that touch a reference.
+
+* chroma (``_full_precision_score``): a chunk touches a reference when
+  ``max(c.start, r.start) <= min(c.end, r.end)``, i.e. it overlaps **or merely abuts** it
+  (a chunk ending exactly where a reference starts counts), and the score is an
+  intersection over union of sets::
+
+      precision_Omega = |U(T) ∩ U(r)| / |U(T) ∪ U(r)|
+
+  (the reference parts no chunk covers are in the denominator; overlapping touching chunks
+  are *not* double counted here, unlike chroma precision). It is 0 when no chunk touches.
+* union: a chunk touches a reference when they share at least one character
+  (``max(starts) < min(ends)``), and ``precision_Omega = |U(T) ∩ U(r)| / |U(T)|``, exactly
+  ``span_scores(T, references, mode="union").precision``.
+
+Averages
+--------
+The report averages each metric over questions and gives the **population** standard
+deviation (``np.mean`` and ``np.std`` with the default ``ddof=0``, in ``BaseEvaluation.run``);
+:func:`summarize` does the same, overall and per corpus.
+
+Degenerate ratios
+-----------------
+A ratio whose denominator is 0 (no reference characters, nothing retrieved) is 0.0, as in the
+current reference code (``x / d if d else 0``); the numerator is then 0 as well.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "METRICS",
+    "MODES",
+    "SpanScores",
+    "precision_omega",
+    "score_questions",
+    "span_scores",
+    "summarize",
+]
+
+MODES = ("union", "chroma")
+METRICS = ("recall", "precision", "precision_omega", "iou")
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class SpanScores:
+    """Recall, precision and IoU of one question's retrieval; each in ``[0, 1]``."""
+
+    recall: float
+    precision: float
+    iou: float
+
+
+# --------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------
+
+
+def _check_mode(mode: object) -> str:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {MODES!r}.")
+    return str(mode)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+
+
+def _span_problem(start: object, end: object) -> str | None:
+    """Why ``(start, end)`` is not a valid half-open span, or None."""
+    if not (_is_int(start) and _is_int(end)):
+        return "offsets must be ints"
+    if start < 0 or end < 0:  # type: ignore[operator]
+        return "offsets must be >= 0"
+    if start > end:  # type: ignore[operator]
+        return "start > end"
+    return None
+
+
+def _check_spans(name: str, spans: Iterable[Sequence[int]]) -> list[Span]:
+    """Return ``spans`` as a list of ``(int, int)`` or raise ``ValueError`` naming the culprit."""
+    if isinstance(spans, (str, bytes)) or not isinstance(spans, Iterable):
+        raise ValueError(f"{name} must be a sequence of (start, end) pairs, got {spans!r}.")
+    out: list[Span] = []
+    for i, span in enumerate(spans):
+        try:
+            start, end = span
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{name}[{i}] = {span!r} is not a (start, end) pair of character offsets."
+            ) from None
+        problem = _span_problem(start, end)
+        if problem is not None:
+            raise ValueError(
+                f"{name}[{i}] = ({start!r}, {end!r}) is invalid: {problem}; spans are half-open "
+                "(start, end) character offsets with 0 <= start <= end."
+            )
+        out.append((int(start), int(end)))
+    return out
+
+
+def _check_count(name: str, value: object) -> int:
+    if not _is_int(value) or value < 0:  # type: ignore[operator]
+        raise ValueError(f"{name} must be an int >= 0 (a number of characters), got {value!r}.")
+    return int(value)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------
+# Reference implementation (plain Python, one question)
+# --------------------------------------------------------------------------------------
+
+
+def _union(spans: Iterable[Span]) -> list[Span]:
+    """Disjoint sorted spans covering the same characters as ``spans``."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1][1] = end
+        else:
+            merged.append([start, end])
+    return [(s, e) for s, e in merged]
+
+
+def _size(spans: Iterable[Span]) -> int:
+    """Sum of lengths (characters counted with multiplicity)."""
+    return sum(e - s for s, e in spans)
+
+
+def _overlap(a: list[Span], b: list[Span]) -> int:
+    """``|A ∩ B|`` for two disjoint sorted span lists."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _ratio(num: int, den: int) -> float:
+    return num / den if den else 0.0
+
+
+def span_scores(
+    retrieved: Iterable[Sequence[int]],
+    references: Iterable[Sequence[int]],
+    mode: str = "union",
+    other_corpus_chars: int = 0,
+) -> SpanScores:
+    """Recall, precision and IoU of the retrieved spans against the reference spans.
+
+    Parameters
+    ----------
+    retrieved : sequence of (start, end)
+        Retrieved chunks that come from the question's own document, as half-open character
+        spans, in any order; overlaps and repeats allowed.
+    references : sequence of (start, end)
+        The question's reference excerpts in the same document; may overlap each other.
+    mode : {"union", "chroma"}
+        ``"chroma"`` reproduces the report's code; ``"union"`` never counts a character twice.
+    other_corpus_chars : int
+        Characters of the retrieved chunks that come from OTHER documents. Added once to the
+        precision and IoU denominators in both modes; pass the plain sum of their lengths for
+        chroma, the number of distinct characters for union.
+
+    Returns
+    -------
+    SpanScores
+        With ``N = |U(retrieved) ∩ U(references)|`` and ``O = other_corpus_chars``:
+
+        chroma:
+            recall    = N / sum(len(r) for r in references)
+            precision = N / (sum(len(c) for c in retrieved) + O)
+            iou       = N / (sum(len(c) for c in retrieved) + O
+                             + sum(len(r minus U(retrieved)) for r in references))
+        union:
+            recall    = N / |U(references)|
+            precision = N / (|U(retrieved)| + O)
+            iou       = N / (|U(retrieved) ∪ U(references)| + O)
+
+        Sums count overlapping characters once per span (double counting); ``U`` is the set
+        union. A ratio with denominator 0 is 0.0.
+
+    Raises
+    ------
+    ValueError
+        On an unknown mode, a span with a non-int or negative offset or start > end, or a
+        negative ``other_corpus_chars``.
+    """
+    mode = _check_mode(mode)
+    ret = _check_spans("retrieved", retrieved)
+    refs = _check_spans("references", references)
+    other = _check_count("other_corpus_chars", other_corpus_chars)
+
+    ret_u = _union(ret)
+    refs_u = _union(refs)
+    n = _overlap(ret_u, refs_u)
+    if mode == "chroma":
+        retrieved_chars = _size(ret) + other
+        missed = sum((e - s) - _overlap([(s, e)], ret_u) for s, e in refs)
+        return SpanScores(
+            recall=_ratio(n, _size(refs)),
+            precision=_ratio(n, retrieved_chars),
+            iou=_ratio(n, retrieved_chars + missed),
+        )
+    retrieved_chars = _size(ret_u) + other
+    return SpanScores(
+        recall=_ratio(n, _size(refs_u)),
+        precision=_ratio(n, retrieved_chars),
+        iou=_ratio(n, retrieved_chars + _size(refs_u) - n),
+    )
+
+
+def _touches(chunk: Span, ref: Span, mode: str) -> bool:
+    lo = max(chunk[0], ref[0])
+    hi = min(chunk[1], ref[1])
+    return lo <= hi if mode == "chroma" else lo < hi
+
+
+def precision_omega(
+    chunk_spans: Iterable[Sequence[int]],
+    references: Iterable[Sequence[int]],
+    mode: str = "union",
+) -> float:
+    """Precision when retrieving exactly the chunks that touch a reference.
+
+    Parameters
+    ----------
+    chunk_spans : sequence of (start, end)
+        Every chunk the chunker produced for the question's document.
+    references : sequence of (start, end)
+        The question's reference spans in that document.
+    mode : {"union", "chroma"}
+        With ``T`` the touching chunks:
+
+        chroma:  T = chunks with max(c.start, r.start) <= min(c.end, r.end) for some r
+                     (abutting counts), score = |U(T) ∩ U(r)| / |U(T) ∪ U(r)|
+        union:   T = chunks sharing a character with some r,
+                     score = |U(T) ∩ U(r)| / |U(T)|
+
+        (0.0 when the denominator is 0). See the module docstring.
+
+    Raises
+    ------
+    ValueError
+        On an unknown mode or an invalid span.
+    """
+    mode = _check_mode(mode)
+    chunks = _check_spans("chunk_spans", chunk_spans)
+    refs = _check_spans("references", references)
+    touching = _union(c for c in chunks if any(_touches(c, r, mode) for r in refs))
+    refs_u = _union(refs)
+    n = _overlap(touching, refs_u)
+    if mode == "chroma":
+        return _ratio(n, _size(touching) + _size(refs_u) - n)
+    return _ratio(n, _size(touching))
+
+
+# --------------------------------------------------------------------------------------
+# Batch engine (numpy interval arithmetic over all questions at once)
+# --------------------------------------------------------------------------------------
+#
+# Every question's spans are shifted into its own stretch of one long line: position x of
+# question q becomes q * W + x with W = 1 + the largest offset seen, so spans of different
+# questions can neither overlap nor abut, and one sort + running maximum merges all unions.
+
+_I64 = np.int64
+
+
+def _merge(x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the (already shifted) spans ``[x0, x1)``: disjoint sorted segment bounds."""
+    if x0.size == 0:
+        return x0, x1
+    order = np.argsort(x0, kind="stable")
+    x0 = x0[order]
+    run = np.maximum.accumulate(x1[order])
+    new = np.empty(x0.size, dtype=bool)
+    new[0] = True
+    np.greater(x0[1:], run[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, x0.size - 1)
+    return x0[first], run[last]
+
+
+def _sum_by(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Integer sums of ``values`` per group id in ``0..n-1``."""
+    if group.size == 0:
+        return np.zeros(n, dtype=_I64)
+    # float64 sums of integers below 2**53 are exact.
+    return np.bincount(group, weights=values, minlength=n).astype(_I64)
+
+
+def _covered_before(seg0: np.ndarray, seg1: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Characters of the disjoint sorted segments that lie before position ``x``."""
+    cum = np.zeros(seg0.size + 1, dtype=_I64)
+    np.cumsum(seg1 - seg0, out=cum[1:])
+    idx = np.searchsorted(seg0, x, side="right")
+    out = cum[idx]
+    has = idx > 0
+    out[has] -= np.maximum(seg1[idx[has] - 1] - x[has], 0)
+    return out
+
+
+def _covered(seg0: np.ndarray, seg1: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+    """``|[x0, x1) ∩ segments|`` for each span."""
+    if seg0.size == 0 or x0.size == 0:
+        return np.zeros(x0.size, dtype=_I64)
+    return _covered_before(seg0, seg1, x1) - _covered_before(seg0, seg1, x0)
+
+
+def _ratio_arr(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    out = np.zeros(num.shape, dtype=np.float64)
+    np.divide(num.astype(np.float64), den.astype(np.float64), out=out, where=den > 0)
+    return out
+
+
+def _as_offsets(values: list[object], name: str) -> np.ndarray:
+    arr = np.asarray(values) if values else np.zeros(0, dtype=_I64)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} offsets must be ints, got dtype {arr.dtype}.")
+    return arr.astype(_I64)
+
+
+def _check_flat(name: str, q: np.ndarray, s: np.ndarray, e: np.ndarray, qids: list) -> None:
+    """Vectorized span checks; the message names the question and the span's position."""
+    bad = (s < 0) | (e < 0) | (s > e)
+    if not bad.any():
+        return
+    k = int(np.argmax(bad))
+    qi = int(q[k])
+    pos = k - int(np.searchsorted(q, qi, side="left"))
+    problem = _span_problem(int(s[k]), int(e[k]))
+    raise ValueError(
+        f"question {qids[qi]!r}: {name}[{pos}] = ({int(s[k])}, {int(e[k])}) is invalid: "
+        f"{problem}; spans are half-open (start, end) character offsets with 0 <= start <= end."
+    )
+
+
+def _parse_reference(ref: object) -> tuple[object, object]:
+    if isinstance(ref, Mapping):
+        return ref["start_index"], ref["end_index"]
+    start, end = ref  # type: ignore[misc]
+    return start, end
+
+
+def score_questions(
+    questions: pd.DataFrame,
+    retrieved: Sequence[Sequence[Sequence[object]]],
+    chunks: Mapping[str, Sequence[Sequence[int]] | np.ndarray] | None = None,
+    mode: str = "union",
+) -> pd.DataFrame:
+    """Score many questions at once; identical to :func:`span_scores` / :func:`precision_omega`.
+
+    Parameters
+    ----------
+    questions : DataFrame
+        One row per question with columns ``corpus_id`` (the document) and ``references``:
+        a list of ``{"start_index", "end_index"}`` dicts (the Chroma CSV format, optionally
+        still a JSON string) or of ``(start, end)`` pairs. A ``question_id`` column is used
+        as the id when present, else the index.
+    retrieved : sequence, one item per question row
+        The retrieved chunks of each question, each a ``(corpus_id, start, end)`` triple, or a
+        ``(start, end)`` pair meaning the question's own corpus. Triples of another corpus
+        make up ``other_corpus_chars``: the sum of their lengths in chroma mode, the distinct
+        characters (union per other corpus) in union mode.
+    chunks : mapping corpus_id -> sequence of (start, end), optional
+        All chunk spans of each corpus, for precision_Omega (sorted once per corpus). When
+        omitted the ``precision_omega`` column is NaN.
+    mode : {"union", "chroma"}
+
+    Returns
+    -------
+    DataFrame
+        Columns ``question_id, corpus, recall, precision, precision_omega, iou``, one row per
+        question in input order.
+
+    Raises
+    ------
+    ValueError
+        On an unknown mode, missing columns, ``len(retrieved) != len(questions)``, an invalid
+        span, or a corpus missing from ``chunks``.
+    """
+    mode = _check_mode(mode)
+    if not isinstance(questions, pd.DataFrame):
+        raise ValueError("questions must be a pandas DataFrame with corpus_id and references.")
+    missing = [c for c in ("corpus_id", "references") if c not in questions.columns]
+    if missing:
+        raise ValueError(f"questions is missing column(s) {missing}; it needs corpus_id, references.")
+    n_q = len(questions)
+    if len(retrieved) != n_q:
+        raise ValueError(
+            f"retrieved has {len(retrieved)} items but questions has {n_q} rows; "
+            "pass one list of retrieved chunks per question."
+        )
+    qids = list(questions["question_id"] if "question_id" in questions.columns else questions.index)
+    corpora = [str(c) for c in questions["corpus_id"]]
+    codes = {c: i for i, c in enumerate(dict.fromkeys(corpora))}
+
+    # ---- flatten (the only per-span Python work) ----
+    ref_q: list[int] = []
+    ref_s: list[object] = []
+    ref_e: list[object] = []
+    ret_q: list[int] = []
+    ret_c: list[int] = []
+    ret_s: list[object] = []
+    ret_e: list[object] = []
+    for i, (refs, items) in enumerate(zip(questions["references"], retrieved)):
+        if isinstance(refs, str):
+            refs = json.loads(refs)
+        for ref in refs:
+            start, end = _parse_reference(ref)
+            ref_q.append(i)
+            ref_s.append(start)
+            ref_e.append(end)
+        own = codes[corpora[i]]
+        for item in items:
+            if len(item) == 3:
+                corpus, start, end = item
+                code = codes.setdefault(str(corpus), len(codes))
+            else:
+                start, end = item
+                code = own
+            ret_q.append(i)
+            ret_c.append(code)
+            ret_s.append(start)
+            ret_e.append(end)
+
+    rq = np.asarray(ref_q, dtype=np.intp)
+    rs = _as_offsets(ref_s, "reference")
+    re_ = _as_offsets(ref_e, "reference")
+    tq = np.asarray(ret_q, dtype=np.intp)
+    tc = np.asarray(ret_c, dtype=_I64)
+    ts = _as_offsets(ret_s, "retrieved")
+    te = _as_offsets(ret_e, "retrieved")
+    _check_flat("references", rq, rs, re_, qids)
+    _check_flat("retrieved", tq, ts, te, qids)
+
+    q_code = np.asarray([codes[c] for c in corpora], dtype=_I64)
+    same = tc == q_code[tq] if tq.size else np.zeros(0, dtype=bool)
+
+    # ---- chunks per corpus, sorted once ----
+    chunk_tables: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    if chunks is not None:
+        for corpus in dict.fromkeys(corpora):
+            if corpus not in chunks:
+                raise ValueError(
+                    f"chunks has no entry for corpus {corpus!r}; pass the chunk spans of every "
+                    "corpus that a question refers to."
+                )
+        for corpus in dict.fromkeys(corpora):
+            chunk_tables[corpus] = _chunk_table(corpus, chunks[corpus])
+
+    widths = [1]
+    for arr in (re_, te):
+        if arr.size:
+            widths.append(int(arr.max()) + 1)
+    for _, ends, _ in chunk_tables.values():
+        if ends.size:
+            widths.append(int(ends.max()) + 1)
+    width = max(widths)
+    if (n_q + 1) * width * max(len(codes), 1) >= 2**62:
+        raise ValueError("offsets too large for the batch engine; use span_scores per question.")
+
+    rec, prec, iou = _batch_scores(n_q, width, rq, rs, re_, tq, tc, ts, te, same, len(codes), mode)
+    if chunks is None:
+        omega = np.full(n_q, np.nan)
+    else:
+        tables = {codes[c]: t for c, t in chunk_tables.items()}
+        omega = _batch_omega(n_q, width, rq, rs, re_, q_code[rq], tables, mode)
+
+    return pd.DataFrame(
+        {
+            "question_id": qids,
+            "corpus": corpora,
+            "recall": rec,
+            "precision": prec,
+            "precision_omega": omega,
+            "iou": iou,
+        }
+    )
+
+
+def _chunk_table(corpus: str, spans: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Chunk starts, ends (sorted by start) and the running maximum of ends."""
+    arr = np.asarray(spans)
+    if arr.size == 0:
+        empty = np.zeros(0, dtype=_I64)
+        return empty, empty, empty
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"chunks[{corpus!r}] must be a sequence of (start, end) pairs.")
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"chunks[{corpus!r}] offsets must be ints, got dtype {arr.dtype}.")
+    arr = arr.astype(_I64)
+    bad = (arr[:, 0] < 0) | (arr[:, 1] < 0) | (arr[:, 0] > arr[:, 1])
+    if bad.any():
+        k = int(np.argmax(bad))
+        s, e = int(arr[k, 0]), int(arr[k, 1])
+        raise ValueError(
+            f"chunks[{corpus!r}][{k}] = ({s}, {e}) is invalid: {_span_problem(s, e)}; spans are "
+            "half-open (start, end) character offsets with 0 <= start <= end."
+        )
+    order = np.argsort(arr[:, 0], kind="stable")
+    starts = arr[order, 0]
+    ends = arr[order, 1]
+    return starts, ends, np.maximum.accumulate(ends)
+
+
+def _batch_scores(
+    n_q: int,
+    width: int,
+    rq: np.ndarray,
+    rs: np.ndarray,
+    re_: np.ndarray,
+    tq: np.ndarray,
+    tc: np.ndarray,
+    ts: np.ndarray,
+    te: np.ndarray,
+    same: np.ndarray,
+    n_codes: int,
+    mode: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    shift_r = rq.astype(_I64) * width
+    r0, r1 = rs + shift_r, re_ + shift_r
+    cq = tq[same]
+    shift_c = cq.astype(_I64) * width
+    c0, c1 = ts[same] + shift_c, te[same] + shift_c
+
+    ru0, ru1 = _merge(r0, r1)
+    cu0, cu1 = _merge(c0, c1)
+    # N = |U(c) ∩ U(r)|, summed over the merged reference segments.
+    n = _sum_by(ru0 // width, _covered(cu0, cu1, ru0, ru1), n_q)
+    c_union = _sum_by(cu0 // width, cu1 - cu0, n_q)
+    r_union = _sum_by(ru0 // width, ru1 - ru0, n_q)
+
+    other_mask = ~same
+    oq = tq[other_mask]
+    if mode == "chroma":
+        other = _sum_by(oq, te[other_mask] - ts[other_mask], n_q)
+        c_sum = _sum_by(cq, c1 - c0, n_q)
+        r_sum = _sum_by(rq, re_ - rs, n_q)
+        missed = r_sum - _sum_by(rq, _covered(cu0, cu1, r0, r1), n_q)
+        retrieved_chars = c_sum + other
+        return (
+            _ratio_arr(n, r_sum),
+            _ratio_arr(n, retrieved_chars),
+            _ratio_arr(n, retrieved_chars + missed),
+        )
+    # Distinct characters per (question, other corpus), then per question.
+    group = oq.astype(_I64) * n_codes + tc[other_mask]
+    shift_o = group * width
+    ou0, ou1 = _merge(ts[other_mask] + shift_o, te[other_mask] + shift_o)
+    other = _sum_by((ou0 // width) // n_codes, ou1 - ou0, n_q)
+    retrieved_chars = c_union + other
+    return (
+        _ratio_arr(n, r_union),
+        _ratio_arr(n, retrieved_chars),
+        _ratio_arr(n, retrieved_chars + r_union - n),
+    )
+
+
+def _batch_omega(
+    n_q: int,
+    width: int,
+    rq: np.ndarray,
+    rs: np.ndarray,
+    re_: np.ndarray,
+    ref_code: np.ndarray,
+    tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    mode: str,
+) -> np.ndarray:
+    """precision_Omega per question from sorted chunk tables.
+
+    For a reference ``[a, b]`` the touching chunks are (chroma, abutting counts):
+    those starting in ``[a, b]`` -- a contiguous run of the start-sorted table -- plus those
+    starting before ``a`` and ending at or after ``a``. The latter all contain ``a``, so their
+    union is one span from the first of them (the first index whose running max end reaches
+    ``a``) to the running max end before the run. Union mode uses the strict inequalities.
+    """
+    t_q: list[np.ndarray] = []
+    t_s: list[np.ndarray] = []
+    t_e: list[np.ndarray] = []
+    strict = mode == "union"
+    for code, (starts, ends, run_max) in tables.items():
+        if starts.size == 0:
+            continue
+        sel = np.flatnonzero(ref_code == code)
+        if strict:
+            sel = sel[re_[sel] > rs[sel]]  # an empty reference shares no character
+        if sel.size == 0:
+            continue
+        a, b, q = rs[sel], re_[sel], rq[sel]
+        lo = np.searchsorted(starts, a, side="left")
+        hi = np.searchsorted(starts, b, side="left" if strict else "right")
+        first = np.searchsorted(run_max, a, side="right" if strict else "left")
+        # chunks that begin before the reference and reach into it (or abut it)
+        stab = first < lo
+        t_q.append(q[stab])
+        t_s.append(starts[first[stab]])
+        t_e.append(run_max[lo[stab] - 1])
+        # chunks that begin inside the reference
+        counts = hi - lo
+        total = int(counts.sum())
+        if total:
+            offsets = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+            idx = np.arange(total) + offsets
+            t_q.append(np.repeat(q, counts))
+            t_s.append(starts[idx])
+            t_e.append(ends[idx])
+
+    if t_q:
+        shift = np.concatenate(t_q).astype(_I64) * width
+        tu0, tu1 = _merge(np.concatenate(t_s) + shift, np.concatenate(t_e) + shift)
+    else:
+        tu0 = tu1 = np.zeros(0, dtype=_I64)
+    shift_r = rq.astype(_I64) * width
+    ru0, ru1 = _merge(rs + shift_r, re_ + shift_r)
+    n = _sum_by(ru0 // width, _covered(tu0, tu1, ru0, ru1), n_q)
+    t_union = _sum_by(tu0 // width, tu1 - tu0, n_q)
+    if mode == "chroma":
+        r_union = _sum_by(ru0 // width, ru1 - ru0, n_q)
+        return _ratio_arr(n, t_union + r_union - n)
+    return _ratio_arr(n, t_union)
+
+
+# --------------------------------------------------------------------------------------
+# Summary
+# --------------------------------------------------------------------------------------
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean and population standard deviation of each metric, overall and per corpus.
+
+    Parameters
+    ----------
+    df : DataFrame
+        Output of :func:`score_questions` (columns ``corpus`` and the metrics).
+
+    Returns
+    -------
+    DataFrame
+        Index ``corpus`` with the row ``"all"`` first, then each corpus in order of first
+        appearance; columns ``n`` and ``<metric>_mean``, ``<metric>_sd`` for recall,
+        precision, precision_omega and iou. ``sd`` is the population standard deviation
+        (``np.std``, ``ddof=0``), as in the report's ``BaseEvaluation.run``; NaN values (e.g.
+        precision_omega without chunks) are left out, and an all-NaN metric gives NaN.
+    """
+    missing = [c for c in ("corpus", *METRICS) if c not in df.columns]
+    if missing:
+        raise ValueError(f"df is missing column(s) {missing}; pass the output of score_questions.")
+
+    def stats(part: pd.DataFrame) -> dict[str, float]:
+        row: dict[str, float] = {"n": len(part)}
+        for metric in METRICS:
+            values = part[metric].to_numpy(dtype=np.float64)
+            values = values[~np.isnan(values)]
+            row[f"{metric}_mean"] = float(np.mean(values)) if values.size else np.nan
+            row[f"{metric}_sd"] = float(np.std(values)) if values.size else np.nan
+        return row
+
+    rows = {"all": stats(df)}
+    for corpus in dict.fromkeys(df["corpus"]):
+        rows[str(corpus)] = stats(df[df["corpus"] == corpus])
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out["n"] = out["n"].astype(int)
+    out.index.name = "corpus"
+    return out

@@ -1,0 +1,50 @@
+"""LLM access for chunkwise: one client for any OpenAI-compatible endpoint.
+
+- :class:`LLMClient` -- chat completions with retries, a content-addressed response cache,
+  usage accounting, and validated JSON output (:meth:`LLMClient.chat_json`);
+- :class:`LLMCache` -- the SQLite cache (default ``$CHUNKWISE_CACHE_DIR/llm.sqlite`` or
+  ``~/.cache/chunkwise/llm.sqlite``; any path, e.g. one committed with a project);
+- :func:`is_configured` / :meth:`LLMClient.from_env` -- configuration from
+  ``CHUNKWISE_LLM_BASE_URL``, ``CHUNKWISE_LLM_MODEL``, ``CHUNKWISE_LLM_API_KEY``.
+
+Examples
+--------
+>>> from chunkwise.llm import LLMClient
+>>> client = LLMClient.from_env()                   # doctest: +SKIP
+>>> if client is None:                              # doctest: +SKIP
+...     print("skipped: no LLM configured")
+"""
+
+from chunkwise.llm.cache import (
+    CACHE_MODES,
+    CacheEntry,
+    LLMCache,
+    cache_key,
+    default_cache_path,
+)
+from chunkwise.llm.client import (
+    LLMClient,
+    LLMError,
+    LLMJSONError,
+    LLMRequestError,
+    LLMResponse,
+    extract_json,
+    is_configured,
+    iter_json_candidates,
+)
+
+__all__ = [
+    "CACHE_MODES",
+    "CacheEntry",
+    "LLMCache",
+    "LLMClient",
+    "LLMError",
+    "LLMJSONError",
+    "LLMRequestError",
+    "LLMResponse",
+    "cache_key",
+    "default_cache_path",
+    "extract_json",
+    "is_configured",
+    "iter_json_candidates",
+]

@@ -1,0 +1,924 @@
+"""One client for any OpenAI-compatible chat-completions endpoint.
+
+:class:`LLMClient` wraps the official ``openai`` package so the same code talks to the
+OpenAI API, a local ``llama-cpp-python`` server, vLLM, Ollama's OpenAI endpoint, or any
+other server that speaks ``POST /v1/chat/completions``. On top of the ``openai`` client it
+adds what reproducible experiments need:
+
+- **configuration from the environment** -- ``CHUNKWISE_LLM_BASE_URL``,
+  ``CHUNKWISE_LLM_MODEL``, ``CHUNKWISE_LLM_API_KEY`` (falling back to ``OPENAI_BASE_URL`` and
+  ``OPENAI_API_KEY``); :meth:`LLMClient.from_env` returns ``None`` when nothing is
+  configured, so callers can report "skipped: no LLM configured";
+- **retries** with exponential backoff on connection errors, timeouts, HTTP 429 and 5xx
+  (the ``openai`` client runs with ``max_retries=0``; the loop here is explicit and tested),
+  ending in an :class:`LLMRequestError` that names the endpoint and the number of attempts;
+- **a content-addressed response cache** (:mod:`chunkwise.llm.cache`), so reruns and
+  readers of a committed cache make no requests;
+- **usage accounting** -- per reply (:class:`LLMResponse`) and summed on the client
+  (:meth:`LLMClient.stats`);
+- **structured output** -- :meth:`LLMClient.chat_json` asks for JSON, extracts it robustly
+  from the reply (code fences, leading prose), validates it against a JSON schema or a
+  callable, and re-asks with the error at most ``max_repairs`` times before raising
+  :class:`LLMJSONError`.
+
+References
+----------
+.. [1] OpenAI API reference, "Create chat completion",
+   https://platform.openai.com/docs/api-reference/chat/create
+.. [2] openai-python, https://github.com/openai/openai-python
+.. [3] JSON Schema validation with the ``jsonschema`` package,
+   https://python-jsonschema.readthedocs.io/
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from chunkwise.llm.cache import (
+    CACHE_MODES,
+    LLMCache,
+    canonical_json,
+    request_document,
+)
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "ENV_API_KEY",
+    "ENV_BASE_URL",
+    "ENV_CACHE_MODE",
+    "ENV_MODEL",
+    "LLMClient",
+    "LLMError",
+    "LLMJSONError",
+    "LLMRequestError",
+    "LLMResponse",
+    "extract_json",
+    "is_configured",
+    "iter_json_candidates",
+]
+
+#: Environment variable naming the endpoint, e.g. ``http://127.0.0.1:8080/v1``.
+ENV_BASE_URL = "CHUNKWISE_LLM_BASE_URL"
+#: Environment variable naming the model (as the endpoint knows it).
+ENV_MODEL = "CHUNKWISE_LLM_MODEL"
+#: Environment variable holding the API key (local servers usually need none).
+ENV_API_KEY = "CHUNKWISE_LLM_API_KEY"
+#: Environment variable selecting the cache mode for :meth:`LLMClient.from_env`.
+ENV_CACHE_MODE = "CHUNKWISE_LLM_CACHE_MODE"
+
+#: Endpoint used when no base URL is configured.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Key sent to endpoints that need none (the ``openai`` client insists on some key).
+_PLACEHOLDER_KEY = "sk-no-key-required"
+#: Upper bound of one backoff sleep, seconds (also caps a server's ``Retry-After``).
+MAX_BACKOFF_S = 60.0
+#: Characters of the last reply quoted in an :class:`LLMJSONError`.
+_REPLY_QUOTE_CHARS = 1000
+#: At most this many JSON candidates are tried per reply.
+_MAX_CANDIDATES = 32
+#: At most this many ``{`` / ``[`` positions are tried when scanning prose.
+_MAX_SCAN_POSITIONS = 256
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+class LLMError(RuntimeError):
+    """Base class of the errors raised by :mod:`chunkwise.llm`."""
+
+
+class LLMRequestError(LLMError):
+    """A request failed: the last of its retries, or an error that is not retried.
+
+    Attributes
+    ----------
+    endpoint : str
+        The base URL the request went to.
+    model : str or None
+        The model requested.
+    attempts : int
+        Requests made (1 + retries used).
+    status_code : int or None
+        HTTP status of the last failure, when there was a response.
+    last_error : BaseException or None
+        The last underlying exception (also chained as ``__cause__``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str,
+        model: str | None,
+        attempts: int,
+        status_code: int | None = None,
+        last_error: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.model = model
+        self.attempts = attempts
+        self.status_code = status_code
+        self.last_error = last_error
+
+
+class LLMJSONError(LLMError):
+    """:meth:`LLMClient.chat_json` got no valid JSON after all its repair attempts.
+
+    Attributes
+    ----------
+    reply : str
+        The last reply, in full (the message quotes it truncated).
+    error : str
+        The last extraction or validation error.
+    attempts : int
+        Replies obtained (1 + repairs).
+    response : LLMResponse
+        The last response.
+    """
+
+    def __init__(self, message: str, *, reply: str, error: str, attempts: int, response: LLMResponse) -> None:
+        super().__init__(message)
+        self.reply = reply
+        self.error = error
+        self.attempts = attempts
+        self.response = response
+
+
+# -- response -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    """One chat reply.
+
+    Attributes
+    ----------
+    text : str
+        The assistant message content (``""`` when the server sent none).
+    model : str
+        Model name reported by the server.
+    usage : dict
+        ``prompt_tokens``, ``completion_tokens``, ``total_tokens`` (ints; 0 when unreported).
+    latency_s : float
+        Seconds the successful request took. For a cached reply this is the latency of
+        the original call, so timings replay from a committed cache.
+    cached : bool
+        Whether the reply came from the cache (no request was made).
+    finish_reason : str or None
+        ``"stop"``, ``"length"``, ... when reported.
+    key : str or None
+        The cache key of the request.
+    """
+
+    text: str
+    model: str
+    usage: dict[str, int] = field(default_factory=dict)
+    latency_s: float = 0.0
+    cached: bool = False
+    finish_reason: str | None = None
+    key: str | None = None
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+def _env_value(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name)
+        if value is not None and value.strip():
+            return value.strip()
+    return None
+
+
+def is_configured(env: Mapping[str, str] | None = None) -> bool:
+    """Whether an LLM endpoint is configured in the environment.
+
+    Configured means a base URL (``CHUNKWISE_LLM_BASE_URL`` or ``OPENAI_BASE_URL``) or a
+    model (``CHUNKWISE_LLM_MODEL``) is set. An ``OPENAI_API_KEY`` alone does not count:
+    a key exported for other tools should not make experiments start spending on it.
+
+    Parameters
+    ----------
+    env : mapping, optional
+        The environment to read; default ``os.environ``.
+
+    Returns
+    -------
+    bool
+    """
+    env = os.environ if env is None else env
+    return _env_value(env, ENV_BASE_URL, "OPENAI_BASE_URL", ENV_MODEL) is not None
+
+
+# -- JSON extraction ----------------------------------------------------------------------
+
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE_RE = re.compile(r"```[ \t]*[A-Za-z0-9_+.-]*[ \t]*\r?\n?(.*?)```", re.DOTALL)
+_OPEN_FENCE_RE = re.compile(r"```[ \t]*[A-Za-z0-9_+.-]*[ \t]*\r?\n(.*)\Z", re.DOTALL)
+
+
+def iter_json_candidates(text: str, limit: int = _MAX_CANDIDATES) -> Iterator[Any]:
+    """Yield the JSON values found in an LLM reply, most likely first.
+
+    Tried in order: the whole reply; the body of each fenced code block (```` ```json ````
+    or plain ```` ``` ````, also an unclosed one at the end); then every ``{`` or ``[`` in
+    the text decoded with :meth:`json.JSONDecoder.raw_decode`, which finds a value after
+    leading prose and ignores trailing prose. ``<think>...</think>`` blocks are removed
+    first. Duplicates are skipped; the search is bounded.
+
+    Parameters
+    ----------
+    text : str
+        The reply.
+    limit : int, default 32
+        At most this many values are yielded.
+
+    Yields
+    ------
+    Any
+        Decoded JSON values.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}.")
+    text = _THINK_RE.sub("", text).strip()
+    decoder = json.JSONDecoder()
+    seen: set[str] = set()
+    count = 0
+
+    def emit(value: Any) -> bool:
+        nonlocal count
+        try:
+            sig = canonical_json(value)
+        except (TypeError, ValueError):  # NaN etc.: still a candidate, just not deduplicated
+            sig = repr(value)
+        if sig in seen:
+            return False
+        seen.add(sig)
+        count += 1
+        return True
+
+    def scan(segment: str) -> Iterator[Any]:
+        pos, tried = 0, 0
+        while tried < _MAX_SCAN_POSITIONS:
+            starts = [i for i in (segment.find("{", pos), segment.find("[", pos)) if i >= 0]
+            if not starts:
+                return
+            start = min(starts)
+            tried += 1
+            try:
+                value, end = decoder.raw_decode(segment, start)
+            except ValueError:
+                pos = start + 1
+                continue
+            yield value
+            pos = end
+
+    def whole(segment: str) -> Iterator[Any]:
+        segment = segment.strip()
+        if not segment:
+            return
+        try:
+            yield json.loads(segment)
+        except ValueError:
+            return
+
+    fenced = [m.group(1) for m in _FENCE_RE.finditer(text)]
+    if not fenced:
+        m = _OPEN_FENCE_RE.search(text)
+        if m:
+            fenced = [m.group(1)]
+    sources: list[Iterator[Any]] = [whole(text)]
+    sources += [whole(body) for body in fenced]
+    sources += [scan(body) for body in fenced]
+    sources.append(scan(text))
+    for source in sources:
+        for value in source:
+            if emit(value):
+                yield value
+                if count >= limit:
+                    return
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON value in an LLM reply (see :func:`iter_json_candidates`).
+
+    Parameters
+    ----------
+    text : str
+        The reply.
+
+    Returns
+    -------
+    Any
+        The decoded value.
+
+    Raises
+    ------
+    ValueError
+        If the reply holds no decodable JSON value.
+
+    Examples
+    --------
+    >>> extract_json('Sure! Here it is:\\n```json\\n{"a": 1}\\n```')
+    {'a': 1}
+    >>> extract_json('The answer is {"b": [1, 2]} as requested.')
+    {'b': [1, 2]}
+    """
+    for value in iter_json_candidates(text, limit=1):
+        return value
+    raise ValueError(f"no JSON value found in the reply: {_quote(text, 200)}")
+
+
+def _quote(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... [{len(text) - limit} more chars]"
+
+
+def _json_error_detail(text: str) -> str:
+    try:
+        json.loads(_THINK_RE.sub("", text).strip())
+    except ValueError as exc:
+        return str(exc)
+    return "no JSON value"
+
+
+# -- the client ---------------------------------------------------------------------------
+
+
+class LLMClient:
+    """Chat client for any OpenAI-compatible endpoint, with retries, cache and accounting.
+
+    Parameters
+    ----------
+    base_url : str, optional
+        Endpoint root including ``/v1``, e.g. ``"http://127.0.0.1:8080/v1"``. Default:
+        ``$CHUNKWISE_LLM_BASE_URL``, else ``$OPENAI_BASE_URL``, else
+        :data:`DEFAULT_BASE_URL` (the OpenAI API).
+    model : str, optional
+        Model name as the endpoint knows it. Default ``$CHUNKWISE_LLM_MODEL``; when still
+        unset, the endpoint's ``GET /models`` is asked on first use and its model is used
+        if it serves exactly one (a local server usually does).
+    api_key : str, optional
+        Default ``$CHUNKWISE_LLM_API_KEY``, else ``$OPENAI_API_KEY``. A placeholder is sent
+        to a non-default endpoint when no key is set (local servers need none); the OpenAI
+        API itself requires a key.
+    timeout : float, default 60.0
+        Seconds per request.
+    max_retries : int, default 3
+        Retries after the first attempt on connection errors, timeouts, HTTP 429 and 5xx
+        (so at most ``1 + max_retries`` requests per call). Other errors are not retried.
+    backoff : float, default 0.5
+        Sleep before retry ``i`` (1-based) is ``backoff * 2**(i-1)`` seconds, at least the
+        server's ``Retry-After`` when it sends one, at most :data:`MAX_BACKOFF_S`.
+    cache : LLMCache, str, os.PathLike, None or False, default None
+        ``None``: the default cache file (``$CHUNKWISE_CACHE_DIR/llm.sqlite`` or
+        ``~/.cache/chunkwise/llm.sqlite``); a path: that SQLite file (e.g. one committed
+        with a project); an :class:`~chunkwise.llm.cache.LLMCache`: that cache; ``False``:
+        no cache (same as ``cache_mode="off"``).
+    cache_mode : {"use", "refresh", "off"}, default "use"
+        ``"use"``: read, and write on a miss; ``"refresh"``: never read, always write;
+        ``"off"``: neither.
+    model_identity : str, optional
+        What identifies the model in cache keys. Give it when the same weights may be
+        served from different URLs, e.g. ``"qwen2.5-coder-1.5b@sha256:<weights sha256>"``
+        for a local model. Default ``"<model>@<base_url>"``.
+
+    Attributes
+    ----------
+    base_url : str
+    cache : LLMCache or None
+    cache_mode : str
+
+    Notes
+    -----
+    In mode ``"use"`` a cached reply is returned for an identical request even at
+    ``temperature > 0``: the cache records one sample per request, which is what makes a
+    run replayable. Use ``seed`` or different messages to obtain another sample, or mode
+    ``"refresh"`` to resample and overwrite.
+
+    Examples
+    --------
+    >>> client = LLMClient.from_env()                            # doctest: +SKIP
+    >>> if client is None:                                       # doctest: +SKIP
+    ...     print("skipped: no LLM configured")
+    >>> r = client.chat([{"role": "user", "content": "Say hi"}])  # doctest: +SKIP
+    >>> r.text, r.cached, client.stats()["calls"]                # doctest: +SKIP
+    ('Hi!', False, 1)
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        cache: LLMCache | str | os.PathLike[str] | None | bool = None,
+        cache_mode: str = "use",
+        model_identity: str | None = None,
+    ) -> None:
+        env = os.environ
+        resolved_url = base_url or _env_value(env, ENV_BASE_URL, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self.base_url = str(resolved_url).rstrip("/")
+        self._model = model or _env_value(env, ENV_MODEL)
+        key = api_key or _env_value(env, ENV_API_KEY, "OPENAI_API_KEY")
+        if key is None:
+            if self.base_url == DEFAULT_BASE_URL.rstrip("/"):
+                raise ValueError(
+                    f"No API key for {self.base_url}: set {ENV_API_KEY} or OPENAI_API_KEY, "
+                    f"or point {ENV_BASE_URL} at another OpenAI-compatible endpoint."
+                )
+            key = _PLACEHOLDER_KEY
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}.")
+        if not (float(timeout) > 0):
+            raise ValueError(f"timeout must be > 0, got {timeout!r}.")
+        if not (float(backoff) >= 0):
+            raise ValueError(f"backoff must be >= 0, got {backoff!r}.")
+        if cache_mode not in CACHE_MODES:
+            raise ValueError(f"cache_mode must be one of {CACHE_MODES}, got {cache_mode!r}.")
+        if model_identity is not None and (not isinstance(model_identity, str) or not model_identity):
+            raise ValueError(f"model_identity must be a non-empty str, got {model_identity!r}.")
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.backoff = float(backoff)
+        self.cache_mode = cache_mode
+        self._model_identity = model_identity
+        if cache is False or cache_mode == "off":
+            self.cache: LLMCache | None = None
+        elif cache is None or cache is True:
+            self.cache = LLMCache()
+        elif isinstance(cache, LLMCache):
+            self.cache = cache
+        elif isinstance(cache, (str, os.PathLike)):
+            self.cache = LLMCache(Path(cache))
+        else:
+            raise TypeError(f"cache must be an LLMCache, a path, None or False, got {type(cache).__name__}.")
+        self._client = openai.OpenAI(
+            base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0
+        )
+        self._sleep: Callable[[float], None] = time.sleep
+        self._lock = threading.Lock()
+        self._stats = self._zero_stats()
+
+    # -- construction ---------------------------------------------------------------
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMClient | None:
+        """A client configured from the environment, or ``None`` when none is configured.
+
+        Parameters
+        ----------
+        env : mapping, optional
+            Environment to test with :func:`is_configured`; default ``os.environ``. The
+            values themselves are read from ``os.environ`` by the constructor unless
+            given in ``env`` (then they are passed explicitly).
+        **overrides
+            Constructor arguments (``timeout``, ``cache``, ``model_identity``, ...).
+            ``cache_mode`` defaults to ``$CHUNKWISE_LLM_CACHE_MODE`` when that is set.
+
+        Returns
+        -------
+        LLMClient or None
+            ``None`` when :func:`is_configured` is false, so a caller can print
+            "skipped: no LLM configured".
+        """
+        source = os.environ if env is None else env
+        if not is_configured(source):
+            return None
+        overrides.setdefault("base_url", _env_value(source, ENV_BASE_URL, "OPENAI_BASE_URL"))
+        overrides.setdefault("model", _env_value(source, ENV_MODEL))
+        overrides.setdefault("api_key", _env_value(source, ENV_API_KEY, "OPENAI_API_KEY"))
+        mode = _env_value(source, ENV_CACHE_MODE)
+        if mode is not None:
+            overrides.setdefault("cache_mode", mode.lower())
+        return cls(**overrides)
+
+    def __repr__(self) -> str:
+        return (
+            f"LLMClient(base_url={self.base_url!r}, model={self._model!r}, "
+            f"cache_mode={self.cache_mode!r}, cache={self.cache!r})"
+        )
+
+    # -- identity -------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        """The model name; asks the endpoint's ``GET /models`` once when none was configured."""
+        if self._model is None:
+            page = self._call_with_retries(lambda: self._client.models.list(), "list models", model=None)[0]
+            ids = sorted({m.id for m in getattr(page, "data", []) or []})
+            if len(ids) != 1:
+                raise LLMError(
+                    f"No model configured and {self.base_url}/models lists {len(ids)} models "
+                    f"({', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''}); "
+                    f"pass model= or set {ENV_MODEL}."
+                )
+            self._model = ids[0]
+        return self._model
+
+    @property
+    def model_identity(self) -> str:
+        """What identifies the model in cache keys (see the class docstring)."""
+        if self._model_identity is not None:
+            return self._model_identity
+        return f"{self.model}@{self.base_url}"
+
+    # -- accounting -----------------------------------------------------------------
+
+    @staticmethod
+    def _zero_stats() -> dict[str, Any]:
+        return {
+            "calls": 0,
+            "cache_hits": 0,
+            "requests": 0,
+            "retries": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "total_tokens": 0,
+            "latency_s": 0.0,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Totals since construction (or :meth:`reset_stats`).
+
+        Returns
+        -------
+        dict
+            ``calls`` (:meth:`chat` calls, cached or not), ``cache_hits``, ``requests``
+            (HTTP requests made, retries included), ``retries``, and, over the replies
+            obtained from the endpoint (not the cache), ``prompt_tokens``,
+            ``completion_tokens``, ``total_tokens`` and ``latency_s`` (summed seconds).
+        """
+        with self._lock:
+            return dict(self._stats)
+
+    def reset_stats(self) -> None:
+        """Set all :meth:`stats` counters to zero."""
+        with self._lock:
+            self._stats = self._zero_stats()
+
+    def _count(self, **inc: float) -> None:
+        with self._lock:
+            for name, value in inc.items():
+                self._stats[name] += value
+
+    # -- requests -------------------------------------------------------------------
+
+    @staticmethod
+    def _retryable(exc: BaseException) -> bool:
+        if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+            return True
+        if isinstance(exc, openai.APIStatusError):
+            return exc.status_code == 429 or exc.status_code >= 500
+        return False
+
+    def _delay(self, retry: int, exc: BaseException) -> float:
+        delay = self.backoff * (2 ** (retry - 1))
+        response = getattr(exc, "response", None)
+        if response is not None:
+            try:
+                delay = max(delay, float(response.headers.get("retry-after", "")))
+            except (TypeError, ValueError):
+                pass
+        return min(max(delay, 0.0), MAX_BACKOFF_S)
+
+    def _call_with_retries(self, fn: Callable[[], Any], what: str, *, model: str | None) -> tuple[Any, float]:
+        """Run ``fn`` with the retry policy; return (result, seconds of the successful try)."""
+        attempts = self.max_retries + 1
+        last: BaseException | None = None
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                self._count(retries=1)
+                self._sleep(self._delay(attempt - 1, last))  # type: ignore[arg-type]
+            self._count(requests=1)
+            start = time.perf_counter()
+            try:
+                result = fn()
+            except openai.OpenAIError as exc:
+                last = exc
+                if self._retryable(exc) and attempt < attempts:
+                    continue
+                status = getattr(exc, "status_code", None)
+                if self._retryable(exc):
+                    msg = (
+                        f"LLM {what} to {self.base_url} (model {model!r}) failed after "
+                        f"{attempt} attempt{'s' if attempt != 1 else ''} "
+                        f"(max_retries={self.max_retries}): {_describe(exc)}"
+                    )
+                else:
+                    msg = (
+                        f"LLM {what} to {self.base_url} (model {model!r}) failed on attempt "
+                        f"{attempt} with a non-retryable error: {_describe(exc)}"
+                    )
+                raise LLMRequestError(
+                    msg, endpoint=self.base_url, model=model, attempts=attempt,
+                    status_code=status, last_error=exc,
+                ) from exc
+            return result, time.perf_counter() - start
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]] | str,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> LLMResponse:
+        """One chat completion, from the cache when possible.
+
+        Parameters
+        ----------
+        messages : sequence of mapping, or str
+            Chat messages ``{"role": ..., "content": ...}``; a plain string is sent as one
+            user message.
+        temperature : float or None, default 0.0
+            Sampling temperature (``None``: not sent, the server's default).
+        max_tokens : int, optional
+            Completion length limit.
+        seed : int, optional
+            Sampling seed, for endpoints that honour it.
+        response_format : mapping, optional
+            E.g. ``{"type": "json_object"}``.
+        **extra
+            Further JSON-serialisable parameters passed to the endpoint (``top_p``,
+            ``stop``, ``extra_body``, ...). They are part of the cache key.
+
+        Returns
+        -------
+        LLMResponse
+
+        Raises
+        ------
+        LLMRequestError
+            When the request fails after its retries, or with an error that is not retried
+            (e.g. HTTP 400, 401, 404), or the response has no choices.
+        TypeError, ValueError
+            For malformed messages or parameters that JSON cannot represent.
+        """
+        msgs = _normalise_messages(messages)
+        model = self.model
+        identity = self.model_identity
+        doc = request_document(
+            identity, msgs, temperature=temperature, max_tokens=max_tokens, seed=seed,
+            response_format=response_format, extra=extra,
+        )
+        key = hashlib.sha256(canonical_json(doc).encode("utf-8")).hexdigest()
+        self._count(calls=1)
+
+        if self.cache is not None and self.cache_mode == "use":
+            entry = self.cache.get(key)
+            if entry is not None:
+                self._count(cache_hits=1)
+                return LLMResponse(
+                    text=entry.text, model=entry.model, usage=_usage_ints(entry.usage),
+                    latency_s=entry.latency_s, cached=True, finish_reason=entry.finish_reason, key=key,
+                )
+
+        params: dict[str, Any] = {"model": model, "messages": msgs}
+        if temperature is not None:
+            params["temperature"] = float(temperature)
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        if seed is not None:
+            params["seed"] = seed
+        if response_format is not None:
+            params["response_format"] = dict(response_format)
+        params.update(extra)
+        completion, latency = self._call_with_retries(
+            lambda: self._client.chat.completions.create(**params), "chat completion", model=model
+        )
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            raise LLMRequestError(
+                f"LLM chat completion from {self.base_url} (model {model!r}) returned no choices: "
+                f"{_quote(str(completion), 300)}",
+                endpoint=self.base_url, model=model, attempts=1,
+            )
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
+        usage = _usage_ints(getattr(completion, "usage", None))
+        response = LLMResponse(
+            text=text,
+            model=str(getattr(completion, "model", None) or model),
+            usage=usage,
+            latency_s=latency,
+            cached=False,
+            finish_reason=getattr(choice, "finish_reason", None),
+            key=key,
+        )
+        self._count(
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            total_tokens=usage["total_tokens"],
+            latency_s=latency,
+        )
+        if self.cache is not None and self.cache_mode in ("use", "refresh"):
+            self.cache.put(
+                key, text=response.text, model=response.model, usage=usage, latency_s=latency,
+                finish_reason=response.finish_reason, model_identity=identity, request=doc,
+            )
+        return response
+
+    # -- structured output ----------------------------------------------------------
+
+    def chat_json(
+        self,
+        messages: Sequence[Mapping[str, Any]] | str,
+        schema: Mapping[str, Any] | None = None,
+        validator: Callable[[Any], Any] | None = None,
+        max_repairs: int = 2,
+        json_mode: bool = True,
+        **kw: Any,
+    ) -> tuple[Any, LLMResponse]:
+        """Ask for JSON; extract, validate, and repair it.
+
+        The reply is searched for JSON values (:func:`iter_json_candidates`); the first one
+        that passes ``schema`` and ``validator`` is returned. When none does, the model is
+        asked again with the original messages, its reply, and a user message stating the
+        error (and the schema, when given) -- at most ``max_repairs`` times. Repair requests
+        go through :meth:`chat`, so they are cached under their full messages and a replay
+        from the cache reproduces the whole exchange.
+
+        Parameters
+        ----------
+        messages : sequence of mapping, or str
+            As in :meth:`chat`. The prompt should ask for JSON (the OpenAI API rejects
+            ``json_object`` mode when no message mentions JSON).
+        schema : mapping, optional
+            A JSON Schema the value must satisfy (checked with the ``jsonschema`` package,
+            using the draft the schema declares, else the latest).
+        validator : callable, optional
+            Called with the decoded value after the schema check. It accepts the value by
+            returning ``None`` or ``True``; it rejects it by returning ``False`` or an error
+            string, or by raising ``ValueError``, ``TypeError``, ``KeyError`` or
+            ``AssertionError`` (whose message is sent back to the model).
+        max_repairs : int, default 2
+            Re-asks after the first reply (so at most ``1 + max_repairs`` replies).
+        json_mode : bool, default True
+            Send ``response_format={"type": "json_object"}`` (unless ``response_format`` is
+            given in ``kw``). Set False for endpoints that do not support it.
+        **kw
+            Passed to :meth:`chat` (``temperature``, ``max_tokens``, ``seed``, ...).
+
+        Returns
+        -------
+        tuple of (Any, LLMResponse)
+            The validated value and the response it came from.
+
+        Raises
+        ------
+        LLMJSONError
+            When the last reply is still unusable; its message quotes that reply
+            (truncated) and the error.
+        LLMRequestError
+            When a request fails (see :meth:`chat`).
+        jsonschema.exceptions.SchemaError
+            When ``schema`` itself is not a valid JSON Schema.
+        """
+        if isinstance(max_repairs, bool) or not isinstance(max_repairs, int) or max_repairs < 0:
+            raise ValueError(f"max_repairs must be an int >= 0, got {max_repairs!r}.")
+        if validator is not None and not callable(validator):
+            raise TypeError("validator must be callable.")
+        schema_validator = _schema_validator(schema) if schema is not None else None
+        if json_mode and kw.get("response_format") is None:
+            kw["response_format"] = {"type": "json_object"}
+        base = _normalise_messages(messages)
+        convo = base
+        response: LLMResponse | None = None
+        error = ""
+        for _attempt in range(max_repairs + 1):
+            response = self.chat(convo, **kw)
+            value, error = _first_valid(response.text, schema_validator, validator)
+            if error is None:
+                return value, response
+            convo = [
+                *base,
+                {"role": "assistant", "content": response.text},
+                {"role": "user", "content": _repair_prompt(error, schema)},
+            ]
+        assert response is not None
+        attempts = max_repairs + 1
+        raise LLMJSONError(
+            f"LLM reply from {self.base_url} (model {self._model!r}) was not valid JSON after "
+            f"{attempts} attempt{'s' if attempts != 1 else ''} ({max_repairs} repairs). "
+            f"Last error: {error}. Last reply: {_quote(response.text, _REPLY_QUOTE_CHARS)}",
+            reply=response.text, error=str(error), attempts=attempts, response=response,
+        )
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    name = type(exc).__name__
+    text = str(exc) or name
+    if len(text) > 300:
+        text = text[:300] + "..."
+    return f"{name} (HTTP {status}): {text}" if status is not None else f"{name}: {text}"
+
+
+def _usage_ints(usage: Any) -> dict[str, int]:
+    out = {}
+    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
+        out[name] = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    if not out["total_tokens"]:
+        out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
+    return out
+
+
+def _normalise_messages(messages: Sequence[Mapping[str, Any]] | str) -> list[dict[str, Any]]:
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if not isinstance(messages, Sequence) or isinstance(messages, (bytes, bytearray)):
+        raise TypeError(f"messages must be a sequence of mappings or a str, got {type(messages).__name__}.")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or "role" not in m:
+            raise TypeError(f"messages[{i}] must be a mapping with a 'role', got {m!r}.")
+        out.append(dict(m))
+    if not out:
+        raise ValueError("messages must not be empty.")
+    return out
+
+
+def _schema_validator(schema: Mapping[str, Any]) -> Any:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _schema_errors(validator: Any, value: Any) -> str | None:
+    from jsonschema.exceptions import relevance
+
+    errors = sorted(validator.iter_errors(value), key=relevance)
+    if not errors:
+        return None
+    parts = []
+    for err in errors[:3]:
+        where = "/".join(str(p) for p in err.absolute_path) or "<root>"
+        parts.append(f"{err.message} (at {where})")
+    more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "schema validation failed: " + "; ".join(parts) + more
+
+
+def _custom_errors(validator: Callable[[Any], Any], value: Any) -> str | None:
+    try:
+        verdict = validator(value)
+    except (ValueError, TypeError, KeyError, AssertionError) as exc:
+        return f"validation failed: {type(exc).__name__}: {exc}"
+    if verdict is None or verdict is True:
+        return None
+    if verdict is False:
+        return "validation failed: the value was rejected by the validator"
+    return f"validation failed: {verdict}"
+
+
+def _first_valid(
+    text: str, schema_validator: Any, validator: Callable[[Any], Any] | None
+) -> tuple[Any, str | None]:
+    first_error: str | None = None
+    found = False
+    for value in iter_json_candidates(text):
+        found = True
+        error = _schema_errors(schema_validator, value) if schema_validator is not None else None
+        if error is None and validator is not None:
+            error = _custom_errors(validator, value)
+        if error is None:
+            return value, None
+        if first_error is None:
+            first_error = error
+    if not found:
+        return None, f"the reply contains no valid JSON ({_json_error_detail(text)})"
+    return None, first_error
+
+
+def _repair_prompt(error: str, schema: Mapping[str, Any] | None) -> str:
+    lines = [f"Your previous reply could not be used: {error}."]
+    if schema is not None:
+        text = canonical_json(dict(schema))
+        if len(text) <= 4000:
+            lines.append(f"The JSON must validate against this JSON Schema: {text}")
+    lines.append("Reply again with only the corrected JSON, no explanation and no code fences.")
+    return "\n".join(lines)
