@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import os
+import pickle
 import re
 from pathlib import Path
 
@@ -108,6 +109,7 @@ def test_defaults():
     assert chunker.strip_whitespace is True
     assert chunker.length_function("Hello world") == count_tokens("Hello world") == 2
     assert "cl100k_base" in repr(chunker)
+    assert pickle.loads(pickle.dumps(chunker)).split("a b") == chunker.split("a b")
     assert RecursiveTokenChunker(10, 0, keep_separator=True).keep_separator == "start"  # LangChain meaning
     assert RecursiveTokenChunker(10, 0, keep_separator=False).keep_separator is False
     # a literal "(unclosed" is fine when not a regex
@@ -426,7 +428,9 @@ def matches_langchain(lc_texts, ours):
 
 
 @pytest.mark.parametrize("keep", [True, "end"])
-@pytest.mark.parametrize("separators", [CHROMA_SEPARATORS, LC_DEFAULT_SEPARATORS, ["\n", " "]], ids=["chroma", "lc", "nl-space"])
+@pytest.mark.parametrize(
+    "separators", [CHROMA_SEPARATORS, LC_DEFAULT_SEPARATORS, ["\n", " "]], ids=["chroma", "lc", "nl-space"]
+)
 @pytest.mark.parametrize("size, overlap", PARITY_SIZES)
 def test_parity_with_langchain(keep, separators, size, overlap):
     for text in PARITY_TEXTS:

@@ -88,6 +88,7 @@ import json
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import pandas as pd
@@ -385,33 +386,54 @@ def _ratio_arr(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
-def _as_offsets(values: list[object], name: str) -> np.ndarray:
-    arr = np.asarray(values) if values else np.zeros(0, dtype=_I64)
+def _pairs_to_arrays(
+    name: str, pairs: list, q: np.ndarray, qids: list
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end arrays of the flattened spans, after vectorized checks.
+
+    ``q`` is the (sorted) question index of each span; messages name the question and the
+    span's position in that question's list.
+    """
+    if not pairs:
+        empty = np.zeros(0, dtype=_I64)
+        return empty, empty
+
+    def fail(k: int, problem: str | None) -> None:
+        qi = int(q[k])
+        pos = k - int(np.searchsorted(q, qi, side="left"))
+        item = pairs[k]
+        if problem is None:
+            raise ValueError(
+                f"question {qids[qi]!r}: {name}[{pos}] = {item!r} is not a (start, end) pair "
+                "of character offsets."
+            )
+        raise ValueError(
+            f"question {qids[qi]!r}: {name}[{pos}] = ({item[0]!r}, {item[1]!r}) is invalid: "
+            f"{problem}; spans are half-open (start, end) character offsets with "
+            "0 <= start <= end."
+        )
+
+    try:
+        arr = np.asarray(pairs)
+    except (ValueError, TypeError):
+        arr = None
+    if arr is None or arr.ndim != 2 or arr.shape[1] != 2:
+        for k, item in enumerate(pairs):
+            if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 2:
+                fail(k, None)
+        arr = np.asarray(pairs, dtype=object)
     if arr.dtype.kind not in "iu":
-        raise ValueError(f"{name} offsets must be ints, got dtype {arr.dtype}.")
-    return arr.astype(_I64)
-
-
-def _check_flat(name: str, q: np.ndarray, s: np.ndarray, e: np.ndarray, qids: list) -> None:
-    """Vectorized span checks; the message names the question and the span's position."""
-    bad = (s < 0) | (e < 0) | (s > e)
-    if not bad.any():
-        return
-    k = int(np.argmax(bad))
-    qi = int(q[k])
-    pos = k - int(np.searchsorted(q, qi, side="left"))
-    problem = _span_problem(int(s[k]), int(e[k]))
-    raise ValueError(
-        f"question {qids[qi]!r}: {name}[{pos}] = ({int(s[k])}, {int(e[k])}) is invalid: "
-        f"{problem}; spans are half-open (start, end) character offsets with 0 <= start <= end."
-    )
-
-
-def _parse_reference(ref: object) -> tuple[object, object]:
-    if isinstance(ref, Mapping):
-        return ref["start_index"], ref["end_index"]
-    start, end = ref  # type: ignore[misc]
-    return start, end
+        for k, (start, end) in enumerate(pairs):
+            problem = _span_problem(start, end)
+            if problem is not None:
+                fail(k, problem)
+    starts = arr[:, 0].astype(_I64)
+    ends = arr[:, 1].astype(_I64)
+    bad = (starts < 0) | (ends < 0) | (starts > ends)
+    if bad.any():
+        k = int(np.argmax(bad))
+        fail(k, _span_problem(int(starts[k]), int(ends[k])))
+    return starts, ends
 
 
 def score_questions(
@@ -463,51 +485,43 @@ def score_questions(
             f"retrieved has {len(retrieved)} items but questions has {n_q} rows; "
             "pass one list of retrieved chunks per question."
         )
-    qids = list(questions["question_id"] if "question_id" in questions.columns else questions.index)
-    corpora = [str(c) for c in questions["corpus_id"]]
+    qids = (questions["question_id"] if "question_id" in questions.columns else questions.index).tolist()
+    corpora = [str(c) for c in questions["corpus_id"].tolist()]
     codes = {c: i for i, c in enumerate(dict.fromkeys(corpora))}
 
     # ---- flatten (the only per-span Python work) ----
-    ref_q: list[int] = []
-    ref_s: list[object] = []
-    ref_e: list[object] = []
-    ret_q: list[int] = []
-    ret_c: list[int] = []
-    ret_s: list[object] = []
-    ret_e: list[object] = []
-    for i, (refs, items) in enumerate(zip(questions["references"], retrieved)):
-        if isinstance(refs, str):
-            refs = json.loads(refs)
-        for ref in refs:
-            start, end = _parse_reference(ref)
-            ref_q.append(i)
-            ref_s.append(start)
-            ref_e.append(end)
-        own = codes[corpora[i]]
-        for item in items:
-            if len(item) == 3:
-                corpus, start, end = item
-                code = codes.setdefault(str(corpus), len(codes))
-            else:
-                start, end = item
-                code = own
-            ret_q.append(i)
-            ret_c.append(code)
-            ret_s.append(start)
-            ret_e.append(end)
-
-    rq = np.asarray(ref_q, dtype=np.intp)
-    rs = _as_offsets(ref_s, "reference")
-    re_ = _as_offsets(ref_e, "reference")
-    tq = np.asarray(ret_q, dtype=np.intp)
-    tc = np.asarray(ret_c, dtype=_I64)
-    ts = _as_offsets(ret_s, "retrieved")
-    te = _as_offsets(ret_e, "retrieved")
-    _check_flat("references", rq, rs, re_, qids)
-    _check_flat("retrieved", tq, ts, te, qids)
-
     q_code = np.asarray([codes[c] for c in corpora], dtype=_I64)
-    same = tc == q_code[tq] if tq.size else np.zeros(0, dtype=bool)
+    arange = np.arange(n_q, dtype=np.intp)
+    ref_lists = [json.loads(r) if isinstance(r, str) else r for r in questions["references"].tolist()]
+    rq = np.repeat(arange, [len(r) for r in ref_lists])
+    ref_pairs = [
+        (r["start_index"], r["end_index"]) if type(r) is dict or isinstance(r, Mapping) else r
+        for r in chain.from_iterable(ref_lists)
+    ]
+    rs, re_ = _pairs_to_arrays("references", ref_pairs, rq, qids)
+
+    flat = list(chain.from_iterable(retrieved))
+    tq = np.repeat(arange, [len(items) for items in retrieved])
+    try:
+        all_pairs = set(map(len, flat)) <= {2}
+    except TypeError:
+        all_pairs = False
+    if all_pairs:  # fast path: everything from the question's own corpus
+        tc = q_code[tq]
+        ret_pairs = flat
+    else:
+        ret_codes: list[int] = []
+        ret_pairs = []
+        for k, item in enumerate(flat):
+            if isinstance(item, Sequence) and len(item) == 3:
+                ret_codes.append(codes.setdefault(str(item[0]), len(codes)))
+                ret_pairs.append(item[1:])
+            else:
+                ret_codes.append(int(q_code[tq[k]]))
+                ret_pairs.append(item)
+        tc = np.asarray(ret_codes, dtype=_I64)
+    ts, te = _pairs_to_arrays("retrieved", ret_pairs, tq, qids)
+    same = tc == q_code[tq]
 
     # ---- chunks per corpus, sorted once ----
     chunk_tables: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
