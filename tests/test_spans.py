@@ -235,6 +235,10 @@ def test_batch_validation_names_question_and_span():
         score_questions(qs, [[]])
     with pytest.raises(ValueError, match="must be ints"):
         score_questions(qs, [[("a", 0.5, 2)], []])
+    with pytest.raises(ValueError, match=r"question 0: retrieved\[1\] = \(1, 2, 3, 4\) is not a"):
+        score_questions(qs, [[(0, 1), (1, 2, 3, 4)], []])
+    with pytest.raises(ValueError, match=r"question 1: references\[0\] = \(0, 1, 2\) is not a"):
+        score_questions(_questions([[(0, 5)], [(0, 1, 2)]], ["a", "a"]), [[], []])
 
 
 # ------------------------------------------------------------------------ batch path
@@ -317,10 +321,15 @@ question = st.tuples(
     qs=st.lists(question, max_size=6),
     chunk_lists=st.fixed_dictionaries({c: st.lists(span, max_size=8) for c in "abc"}),
     mode=st.sampled_from(BOTH),
+    own_only=st.booleans(),
 )
-def test_batch_equals_span_scores(qs, chunk_lists, mode):
+def test_batch_equals_span_scores(qs, chunk_lists, mode, own_only):
+    if own_only:  # the (start, end) shorthand: only the question's own corpus
+        qs = [(c, refs, [t for t in items if t[0] == c]) for c, refs, items in qs]
+        retrieved = [[(s, e) for _, s, e in items] for _, _, items in qs]
+    else:
+        retrieved = [items for _, _, items in qs]
     questions = _questions([refs for _, refs, _ in qs], [c for c, _, _ in qs])
-    retrieved = [items for _, _, items in qs]
     df = score_questions(questions, retrieved, chunk_lists, mode=mode)
     for i, (corpus, refs, items) in enumerate(qs):
         own = [(s, e) for c, s, e in items if c == corpus]

@@ -25,17 +25,18 @@ With retrieved chunks ``c_1..c_k`` from the question's corpus, references ``r_1.
 
     N = |U(c) ∩ U(r)|       (characters of the references that some retrieved chunk covers)
 
-and differ in the denominators:
+and differ in the denominators::
 
-=========  ===============================================  =============================
-metric     chroma                                           union
-=========  ===============================================  =============================
-recall     N / (sum_j len(r_j))                             N / |U(r)|
-precision  N / (sum_i len(c_i) + O)                         N / (|U(c)| + O)
-IoU        N / (sum_i len(c_i) + O + sum_j |r_j \\ U(c)|)    N / (|U(c) ∪ U(r)| + O)
-=========  ===============================================  =============================
+    chroma:
+        recall    = N / sum_j len(r_j)
+        precision = N / (sum_i len(c_i) + O)
+        IoU       = N / (sum_i len(c_i) + O + sum_j |r_j minus U(c)|)
+    union:
+        recall    = N / |U(r)|
+        precision = N / (|U(c)| + O)
+        IoU       = N / (|U(c) ∪ U(r)| + O)
 
-In chroma mode ``sum_j |r_j \\ U(c)|`` is what the reference code keeps as "unused highlights":
+In chroma mode ``sum_j |r_j minus U(c)|`` is what the reference code keeps as "unused highlights":
 each reference minus everything retrieved, again summed per reference. Consequences: with
 overlapping references chroma recall stays below 1 even when everything is retrieved (and
 chroma IoU can then exceed chroma recall); with overlapping or repeated retrieved chunks chroma
@@ -47,7 +48,7 @@ Chunks from other corpora
 The report's retriever searches one index holding every corpus, so some of the ``k`` retrieved
 chunks can come from another document. They can never contain a reference character, so they
 only enter the precision and IoU denominators: ``O = other_corpus_chars`` is added once to
-each (the table above). In chroma mode the reference code adds the plain sum of their lengths
+each (the formulas above). In chroma mode the reference code adds the plain sum of their lengths
 (``precision_denominator`` sums every retrieved chunk, whatever its corpus), so pass
 ``sum(len(c))``. In union mode pass the number of *distinct* other-corpus characters (the
 union per other document, summed over documents) -- :func:`score_questions` computes ``O``
@@ -66,6 +67,8 @@ The best precision a chunking allows: retrieve exactly the chunks ``T`` that tou
 
   (the reference parts no chunk covers are in the denominator; overlapping touching chunks
   are *not* double counted here, unlike chroma precision). It is 0 when no chunk touches.
+  So it is not chroma precision of retrieving ``T``: with overlapping chunks or uncovered
+  reference characters the two differ.
 * union: a chunk touches a reference when they share at least one character
   (``max(starts) < min(ends)``), and ``precision_Omega = |U(T) ∩ U(r)| / |U(T)|``, exactly
   ``span_scores(T, references, mode="union").precision``.
@@ -79,7 +82,8 @@ deviation (``np.mean`` and ``np.std`` with the default ``ddof=0``, in ``BaseEval
 Degenerate ratios
 -----------------
 A ratio whose denominator is 0 (no reference characters, nothing retrieved) is 0.0, as in the
-current reference code (``x / d if d else 0``); the numerator is then 0 as well.
+current reference code (``src/chunking_evaluation/...``: ``x / d if d else 0``; the older
+``chunking_evaluation/...`` copy raised ZeroDivisionError there); the numerator is then 0 too.
 """
 
 from __future__ import annotations
@@ -450,7 +454,7 @@ def score_questions(
         One row per question with columns ``corpus_id`` (the document) and ``references``:
         a list of ``{"start_index", "end_index"}`` dicts (the Chroma CSV format, optionally
         still a JSON string) or of ``(start, end)`` pairs. A ``question_id`` column is used
-        as the id when present, else the index.
+        as the id when present, else the index. Corpus ids are compared as strings.
     retrieved : sequence, one item per question row
         The retrieved chunks of each question, each a ``(corpus_id, start, end)`` triple, or a
         ``(start, end)`` pair meaning the question's own corpus. Triples of another corpus
@@ -478,21 +482,26 @@ def score_questions(
         raise ValueError("questions must be a pandas DataFrame with corpus_id and references.")
     missing = [c for c in ("corpus_id", "references") if c not in questions.columns]
     if missing:
-        raise ValueError(f"questions is missing column(s) {missing}; it needs corpus_id, references.")
+        raise ValueError(
+            f"questions is missing column(s) {missing}; it needs corpus_id and references."
+        )
     n_q = len(questions)
     if len(retrieved) != n_q:
         raise ValueError(
             f"retrieved has {len(retrieved)} items but questions has {n_q} rows; "
             "pass one list of retrieved chunks per question."
         )
-    qids = (questions["question_id"] if "question_id" in questions.columns else questions.index).tolist()
+    ids = questions["question_id"] if "question_id" in questions.columns else questions.index
+    qids = ids.tolist()
     corpora = [str(c) for c in questions["corpus_id"].tolist()]
     codes = {c: i for i, c in enumerate(dict.fromkeys(corpora))}
 
     # ---- flatten (the only per-span Python work) ----
     q_code = np.asarray([codes[c] for c in corpora], dtype=_I64)
     arange = np.arange(n_q, dtype=np.intp)
-    ref_lists = [json.loads(r) if isinstance(r, str) else r for r in questions["references"].tolist()]
+    ref_lists = [
+        json.loads(r) if isinstance(r, str) else r for r in questions["references"].tolist()
+    ]
     rq = np.repeat(arange, [len(r) for r in ref_lists])
     ref_pairs = [
         (r["start_index"], r["end_index"]) if type(r) is dict or isinstance(r, Mapping) else r
@@ -526,6 +535,7 @@ def score_questions(
     # ---- chunks per corpus, sorted once ----
     chunk_tables: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     if chunks is not None:
+        chunks = {str(k): v for k, v in chunks.items()}
         for corpus in dict.fromkeys(corpora):
             if corpus not in chunks:
                 raise ValueError(
