@@ -783,16 +783,7 @@ class SentenceTransformerEmbedder:
         )
         self.model_path = self._model.path
 
-        if cache_dir is False:
-            cache: EmbeddingCache | None = None
-        elif cache_dir is None:
-            cache = EmbeddingCache(default_cache_path())
-        elif isinstance(cache_dir, EmbeddingCache):
-            cache = cache_dir
-        elif cache_dir is True:
-            raise ValueError("cache_dir must be a directory, an EmbeddingCache, None (default) or False.")
-        else:
-            cache = EmbeddingCache(Path(cache_dir).expanduser() / CACHE_FILENAME)
+        cache = resolve_cache(cache_dir)
         self.cache = cache
         self._cached = CachedEmbedder(
             self._model,
@@ -854,6 +845,28 @@ class SentenceTransformerEmbedder:
             If the model cannot be loaded.
         """
         return self._cached.embed(texts)
+
+
+def resolve_cache(cache_dir: str | os.PathLike[str] | EmbeddingCache | None | bool) -> EmbeddingCache | None:
+    """Turn an embedder's ``cache_dir`` argument into a cache.
+
+    ``None``: the default file (:func:`default_cache_path`); a directory:
+    ``<dir>/embeddings.sqlite``; an :class:`EmbeddingCache`: itself; ``False``: no cache.
+
+    Raises
+    ------
+    ValueError
+        For ``True`` (ambiguous: pass a directory or None).
+    """
+    if cache_dir is False:
+        return None
+    if cache_dir is None:
+        return EmbeddingCache(default_cache_path())
+    if isinstance(cache_dir, EmbeddingCache):
+        return cache_dir
+    if cache_dir is True:
+        raise ValueError("cache_dir must be a directory, an EmbeddingCache, None (default) or False.")
+    return EmbeddingCache(Path(cache_dir).expanduser() / CACHE_FILENAME)
 
 
 class _OpenAIModel:
@@ -929,15 +942,8 @@ class OpenAIEmbedder:
         self._model = _OpenAIModel(model, base_url or os.environ.get("OPENAI_BASE_URL"), api_key, batch_size)
         self.name = self._model.name
         self.model_id = model
-        if cache_dir is False:
-            cache: EmbeddingCache | None = None
-        elif cache_dir is None:
-            cache = EmbeddingCache(default_cache_path())
-        elif isinstance(cache_dir, EmbeddingCache):
-            cache = cache_dir
-        else:
-            cache = EmbeddingCache(Path(cache_dir).expanduser() / CACHE_FILENAME)
-        self.cache = cache
+        self.cache = resolve_cache(cache_dir)
+        cache = self.cache
         self._cached = CachedEmbedder(self._model, cache)
 
     @property

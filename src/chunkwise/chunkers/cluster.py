@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from chunkwise.chunk import Chunk
-from chunkwise.chunkers.kamradt import CHROMA_SEPARATORS
-from chunkwise.chunkers.recursive import RecursiveTokenChunker
+from chunkwise.chunkers.base import check_embedder, check_positive_int, embed_checked
+from chunkwise.chunkers.kamradt import chroma_piece_splitter
 from chunkwise.chunkers.semantic import group_sentences
 
 
@@ -125,27 +125,18 @@ class ClusterSemanticChunker:
         min_chunk_size: int = 50,
         encoding_name: str = "cl100k_base",
     ) -> None:
-        for name, v in (("max_chunk_size", max_chunk_size), ("min_chunk_size", min_chunk_size)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int (tokens), got {v!r}.")
+        check_positive_int("max_chunk_size", max_chunk_size)
+        check_positive_int("min_chunk_size", min_chunk_size)
         if min_chunk_size > max_chunk_size:
             raise ValueError(
                 f"min_chunk_size ({min_chunk_size}) must not exceed max_chunk_size ({max_chunk_size})."
             )
-        if not callable(getattr(embedder, "embed", None)):
-            raise TypeError("embedder must have an embed(texts) -> np.ndarray method.")
-        self.embedder = embedder
+        self.embedder = check_embedder(embedder)
         self.max_chunk_size = max_chunk_size
         self.min_chunk_size = min_chunk_size
         self.max_cluster = max_chunk_size // min_chunk_size
         self.encoding_name = encoding_name
-        self.splitter = RecursiveTokenChunker(
-            chunk_size=min_chunk_size,
-            chunk_overlap=0,
-            separators=CHROMA_SEPARATORS,
-            keep_separator="start",
-            encoding_name=encoding_name,
-        )
+        self.splitter = chroma_piece_splitter(min_chunk_size, encoding_name)
 
     def split(self, text: str) -> list[Chunk]:
         """Split ``text`` into runs of similar pieces.
@@ -163,14 +154,7 @@ class ClusterSemanticChunker:
         pieces = self.splitter.split(text)
         if len(pieces) <= 1:
             return group_sentences(text, pieces, [])
-        vectors = np.asarray(self.embedder.embed([p.text for p in pieces]), dtype=np.float64)
-        if vectors.ndim != 2 or vectors.shape[0] != len(pieces):
-            raise ValueError(
-                f"The embedder returned shape {vectors.shape} for {len(pieces)} pieces; "
-                "it must return one row per text."
-            )
-        if not np.all(np.isfinite(vectors)):
-            raise ValueError("The embedder returned NaN or infinite values.")
+        vectors = embed_checked(self.embedder, [p.text for p in pieces])
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         unit = vectors / norms

@@ -23,12 +23,25 @@ from typing import Any
 import numpy as np
 
 from chunkwise.chunk import Chunk
+from chunkwise.chunkers.base import check_embedder, check_positive_int, embed_checked
 from chunkwise.chunkers.recursive import RecursiveTokenChunker
 from chunkwise.chunkers.semantic import combine_sentences, cosine_distances, group_sentences
 from chunkwise.tokens import count_tokens
 
 #: The separators of Chroma's report for the recursive piece splitter.
 CHROMA_SEPARATORS = ["\n\n", "\n", ".", "?", "!", " ", ""]
+
+
+def chroma_piece_splitter(piece_size: int, encoding_name: str = "cl100k_base") -> RecursiveTokenChunker:
+    """The small-piece splitter of Chroma's semantic chunkers: recursive, ``piece_size`` tokens,
+    no overlap, the report's separators, separators kept at the start of the next piece."""
+    return RecursiveTokenChunker(
+        chunk_size=piece_size,
+        chunk_overlap=0,
+        separators=CHROMA_SEPARATORS,
+        keep_separator="start",
+        encoding_name=encoding_name,
+    )
 
 
 def threshold_for_cuts(distances: np.ndarray, n_cuts: int, tolerance: float = 1e-6) -> float:
@@ -107,28 +120,19 @@ class KamradtModifiedChunker:
         buffer_size: int = 3,
         encoding_name: str = "cl100k_base",
     ) -> None:
-        for name, v in (("avg_chunk_size", avg_chunk_size), ("min_chunk_size", min_chunk_size)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int (tokens), got {v!r}.")
+        check_positive_int("avg_chunk_size", avg_chunk_size)
+        check_positive_int("min_chunk_size", min_chunk_size)
         if min_chunk_size > avg_chunk_size:
             raise ValueError(
                 f"min_chunk_size ({min_chunk_size}) must not exceed avg_chunk_size ({avg_chunk_size})."
             )
         combine_sentences([], buffer_size)  # validates buffer_size
-        if not callable(getattr(embedder, "embed", None)):
-            raise TypeError("embedder must have an embed(texts) -> np.ndarray method.")
-        self.embedder = embedder
+        self.embedder = check_embedder(embedder)
         self.avg_chunk_size = avg_chunk_size
         self.min_chunk_size = min_chunk_size
         self.buffer_size = buffer_size
         self.encoding_name = encoding_name
-        self.splitter = RecursiveTokenChunker(
-            chunk_size=min_chunk_size,
-            chunk_overlap=0,
-            separators=CHROMA_SEPARATORS,
-            keep_separator="start",
-            encoding_name=encoding_name,
-        )
+        self.splitter = chroma_piece_splitter(min_chunk_size, encoding_name)
 
     def split(self, text: str) -> list[Chunk]:
         """Split ``text`` into chunks of about ``avg_chunk_size`` tokens on average.
@@ -147,13 +151,7 @@ class KamradtModifiedChunker:
         if len(pieces) <= 1:
             return group_sentences(text, pieces, [])
         windows = combine_sentences([p.text for p in pieces], self.buffer_size)
-        vectors = np.asarray(self.embedder.embed(windows))
-        if vectors.ndim != 2 or vectors.shape[0] != len(windows):
-            raise ValueError(
-                f"The embedder returned shape {vectors.shape} for {len(windows)} windows; "
-                "it must return one row per text."
-            )
-        distances = cosine_distances(vectors)
+        distances = cosine_distances(embed_checked(self.embedder, windows))
         total = sum(count_tokens(p.text, self.encoding_name) for p in pieces)
         threshold = threshold_for_cuts(distances, total // self.avg_chunk_size)
         breakpoints = [int(i) for i in np.flatnonzero(distances > threshold)]

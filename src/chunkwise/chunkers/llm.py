@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from chunkwise.chunk import Chunk
-from chunkwise.chunkers.kamradt import CHROMA_SEPARATORS
-from chunkwise.chunkers.recursive import RecursiveTokenChunker
+from chunkwise.chunkers.base import check_positive_int
+from chunkwise.chunkers.kamradt import chroma_piece_splitter
 from chunkwise.chunkers.semantic import group_sentences
 from chunkwise.tokens import count_tokens
 
@@ -74,9 +74,8 @@ class LLMSemanticChunker:
                 "client must be a chunkwise.llm.LLMClient (or have chat_json); configure one with "
                 "CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL or start the local model."
             )
-        for name, v in (("piece_size", piece_size), ("window_tokens", window_tokens)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int (tokens), got {v!r}.")
+        check_positive_int("piece_size", piece_size)
+        check_positive_int("window_tokens", window_tokens)
         if window_tokens < piece_size:
             raise ValueError(f"window_tokens ({window_tokens}) must be >= piece_size ({piece_size}).")
         self.client = client
@@ -85,13 +84,7 @@ class LLMSemanticChunker:
         self.max_repairs = max_repairs
         self.temperature = temperature
         self.encoding_name = encoding_name
-        self.splitter = RecursiveTokenChunker(
-            chunk_size=piece_size,
-            chunk_overlap=0,
-            separators=CHROMA_SEPARATORS,
-            keep_separator="start",
-            encoding_name=encoding_name,
-        )
+        self.splitter = chroma_piece_splitter(piece_size, encoding_name)
 
     def _window(self, pieces: list[Chunk], first: int) -> int:
         """Index one past the last piece of the window starting at ``first``."""

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from chunkwise.chunk import Chunk
+from chunkwise.chunkers.base import check_embedder, check_positive_int, embed_checked
 from chunkwise.text import LANGCHAIN_SENTENCE_REGEX, regex_split_sentences, split_sentences
 
 BreakpointThresholdType = Literal["percentile", "standard_deviation", "interquartile", "gradient"]
@@ -415,20 +416,15 @@ class SemanticChunker:
         max_chunk_tokens: int | None = None,
         encoding_name: str = "cl100k_base",
     ) -> None:
-        if not callable(getattr(embedder, "embed", None)):
-            raise TypeError(
-                "embedder must have an embed(texts) -> np.ndarray method, e.g. "
-                "chunkwise.embeddings.SentenceTransformerEmbedder()."
-            )
+        check_embedder(embedder)
         combine_sentences([], buffer_size)  # validates buffer_size
         self.breakpoint_threshold_amount = _validate_threshold(
             breakpoint_threshold_type, breakpoint_threshold_amount, number_of_chunks
         )
-        for name, value in (("min_chunk_size", min_chunk_size), ("max_chunk_tokens", max_chunk_tokens)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1
-            ):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}.")
+        if min_chunk_size is not None:
+            check_positive_int("min_chunk_size", min_chunk_size, "characters; or None")
+        if max_chunk_tokens is not None:
+            check_positive_int("max_chunk_tokens", max_chunk_tokens, "tokens; or None")
         if sentence_split_regex is not None:
             regex_split_sentences("", sentence_split_regex)  # validates the pattern
         self.embedder = embedder
@@ -451,13 +447,7 @@ class SemanticChunker:
 
     def embed_windows(self, windows: Sequence[str]) -> np.ndarray:
         """Embed the windows and check that one vector came back per window."""
-        vectors = np.asarray(self.embedder.embed(list(windows)))
-        if vectors.ndim != 2 or vectors.shape[0] != len(windows):
-            raise ValueError(
-                f"The embedder returned {vectors.shape[0] if vectors.ndim else 0} vectors "
-                f"(shape {vectors.shape}) for {len(windows)} windows; it must return one row per text."
-            )
-        return vectors
+        return embed_checked(self.embedder, windows)
 
     def analyze(self, text: str) -> SemanticAnalysis:
         """Run every step and keep the intermediate results.
