@@ -4,6 +4,7 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
+TORCH_PIP_ARGS ?=
 BIN := $(VENV)/bin
 SHARED := $(abspath ../shared)
 
@@ -16,7 +17,6 @@ export CHUNKWISE_DATA_MIRROR ?= $(SHARED)/data
 endif
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
-export MPLBACKEND ?= Agg
 
 .PHONY: venv test book notebooks html bench clean
 
@@ -25,8 +25,10 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# CPU build of torch first: a plain `torch` requirement can pull a multi-GB CUDA build.
-	$(BIN)/pip install --quiet torch==2.13.0
+	# torch first, so nothing pulls in another build. On machines with a local CPU wheel this is
+	# the CPU build; elsewhere pass PyTorch's CPU-only wheel index, e.g.
+	# `make test TORCH_PIP_ARGS="--index-url <PyTorch CPU index>"`, to avoid a multi-GB CUDA build.
+	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
 	$(BIN)/pip install --quiet -e ".[test,book]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@

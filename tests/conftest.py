@@ -15,4 +15,3 @@ if (SHARED / "data").is_dir():
     os.environ.setdefault("CHUNKWISE_DATA_MIRROR", str(SHARED / "data"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("MPLBACKEND", "Agg")

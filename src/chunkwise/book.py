@@ -527,6 +527,9 @@ def execute_notebook(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     output = (out_dir / source.name).resolve()
+    # Execute into a side file: a failed run must not replace the last good chapter.
+    running = output.with_name(f".{source.stem}.running.ipynb")
+    failed = output.with_name(f"{source.stem}.failed.ipynb")
     engine_kwargs: dict[str, Any] = {}
     if cell_timeout is not None:
         engine_kwargs["execution_timeout"] = cell_timeout
@@ -534,7 +537,7 @@ def execute_notebook(
         with _quiet_parameter_inspection():
             papermill.execute_notebook(
                 os.fspath(source),
-                os.fspath(output),
+                os.fspath(running),
                 parameters=parameters,
                 kernel_name=kernel_name,
                 language="python",
@@ -544,10 +547,20 @@ def execute_notebook(
             )
     except PapermillExecutionError as exc:
         detail = f"code cell In [{exc.exec_count}]: {exc.ename}: {exc.evalue}"
-        raise NotebookExecutionError(source.name, output, detail) from exc
+        _keep_failed(running, failed)
+        raise NotebookExecutionError(source.name, failed, detail) from exc
     except Exception as exc:  # kernel death, cell timeout, missing kernel, ...
-        raise NotebookExecutionError(source.name, output, f"{type(exc).__name__}: {exc}") from exc
+        _keep_failed(running, failed)
+        raise NotebookExecutionError(source.name, failed, f"{type(exc).__name__}: {exc}") from exc
+    running.replace(output)
+    failed.unlink(missing_ok=True)
     return output
+
+
+def _keep_failed(running: Path, failed: Path) -> None:
+    """Move a failed run's executed copy aside (``<name>.failed.ipynb``), keeping the good chapter."""
+    if running.exists():
+        running.replace(failed)
 
 
 def registered_notebooks(only: Sequence[str] | None = None) -> list[str]:

