@@ -1,0 +1,28 @@
+"""Execute chapter 1 the way the book does and check what a reader sees."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from chunkwise.book import execute_notebook
+
+
+@pytest.mark.integration
+def test_handbook_chapter_runs_with_overridden_parameters_and_keeps_its_figure(tmp_path, monkeypatch):
+    # A non-inline backend in the environment must not swallow the figures (it did once, via MPLBACKEND).
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    out = execute_notebook(
+        "01_handbook_boundaries.ipynb",
+        {"buffer_sizes": [0, 1], "splitter_mode": "robust", "embedding_cache_dir": str(tmp_path / "cache")},
+        out_dir=tmp_path,
+        progress_bar=False,
+    )
+    nb = nbformat.read(out, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the distance figure is missing"
+    text = "\n".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    # 2 buffer sizes x 13 thresholds x 2 min sizes = 52 settings on both texts.
+    assert "52 settings x 2 texts = 104 chunkings" in text
+    assert "chunk counts agree with the article" in text
