@@ -221,6 +221,26 @@ def test_parts_when_hub_unavailable(case: str, tmp_path: Path, monkeypatch: pyte
     assert expected in w.tried[1]
 
 
+def test_hub_probe_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, int]] = []
+
+    def refuse(addr: tuple[str, int], timeout: float) -> Any:
+        seen.append(addr)
+        raise ConnectionRefusedError("refused")
+
+    monkeypatch.setattr(weights_mod.socket, "create_connection", refuse)
+    for name in ("HF_ENDPOINT", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    ok, why = weights_mod._hub_reachable(0.5)
+    assert not ok and "not reachable within 0.5s" in why and seen[-1] == ("huggingface.co", 443)
+    monkeypatch.setenv("HTTPS_PROXY", "proxy.local:3128")
+    weights_mod._hub_reachable(0.5)
+    assert seen[-1] == ("proxy.local", 3128)
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.local:8080")
+    weights_mod._hub_reachable(0.5)
+    assert seen[-1] == ("mirror.local", 8080)
+
+
 def test_parts_assembled_once_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     v = _fake_parts(tmp_path, monkeypatch, PARTS)
     w = resolve_gguf(variant=v, cache_dir=tmp_path / "c")
@@ -449,6 +469,8 @@ def test_server_startup_timeout_kills_process(fake_server) -> None:
     with pytest.raises(LocalLLMServerError, match="did not answer"):
         srv.start()
     assert not srv.running and srv.pid is not None and _gone(srv.pid)
+    assert srv.log_path is not None and "fake llama server loading" in srv.log_path.read_text()
+    srv.log_path.unlink()
 
 
 def test_stop_kills_a_server_that_ignores_sigterm(fake_server) -> None:

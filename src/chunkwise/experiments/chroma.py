@@ -355,3 +355,23 @@ def run_comparison(
             continue
         out.append(evaluate_spec(spec, corpora, questions, embedder, qv, top_k, mode, llm, cache_dir))
     return out
+
+
+def precision_omega_by_mode(results: Sequence[RunResult], questions: pd.DataFrame) -> pd.DataFrame:
+    """Mean precision_Ω (percent) of each spec under both metric definitions.
+
+    precision_Ω depends only on the chunk boundaries and the references, never on the
+    embedding model or the retriever, so this table separates chunking/metric effects from
+    retrieval effects. ``chroma``: chunks that touch *or abut* a reference, IoU of their union
+    with the references; ``union``: chunks that share a character, precision of their union.
+    """
+    q = questions.assign(corpus_id=questions["corpus"])
+    empty = [[] for _ in range(len(q))]
+    rows = []
+    for r in results:
+        spans = {name: [(c.start, c.end) for c in cs] for name, cs in r.chunks_by_corpus.items()}
+        row = {"chunker": r.spec.label, "mean_chunk_tokens": round(r.mean_chunk_tokens, 1)}
+        for mode in ("chroma", "union"):
+            row[f"precision_omega_{mode}"] = 100 * score_questions(q, empty, spans, mode=mode)["precision_omega"].mean()
+        rows.append(row)
+    return pd.DataFrame(rows).round(1)

