@@ -29,7 +29,7 @@ $(VENV)/.stamp: pyproject.toml
 	# the CPU build; elsewhere pass PyTorch's CPU-only wheel index, e.g.
 	# `make test TORCH_PIP_ARGS="--index-url <PyTorch CPU index>"`, to avoid a multi-GB CUDA build.
 	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[test,book]"
+	$(BIN)/pip install --quiet -e ".[test,book,llm]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

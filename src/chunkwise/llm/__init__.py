@@ -5,7 +5,9 @@
 - :class:`LLMCache` -- the SQLite cache (default ``$CHUNKWISE_CACHE_DIR/llm.sqlite`` or
   ``~/.cache/chunkwise/llm.sqlite``; any path, e.g. one committed with a project);
 - :func:`is_configured` / :meth:`LLMClient.from_env` -- configuration from
-  ``CHUNKWISE_LLM_BASE_URL``, ``CHUNKWISE_LLM_MODEL``, ``CHUNKWISE_LLM_API_KEY``.
+  ``CHUNKWISE_LLM_BASE_URL``, ``CHUNKWISE_LLM_MODEL``, ``CHUNKWISE_LLM_API_KEY``;
+- :class:`LocalLLMServer` -- the embedded default: llama.cpp's OpenAI-compatible server on
+  127.0.0.1 with weights from :func:`resolve_gguf` (``chunkwise llm serve`` on the command line).
 
 Examples
 --------
@@ -22,6 +24,8 @@ from chunkwise.llm.cache import (
     cache_key,
     default_cache_path,
 )
+from chunkwise.llm.local import LocalLLMServer, LocalLLMServerError, local_or_env_client
+from chunkwise.llm.weights import GGUFWeights, resolve_gguf
 from chunkwise.llm.client import (
     LLMClient,
     LLMError,
@@ -34,6 +38,11 @@ from chunkwise.llm.client import (
 )
 
 __all__ = [
+    "GGUFWeights",
+    "LocalLLMServer",
+    "LocalLLMServerError",
+    "local_or_env_client",
+    "resolve_gguf",
     "CACHE_MODES",
     "CacheEntry",
     "LLMCache",
