@@ -794,7 +794,8 @@ def _validate_gt_entry(key: str, entry: Any) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for name in ("question", "answers", "key_info"):
         value = entry.get(name, [] if name == "key_info" else None)
-        if not isinstance(value, list) or not all(isinstance(x, str) or (name == "answers" and x is None) for x in value):
+        ok_item = (lambda x: isinstance(x, str) or x is None) if name == "answers" else (lambda x: isinstance(x, str))
+        if not isinstance(value, list) or not all(ok_item(x) for x in value):
             raise ValueError(f"quest ground truth {key!r}: {name!r} must be a list of strings, got {value!r:.200}.")
         out[name] = list(value)
     return out
@@ -960,7 +961,8 @@ class QuestEval:
         """
         value = self._ask(_GEN_PROMPT.format(text=reference.strip()), _GEN_SCHEMA)
         questions = value.get("question") if isinstance(value, Mapping) else None
-        if not isinstance(questions, list) or not questions or not all(isinstance(q, str) and q.strip() for q in questions):
+        usable = isinstance(questions, list) and bool(questions)
+        if not usable or not all(isinstance(q, str) and q.strip() for q in questions):  # type: ignore[union-attr]
             raise GenerationMetricError(f"question generation returned no usable questions: {value!r:.300}")
         key_info = value.get("key_info") or []
         if not isinstance(key_info, list):
@@ -1106,9 +1108,8 @@ class QuestEval:
         if answered:
             avg_f1 = MetricResult(float(np.mean([per_q[i] for i in answered])), details=details)
         else:
-            avg_f1 = MetricResult(
-                0.0, details={**details, "note": "no question answerable from the candidate: 0 by CRUD-RAG's definition"}
-            )
+            note = "no question answerable from the candidate: 0 by CRUD-RAG's definition"
+            avg_f1 = MetricResult(0.0, details={**details, "note": note})
         return QuestEvalResult(
             recall=MetricResult(recall, details=details), avg_f1=avg_f1,
             candidate_answers=tuple(cand_answers), per_question_f1=tuple(per_q), **base,

@@ -1,0 +1,741 @@
+"""The CRUD-RAG question-answering benchmark: QA items, the news corpus, RAGQuestEval caches.
+
+Lyu et al. (2024) built CRUD-RAG, a Chinese RAG benchmark on news, with its code and data in
+the repository ``IAAR-Shanghai/CRUD_RAG`` (README: Apache-2.0; the news texts belong to their
+outlets). This module loads the "Read" part of it, the three question-answering tasks, pinned to
+commit ``1aace38`` of that repository:
+
+- :func:`load_crud_qa` -- the QA items of ``questanswer_1doc``, ``questanswer_2docs`` or
+  ``questanswer_3docs`` as a :class:`datasets.Dataset`. Upstream's full split,
+  ``data/crud_split/split_merged.json`` (about 800 items per task), is downloaded with
+  :mod:`pooch` and checked against its **git blob sha1** (its sha256 is not in our manifest yet,
+  see :data:`SPLIT_MERGED_BLOB_SHA1`). Offline, the only real items are the 10 of the mirror's
+  ``crud_rag/qa_subset.json``; which of the two was used is always reported (a warning for the
+  subset, and the ``source`` column of every row).
+- :func:`load_crud_corpus` -- the retrieval corpus ``data/80000_docs``, one news article per line
+  (ids ``"<part>:<line>"``), with a summary of the parts that could not be loaded (parts 12-15
+  are not in our mirror or manifest).
+- :func:`load_quest_gt` -- upstream's cached RAGQuestEval ground truth (questions generated from
+  the reference answer and the reference answers to them).
+- :func:`pooled_corpus` -- a small retrieval corpus for small machines: the gold news plus the
+  union of the top-N BM25 documents per question over the whole available corpus.
+
+Every file goes through :func:`chunkwise.datasets.fetch.data_path` (local mirror, cache, or
+pinned download with a sha256 check), except ``split_merged.json`` while its sha256 is unknown.
+
+References
+----------
+.. [1] Y. Lyu, Z. Li, S. Niu, F. Xiong, B. Tang, W. Wang, H. Wu, H. Liu, T. Xu and E. Chen,
+   "CRUD-RAG: A Comprehensive Chinese Benchmark for Retrieval-Augmented Generation of Large
+   Language Models", arXiv:2401.17043, 2024.
+.. [2] https://github.com/IAAR-Shanghai/CRUD_RAG (commit 1aace383994e1f68efa12cf2a8e2dadfb4102ceb)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chunkwise.datasets import fetch
+
+__all__ = [
+    "CRUD_COMMIT",
+    "CRUD_QA_TASKS",
+    "CorpusSummary",
+    "CrudCorpus",
+    "PooledCorpus",
+    "SPLIT_MERGED_BLOB_SHA1",
+    "SPLIT_MERGED_PATH",
+    "SPLIT_MERGED_SHA256",
+    "SPLIT_MERGED_URL",
+    "crud_corpus_parts",
+    "git_blob_sha1",
+    "load_crud_corpus",
+    "load_crud_qa",
+    "load_quest_gt",
+    "pooled_corpus",
+]
+
+logger = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike[str]
+
+#: The pinned upstream commit of IAAR-Shanghai/CRUD_RAG.
+CRUD_COMMIT = "1aace383994e1f68efa12cf2a8e2dadfb4102ceb"
+
+#: The QA tasks: task name -> number of gold news per item.
+CRUD_QA_TASKS: dict[str, int] = {
+    "questanswer_1doc": 1,
+    "questanswer_2docs": 2,
+    "questanswer_3docs": 3,
+}
+
+#: Data-root path of upstream's full split (mirror / cache layout, as in the manifest).
+SPLIT_MERGED_PATH = "crud_rag/crud_split/split_merged.json"
+#: Raw URL of the full split at the pinned commit.
+SPLIT_MERGED_URL = (
+    f"https://raw.githubusercontent.com/IAAR-Shanghai/CRUD_RAG/{CRUD_COMMIT}/data/crud_split/split_merged.json"
+)
+#: Git blob sha1 of ``data/crud_split/split_merged.json`` at the pinned commit: the sha1 of
+#: ``b"blob <size>\\0" + content``. Every copy (download, cache, mirror) is checked against it.
+SPLIT_MERGED_BLOB_SHA1 = "2dd57307cc39efca886d8ed955d4cade84fe9887"
+#: sha256 of the same file, not known yet (no machine of ours has downloaded it). When it is,
+#: add the manifest row ``crud_rag/crud_split/split_merged.json <sha256> <SPLIT_MERGED_URL>``;
+#: :func:`load_crud_qa` then resolves the file through :func:`~chunkwise.datasets.fetch.data_path`
+#: (and still checks the blob sha1). A successful download logs the sha256 to add.
+SPLIT_MERGED_SHA256: str | None = None
+
+_QA_SUBSET_PATH = "crud_rag/qa_subset.json"
+_CORPUS_DIR = "crud_rag/80000_docs"
+_QUEST_GT_FILES = {
+    "questanswer_1doc": "crud_rag/quest_eval/QuestAnswer1Doc_quest_gt_save.json",
+    "questanswer_2docs": "crud_rag/quest_eval/QuestAnswer2Docs_quest_gt_save.json",
+    "questanswer_3docs": "crud_rag/quest_eval/QuestAnswer3Docs_quest_gt_save.json",
+}
+_DUP_PARTS = 15  # documents_dup_part_1 .. _15, each in three files _part_1 .. _part_3
+_SUB_PARTS = 3
+
+
+# ---------------------------------------------------------------------------------------------
+# QA items
+# ---------------------------------------------------------------------------------------------
+
+
+def git_blob_sha1(path: PathLike) -> str:
+    """Return the git blob id of a file: ``sha1(b"blob <size>\\0" + content)`` in hex.
+
+    This is the id ``git hash-object <file>`` prints and the id GitHub's tree API lists; it lets a
+    downloaded file be checked against a commit when only the tree, not a sha256, is known.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    str
+        40 lower-case hex digits.
+    """
+    p = Path(path)
+    h = hashlib.sha1()
+    h.update(b"blob %d\0" % p.stat().st_size)
+    with open(p, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_blob(path: Path, where: str) -> Path:
+    expected = SPLIT_MERGED_BLOB_SHA1
+    actual = git_blob_sha1(path)
+    if actual != expected:
+        head = path.read_bytes()[:200]
+        lfs = " It looks like a Git LFS pointer, not the data." if head.startswith(b"version https://git-lfs") else ""
+        raise ValueError(
+            f"{SPLIT_MERGED_PATH} from {where} ({path}) has git blob sha1 {actual}, expected "
+            f"{expected} (IAAR-Shanghai/CRUD_RAG@{CRUD_COMMIT[:7]}).{lfs} Delete it and download again."
+        )
+    return path
+
+
+def _split_merged_file(mirror: PathLike | None, cache_dir: PathLike | None) -> Path:
+    """A blob-checked local copy of upstream's split_merged.json (mirror, cache or download)."""
+    if SPLIT_MERGED_PATH in fetch.load_manifest():
+        # Once the sha256 is in the manifest, the usual mirror/cache/download rules apply.
+        return _check_blob(fetch.data_path(SPLIT_MERGED_PATH, mirror=mirror, cache_dir=cache_dir), "data_path")
+
+    if mirror is None:
+        mirror = os.environ.get(fetch.MIRROR_ENV) or None
+    if mirror is not None:
+        candidate = Path(mirror).expanduser() / SPLIT_MERGED_PATH
+        if candidate.is_file():
+            return _check_blob(candidate, f"mirror {mirror}")
+    cache_root = Path(cache_dir).expanduser() if cache_dir is not None else fetch.default_cache_dir()
+    cached = cache_root / SPLIT_MERGED_PATH
+    if cached.is_file():
+        if git_blob_sha1(cached) == SPLIT_MERGED_BLOB_SHA1:
+            return cached
+        cached.unlink()  # a partial or stale download: fetch again
+
+    import pooch
+
+    try:
+        got = Path(
+            pooch.retrieve(
+                SPLIT_MERGED_URL,
+                known_hash=None,  # sha256 unknown: the git blob sha1 is checked below instead
+                fname=cached.name,
+                path=cached.parent,
+                progressbar=True,
+            )
+        )
+    except Exception as exc:  # offline, DNS, HTTP errors...
+        raise RuntimeError(
+            f"could not download {SPLIT_MERGED_URL} ({type(exc).__name__}: {exc}). This machine may be "
+            f"offline; put a copy at <mirror>/{SPLIT_MERGED_PATH} or go online."
+        ) from exc
+    try:
+        _check_blob(got, "download")
+    except ValueError:
+        got.unlink(missing_ok=True)
+        raise
+    digest = fetch.sha256_file(got)
+    logger.warning(
+        "Downloaded %s (git blob %s verified). Its sha256 is %s: add the manifest row "
+        "'%s\\t%s\\t%s' so it can be checked like every other file.",
+        SPLIT_MERGED_PATH, SPLIT_MERGED_BLOB_SHA1, digest, SPLIT_MERGED_PATH, digest, SPLIT_MERGED_URL,
+    )
+    return got
+
+
+def _normalise_item(raw: Mapping[str, Any], task: str, source: str) -> dict[str, Any]:
+    n_news = CRUD_QA_TASKS[task]
+    missing = [k for k in ("ID", "event", "questions", "answers") if k not in raw]
+    if missing:
+        raise ValueError(f"{task} item {raw.get('ID', '?')!r} from {source} lacks fields {missing}")
+    news = [raw[f"news{k}"] for k in range(1, 4) if raw.get(f"news{k}")]
+    if len(news) != n_news:
+        raise ValueError(
+            f"{task} item {raw['ID']!r} from {source} has {len(news)} news texts, expected {n_news}"
+        )
+    for name in ("ID", "event", "questions", "answers"):
+        if not isinstance(raw[name], str):
+            raise ValueError(f"{task} item {raw['ID']!r}: field {name!r} is not a string: {raw[name]!r}")
+    return {
+        "ID": raw["ID"],
+        "event": raw["event"],
+        "news": [str(n) for n in news],
+        "questions": raw["questions"],
+        "answers": raw["answers"],
+        "task": task,
+        "source": source,
+    }
+
+
+def load_crud_qa(
+    task: str,
+    source: str = "auto",
+    mirror: PathLike | None = None,
+    *,
+    cache_dir: PathLike | None = None,
+) -> Any:
+    """Load one CRUD-RAG question-answering task as a :class:`datasets.Dataset`.
+
+    Parameters
+    ----------
+    task : {"questanswer_1doc", "questanswer_2docs", "questanswer_3docs"}
+        The task: questions whose answer needs 1, 2 or 3 news articles.
+    source : {"auto", "upstream", "mirror"}, default "auto"
+        ``"upstream"``: the full split ``data/crud_split/split_merged.json`` at the pinned commit
+        (from ``<mirror>/crud_rag/crud_split/split_merged.json``, the download cache, or a
+        download with :mod:`pooch`), checked against its git blob sha1
+        (:data:`SPLIT_MERGED_BLOB_SHA1`); about 800 items per task. ``"mirror"``: the 10 real
+        items of the mirror's ``crud_rag/qa_subset.json`` (4 / 3 / 3 per task), the only ones
+        available offline. ``"auto"``: upstream, else (e.g. offline) the mirror subset.
+    mirror : str or os.PathLike, optional
+        Local data mirror; default ``$CHUNKWISE_DATA_MIRROR``.
+    cache_dir : str or os.PathLike, optional
+        Download cache; default ``$CHUNKWISE_CACHE_DIR/data`` or ``~/.cache/chunkwise/data``.
+
+    Returns
+    -------
+    datasets.Dataset
+        One row per item, upstream's order (no shuffling, as upstream's ``quick_start.py``
+        calls its loader). Columns: ``ID`` (str; the same IDs recur across the three tasks with
+        different items), ``event`` (str), ``news`` (list of 1-3 str: the gold articles
+        ``news1``.. in order), ``questions`` (str: one question), ``answers`` (str: the
+        reference answer), ``task`` (str) and ``source`` (str: ``"upstream:split_merged.json@1aace38"``
+        or ``"mirror:qa_subset.json"``). ``Dataset.info.description`` says the same.
+
+    Raises
+    ------
+    ValueError
+        For an unknown task or source, a file with the wrong hash, or a malformed item.
+    RuntimeError
+        With ``source="upstream"`` when the split cannot be obtained (offline without a copy);
+        with ``"mirror"`` when no mirror holds the subset.
+
+    Warns
+    -----
+    UserWarning
+        Whenever the 10-item mirror subset is returned (it is not the benchmark), and when
+        ``"auto"`` falls back to it (with the reason).
+    """
+    import datasets
+
+    if task not in CRUD_QA_TASKS:
+        raise ValueError(f"unknown CRUD-RAG QA task {task!r}; expected one of {tuple(CRUD_QA_TASKS)}")
+    if source not in ("auto", "upstream", "mirror"):
+        raise ValueError(f"source must be 'auto', 'upstream' or 'mirror', got {source!r}")
+
+    reason = None
+    if source in ("auto", "upstream"):
+        try:
+            path = _split_merged_file(mirror, cache_dir)
+        except (RuntimeError, OSError) as exc:
+            if source == "upstream":
+                raise
+            detail = str(exc)
+            reason = f"{type(exc).__name__}: {detail[:160]}{'...' if len(detail) > 160 else ''}"
+        else:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            if task not in data:
+                raise ValueError(f"{path} has no task {task!r}; it has {sorted(data)}")
+            label = f"upstream:split_merged.json@{CRUD_COMMIT[:7]}"
+            rows = [_normalise_item(r, task, label) for r in data[task]]
+            logger.info("CRUD-RAG %s: %d items from upstream split_merged.json (%s)", task, len(rows), path)
+            info = datasets.DatasetInfo(
+                description=f"CRUD-RAG {task}: {len(rows)} items from upstream {path.name} "
+                f"(IAAR-Shanghai/CRUD_RAG@{CRUD_COMMIT[:7]}, git blob verified)."
+            )
+            return datasets.Dataset.from_list(rows, info=info)
+
+    path = fetch.data_path(_QA_SUBSET_PATH, mirror=mirror, cache_dir=cache_dir)
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    label = "mirror:qa_subset.json"
+    rows = [_normalise_item(r, task, label) for r in data.get(task, [])]
+    total = sum(len(v) for v in data.values())
+    because = f" because upstream split_merged.json is unavailable ({reason})" if reason else ""
+    warnings.warn(
+        f"CRUD-RAG {task}: using the OFFLINE MIRROR SUBSET qa_subset.json ({len(rows)} items of this "
+        f"task, {total} in all){because}. This is NOT the benchmark (about 800 items per task): "
+        f"numbers from it are a smoke test, not CRUD-RAG results.",
+        UserWarning,
+        stacklevel=2,
+    )
+    info = datasets.DatasetInfo(
+        description=f"CRUD-RAG {task}: {len(rows)} items from the offline mirror subset qa_subset.json "
+        f"(NOT the full benchmark){because}."
+    )
+    return datasets.Dataset.from_list(rows, info=info)
+
+
+# ---------------------------------------------------------------------------------------------
+# Corpus
+# ---------------------------------------------------------------------------------------------
+
+
+def crud_corpus_parts() -> list[str]:
+    """Names of the corpus files of upstream ``data/80000_docs``, in our loading order.
+
+    ``documents_dup_part_{1..15}_part_{1..3}`` then ``documents_hallu.txt_part_{1..3}``.
+    Parts 1-11 and the hallu parts are in the manifest; the names of parts 12-15 follow the same
+    pattern but are not in the manifest (not verified against upstream's tree).
+    """
+    names = [f"documents_dup_part_{i}_part_{j}" for i in range(1, _DUP_PARTS + 1) for j in range(1, _SUB_PARTS + 1)]
+    names += [f"documents_hallu.txt_part_{j}" for j in range(1, _SUB_PARTS + 1)]
+    return names
+
+
+def _select_parts(parts: Iterable[str | int] | str | int | None) -> list[str]:
+    everything = crud_corpus_parts()
+    if parts is None:
+        return everything
+    if isinstance(parts, (str, int)):
+        parts = [parts]
+    chosen: list[str] = []
+    for p in parts:
+        if isinstance(p, bool):
+            raise ValueError(f"bad corpus part {p!r}")
+        if isinstance(p, int):
+            if not 1 <= p <= _DUP_PARTS:
+                raise ValueError(f"corpus part number must be 1..{_DUP_PARTS}, got {p}")
+            names = [f"documents_dup_part_{p}_part_{j}" for j in range(1, _SUB_PARTS + 1)]
+        elif p == "hallu":
+            names = [f"documents_hallu.txt_part_{j}" for j in range(1, _SUB_PARTS + 1)]
+        elif p in everything:
+            names = [p]
+        else:
+            raise ValueError(
+                f"unknown corpus part {p!r}; give a number 1..{_DUP_PARTS}, 'hallu', or a file name "
+                f"from crud_corpus_parts()"
+            )
+        chosen.extend(n for n in names if n not in chosen)
+    order = {n: i for i, n in enumerate(everything)}
+    return sorted(chosen, key=order.__getitem__)
+
+
+@dataclass
+class CorpusSummary:
+    """What :func:`load_crud_corpus` loaded.
+
+    Attributes
+    ----------
+    loaded : dict of str -> int
+        Part file name -> number of documents read from it.
+    missing : dict of str -> str
+        Part file name -> why it was not loaded.
+    n_docs : int
+        Documents loaded in all.
+    """
+
+    loaded: dict[str, int] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    n_docs: int = 0
+
+    def __str__(self) -> str:
+        lines = [f"CRUD-RAG corpus: {self.n_docs} documents from {len(self.loaded)} part files"]
+        if self.missing:
+            lines.append(f"{len(self.missing)} part files missing:")
+            lines += [f"  {name}: {why}" for name, why in self.missing.items()]
+        return "\n".join(lines)
+
+
+class CrudCorpus(list):
+    """A list of article texts (``list[str]``) that also carries ids and a load summary.
+
+    Attributes
+    ----------
+    ids : list of str
+        ``"<part file>:<line number>"`` (1-based) for each text, stable whichever parts are loaded.
+    summary : CorpusSummary
+    """
+
+    def __init__(self, texts: Iterable[str] = (), ids: Iterable[str] = (), summary: CorpusSummary | None = None):
+        super().__init__(texts)
+        self.ids: list[str] = list(ids)
+        if len(self.ids) != len(self):
+            raise ValueError(f"{len(self)} texts but {len(self.ids)} ids")
+        self.summary = summary if summary is not None else CorpusSummary(n_docs=len(self))
+
+
+def load_crud_corpus(
+    mirror: PathLike | None = None,
+    parts: Iterable[str | int] | str | int | None = None,
+    *,
+    cache_dir: PathLike | None = None,
+    warn: bool = True,
+) -> CrudCorpus:
+    """Load the retrieval corpus (upstream ``data/80000_docs``): one news article per line.
+
+    Parameters
+    ----------
+    mirror : str or os.PathLike, optional
+        Local data mirror; default ``$CHUNKWISE_DATA_MIRROR``.
+    parts : iterable of (int or str), optional
+        Which part files: numbers ``1..15`` (the three files of ``documents_dup_part_<n>``),
+        ``"hallu"`` (the three ``documents_hallu.txt_part_*`` files), or file names from
+        :func:`crud_corpus_parts`. Default: all 48 files (upstream indexes the whole folder).
+    cache_dir : str or os.PathLike, optional
+        Download cache (files absent from the mirror are downloaded when online).
+    warn : bool, default True
+        Warn when part files are missing.
+
+    Returns
+    -------
+    CrudCorpus
+        A ``list[str]`` of articles (file order, then line order; empty lines skipped, a trailing
+        ``"\\r"`` removed) with ``.ids`` (``"<part>:<line>"``) and ``.summary``
+        (:class:`CorpusSummary`: documents per loaded part, and why each missing part is missing).
+        With our mirror: 68,798 documents (parts 1-11: 63,668; hallu: 5,130); parts 12-15 (about
+        23,152 documents upstream) are reported missing: they are not in the manifest.
+
+    Raises
+    ------
+    ValueError
+        For an unknown part, or a mirror file whose sha256 differs from the manifest's.
+
+    Warns
+    -----
+    UserWarning
+        When some requested parts are missing (the summary lists them).
+    """
+    manifest = fetch.load_manifest()
+    summary = CorpusSummary()
+    texts: list[str] = []
+    ids: list[str] = []
+    mirror_root = mirror if mirror is not None else (os.environ.get(fetch.MIRROR_ENV) or None)
+    for name in _select_parts(parts):
+        rel = f"{_CORPUS_DIR}/{name}"
+        if rel not in manifest:
+            present = mirror_root is not None and (Path(mirror_root).expanduser() / rel).is_file()
+            summary.missing[name] = (
+                "in the mirror but not in the manifest (no sha256 to check it against): add a manifest row"
+                if present
+                else "not in the manifest or the mirror (upstream only)"
+            )
+            continue
+        try:
+            path = fetch.data_path(rel, mirror=mirror, cache_dir=cache_dir)
+        except RuntimeError as exc:  # not in the mirror and not downloadable
+            summary.missing[name] = f"unavailable: {exc}"
+            continue
+        with open(path, encoding="utf-8", newline="") as f:
+            lines = f.read().split("\n")
+        n = 0
+        for lineno, line in enumerate(lines, start=1):
+            line = line.removesuffix("\r")
+            if not line.strip():
+                continue
+            texts.append(line)
+            ids.append(f"{name}:{lineno}")
+            n += 1
+        summary.loaded[name] = n
+    summary.n_docs = len(texts)
+    if summary.missing and warn:
+        warnings.warn(
+            f"CRUD-RAG corpus: {len(summary.missing)} of {len(summary.missing) + len(summary.loaded)} part "
+            f"files missing ({', '.join(list(summary.missing)[:4])}{', ...' if len(summary.missing) > 4 else ''}); "
+            f"loaded {summary.n_docs} documents. See the returned corpus's .summary.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return CrudCorpus(texts, ids, summary)
+
+
+# ---------------------------------------------------------------------------------------------
+# RAGQuestEval ground truth
+# ---------------------------------------------------------------------------------------------
+
+
+def load_quest_gt(
+    task: str,
+    mirror: PathLike | None = None,
+    *,
+    cache_dir: PathLike | None = None,
+    mismatch: str = "keep",
+) -> dict[str, dict[str, Any]]:
+    """Load upstream's cached RAGQuestEval ground truth for a QA task.
+
+    RAGQuestEval (CRUD-RAG's ``src/metric/quest_eval.py``) asks an LLM to write questions about
+    the key facts of the reference answer, then answers them from the reference (cached here)
+    and from the generated text, and compares the two answer lists.
+
+    Parameters
+    ----------
+    task : {"questanswer_1doc", "questanswer_2docs", "questanswer_3docs"}
+    mirror, cache_dir
+        As :func:`load_crud_corpus`.
+    mismatch : {"keep", "truncate", "drop", "raise"}, default "keep"
+        What to do with entries whose ``question`` and ``answers`` lists differ in length (40, 18
+        and 16 of the 800 entries in the three files): ``"keep"`` them as they are (``aligned`` is
+        False); ``"truncate"`` both lists to the shorter length (pairs by position, as a ``zip``
+        would); ``"drop"`` the entry; ``"raise"`` a ``ValueError``.
+
+    Returns
+    -------
+    dict of str -> dict
+        Item ``ID`` -> ``{"key_info": list[str], "question": list[str], "answers": list[str],
+        "aligned": bool}``, in file order. Upstream's ``"无法推断"`` ("cannot be inferred")
+        answers are kept as they are.
+
+    Raises
+    ------
+    ValueError
+        For an unknown task or mismatch policy, a malformed entry, or a mismatch with
+        ``mismatch="raise"``.
+    """
+    if task not in _QUEST_GT_FILES:
+        raise ValueError(f"unknown CRUD-RAG QA task {task!r}; expected one of {tuple(_QUEST_GT_FILES)}")
+    if mismatch not in ("keep", "truncate", "drop", "raise"):
+        raise ValueError(f"mismatch must be 'keep', 'truncate', 'drop' or 'raise', got {mismatch!r}")
+    path = fetch.data_path(_QUEST_GT_FILES[task], mirror=mirror, cache_dir=cache_dir)
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    out: dict[str, dict[str, Any]] = {}
+    n_mismatch = 0
+    for item_id, entry in raw.items():
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{path.name}: entry {item_id!r} is not an object")
+        questions = [str(q) for q in entry.get("question", [])]
+        answers = [str(a) for a in entry.get("answers", [])]
+        key_info = [str(k) for k in entry.get("key_info", [])]
+        aligned = len(questions) == len(answers)
+        if not aligned:
+            n_mismatch += 1
+            if mismatch == "raise":
+                raise ValueError(
+                    f"{path.name}: entry {item_id!r} has {len(questions)} questions but {len(answers)} answers"
+                )
+            if mismatch == "drop":
+                continue
+            if mismatch == "truncate":
+                n = min(len(questions), len(answers))
+                questions, answers = questions[:n], answers[:n]
+        out[str(item_id)] = {"key_info": key_info, "question": questions, "answers": answers, "aligned": aligned}
+    if n_mismatch:
+        logger.info("%s: %d of %d entries have len(question) != len(answers) (policy %r)",
+                    path.name, n_mismatch, len(raw), mismatch)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Pooled corpus
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PooledCorpus:
+    """A small retrieval corpus: gold news plus the BM25 neighbours of every question.
+
+    Attributes
+    ----------
+    texts : list of str
+        The documents: first every distinct gold news text (item order), then every retrieved
+        corpus document (question order, then rank), each once.
+    ids : list of str
+        ``"gold:<sha1 of the text, 12 hex>"`` for gold news, the corpus id (e.g.
+        ``"documents_dup_part_3_part_2:17"``) for retrieved ones.
+    origin : list of str
+        ``"gold"`` or ``"bm25"`` per document (a corpus document that equals a gold text is kept
+        once, as gold).
+    gold : dict of str -> list of str
+        Item key (``"<task>/<ID>"``, or ``ID`` when items have no task) -> ids of its gold news.
+    retrieved : dict of str -> list of str
+        Item key -> ids of its top-N BM25 documents, best first.
+    top_n : int
+    n_corpus_docs : int
+        Size of the corpus the BM25 search ran over.
+    timings : dict of str -> float
+        Seconds: ``"index"`` (BM25 index of the corpus; 0 when an index was given), ``"search"``.
+    """
+
+    texts: list[str]
+    ids: list[str]
+    origin: list[str]
+    gold: dict[str, list[str]]
+    retrieved: dict[str, list[str]]
+    top_n: int
+    n_corpus_docs: int
+    timings: dict[str, float]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _item_key(item: Mapping[str, Any]) -> str:
+    task = item.get("task")
+    return f"{task}/{item['ID']}" if task else str(item["ID"])
+
+
+def _gold_id(text: str) -> str:
+    return "gold:" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def pooled_corpus(
+    items: Iterable[Mapping[str, Any]],
+    corpus: Sequence[str],
+    top_n: int = 50,
+    *,
+    ids: Sequence[str] | None = None,
+    bm25: Any = None,
+    tokenizer: str = "jieba",
+    n_jobs: int = 1,
+    cache_dir: PathLike | None = None,
+    show_progress: bool = False,
+) -> PooledCorpus:
+    """Build a *pooled* retrieval corpus: the gold news plus the top-N BM25 documents per question.
+
+    Embedding all ~69k articles (hundreds of thousands of 128-token chunks) takes hours on a
+    small CPU machine. Pooling keeps the retrieval problem honest at a fraction of the cost: every
+    question's gold articles are in the pool, and so are the documents a lexical retriever finds
+    hardest to tell apart from them -- its top-N over the *whole* available corpus -- for every
+    question, pooled together (as TREC pools judged documents). Retrieval over the pool is easier
+    than over the full corpus (fewer distractors), so results on it are labelled "pooled".
+
+    Note that CRUD-RAG removed the gold articles themselves from ``80000_docs`` (other outlets'
+    reports of the same events remain), so without the gold news added here the answer may
+    not be in the corpus at all.
+
+    Parameters
+    ----------
+    items : iterable of mapping
+        QA items with ``ID``, ``questions`` (the query) and ``news`` (gold texts), e.g. the rows
+        of :func:`load_crud_qa` (of one or several tasks).
+    corpus : sequence of str
+        The documents to search, e.g. :func:`load_crud_corpus` (whose ``.ids`` are used).
+    top_n : int, default 50
+        Documents retrieved per question.
+    ids : sequence of str, optional
+        Document ids; default ``corpus.ids`` when present, else ``"corpus:<index>"``.
+    bm25 : chunkwise.rag.BM25Retriever, optional
+        A BM25 index already built over ``corpus`` (same order); built here otherwise.
+    tokenizer : {"jieba", "char"}, default "jieba"
+        Tokenizer of the BM25 index built here (see :class:`chunkwise.rag.BM25Retriever`).
+    n_jobs : int, default 1
+        Processes used to tokenize the corpus.
+    cache_dir : str or os.PathLike, optional
+        Where the BM25 index is saved and reused (keyed by the corpus content and settings).
+    show_progress : bool, default False
+
+    Returns
+    -------
+    PooledCorpus
+
+    Raises
+    ------
+    ValueError
+        If ``top_n < 1`` or the ids do not match the corpus.
+    """
+    from chunkwise.rag.retrievers import BM25Retriever
+
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise ValueError(f"top_n must be a positive int, got {top_n!r}")
+    if ids is None:
+        ids = getattr(corpus, "ids", None) or [f"corpus:{i}" for i in range(len(corpus))]
+    ids = list(ids)
+    if len(ids) != len(corpus):
+        raise ValueError(f"{len(corpus)} documents but {len(ids)} ids")
+    items = list(items)
+
+    t0 = time.perf_counter()
+    if bm25 is None:
+        bm25 = BM25Retriever(
+            list(zip(ids, corpus)), tokenizer=tokenizer, n_jobs=n_jobs, cache_dir=cache_dir,
+            show_progress=show_progress, name="bm25-pool",
+        )
+        t_index = time.perf_counter() - t0
+    else:
+        t_index = 0.0
+
+    texts: list[str] = []
+    out_ids: list[str] = []
+    origin: list[str] = []
+    seen_text: dict[str, str] = {}
+    gold: dict[str, list[str]] = {}
+    for item in items:
+        key = _item_key(item)
+        gold[key] = []
+        for text in item["news"]:
+            if text not in seen_text:
+                gid = _gold_id(text)
+                seen_text[text] = gid
+                texts.append(text)
+                out_ids.append(gid)
+                origin.append("gold")
+            gold[key].append(seen_text[text])
+
+    t1 = time.perf_counter()
+    retrieved: dict[str, list[str]] = {}
+    seen_id = set(out_ids)
+    for item in items:
+        key = _item_key(item)
+        hits = bm25.retrieve(item["questions"], top_n)
+        retrieved[key] = []
+        for hit in hits:
+            doc_id, text = hit[0], hit[1]
+            if text in seen_text:  # identical to a gold text (or already pooled)
+                retrieved[key].append(seen_text[text])
+                continue
+            retrieved[key].append(doc_id)
+            if doc_id not in seen_id:
+                seen_id.add(doc_id)
+                seen_text[text] = doc_id
+                texts.append(text)
+                out_ids.append(doc_id)
+                origin.append("bm25")
+    t_search = time.perf_counter() - t1
+    return PooledCorpus(
+        texts=texts, ids=out_ids, origin=origin, gold=gold, retrieved=retrieved, top_n=top_n,
+        n_corpus_docs=len(corpus), timings={"index": t_index, "search": t_search},
+    )

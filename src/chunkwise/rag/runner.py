@@ -1,0 +1,191 @@
+"""Run CRUD-RAG's baselines over QA items: retrieve, generate, record; resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from chunkwise.rag.generation import CRUD_MAX_NEW_TOKENS, CRUD_TEMPERATURE, answer, model_identity
+from chunkwise.rag.retrievers import CRUD_TOP_K, build_retrievers
+
+__all__ = ["RESULT_COLUMNS", "run_baselines"]
+
+#: Columns of :func:`run_baselines`' table, in order.
+RESULT_COLUMNS = (
+    "task",
+    "ID",
+    "method",
+    "retriever",
+    "top_k",
+    "question",
+    "retrieved_ids",
+    "retrieved_scores",
+    "answer",
+    "parse_status",
+    "parse_ok",
+    "raw",
+    "model_identity",
+    "gold_answer",
+    "cached",
+    "retrieval_s",
+    "generation_s",
+)
+
+
+def _key(task: str, item_id: str, method: str, identity: str, top_k: int) -> str:
+    return json.dumps([task, item_id, method, identity, top_k], ensure_ascii=False)
+
+
+def _read_checkpoint(path: Path) -> dict[str, dict[str, Any]]:
+    done: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return done
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if i >= len(lines) - 2:  # a line cut by an interruption: redo that row
+                continue
+            raise ValueError(f"{path}: line {i + 1} is not JSON; fix or delete the checkpoint") from None
+        done[_key(row["task"], row["ID"], row["method"], row["model_identity"], int(row["top_k"]))] = row
+    return done
+
+
+def _retriever_label(r: Any) -> str:
+    name = getattr(r, "name", type(r).__name__)
+    extra = getattr(r, "model", None) or getattr(getattr(r, "reranker", None), "name", None)
+    return f"{name} ({extra})" if extra else str(name)
+
+
+def run_baselines(
+    items: Iterable[Mapping[str, Any]],
+    corpus_chunks: Sequence[Any] | None,
+    retrievers: Mapping[str, Any] | Sequence[str],
+    llm: Any,
+    *,
+    top_k: int = CRUD_TOP_K,
+    checkpoint: str | os.PathLike[str] | None = None,
+    temperature: float = CRUD_TEMPERATURE,
+    max_tokens: int = CRUD_MAX_NEW_TOKENS,
+    show_progress: bool = False,
+    build_kwargs: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Answer every item with every retrieval method; one row per (item, method).
+
+    Parameters
+    ----------
+    items : iterable of mapping
+        QA items with ``ID``, ``questions`` and ``answers`` (and ``task``), e.g. the rows of
+        :func:`chunkwise.datasets.crud.load_crud_qa`.
+    corpus_chunks : sequence, optional
+        The chunks retrieved from (:func:`chunkwise.rag.chunking.chunk_corpus`); used to build
+        the retrievers when ``retrievers`` is a list of method names.
+    retrievers : mapping of str -> Retriever, or sequence of method names
+        Method name -> retriever (``retrieve(question, top_k)``), or names for
+        :func:`chunkwise.rag.retrievers.build_retrievers` (``"none"``, ``"bm25"``, ``"dense"``,
+        ``"hybrid"``, ``"hybrid_rerank"``).
+    llm : object with ``chat``
+        The generator (:class:`chunkwise.llm.LLMClient`); also the rerank fallback when built here.
+    top_k : int, default 8
+    checkpoint : str or os.PathLike, optional
+        A JSONL file: every finished row is appended (and flushed) as soon as it is done, and rows
+        already there -- same task, ID, method, model identity and ``top_k`` -- are not run again.
+        Together with the LLM client's cache this makes an interrupted run resume where it
+        stopped.
+    temperature, max_tokens
+        Generation settings (CRUD-RAG's 0.1 and 1280).
+    show_progress : bool, default False
+    build_kwargs : mapping, optional
+        Extra arguments for ``build_retrievers``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`RESULT_COLUMNS`, rows in item order then method order:
+        ``retrieved_ids`` / ``retrieved_scores`` (lists, best first), ``answer`` (parsed),
+        ``parse_status`` / ``parse_ok`` (see :func:`chunkwise.rag.generation.parse_response`),
+        ``raw`` (the reply), ``model_identity`` (the generator), ``retriever`` (name and model),
+        ``gold_answer``, ``cached`` (reply from the LLM cache), ``retrieval_s`` /
+        ``generation_s`` (seconds, as recorded when the row was first computed).
+    """
+    if isinstance(retrievers, Mapping):
+        methods = dict(retrievers)
+    else:
+        names = [str(m) for m in retrievers]
+        if corpus_chunks is None:
+            raise ValueError("corpus_chunks are needed to build retrievers from method names")
+        methods = build_retrievers(corpus_chunks, names, llm=llm, **dict(build_kwargs or {}))
+    for name, r in methods.items():
+        if not callable(getattr(r, "retrieve", None)):
+            raise TypeError(f"retriever {name!r} has no retrieve(question, top_k) method")
+    identity = model_identity(llm)
+    path = Path(checkpoint) if checkpoint is not None else None
+    done = _read_checkpoint(path) if path is not None else {}
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    items = list(items)
+    bar = None
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(items) * len(methods), desc="CRUD-RAG baselines", unit="answer")
+    rows: list[dict[str, Any]] = []
+    try:
+        for item in items:
+            task = str(item.get("task", ""))
+            item_id = str(item["ID"])
+            question = str(item["questions"])
+            for method, retriever in methods.items():
+                key = _key(task, item_id, method, identity, int(top_k))
+                if key in done:
+                    rows.append(done[key])
+                    if bar is not None:
+                        bar.update(1)
+                    continue
+                t0 = time.perf_counter()
+                hits = list(retriever.retrieve(question, top_k))
+                t1 = time.perf_counter()
+                gen = answer(question, hits, llm, temperature=temperature, max_tokens=max_tokens)
+                t2 = time.perf_counter()
+                row = {
+                    "task": task,
+                    "ID": item_id,
+                    "method": method,
+                    "retriever": _retriever_label(retriever),
+                    "top_k": int(top_k),
+                    "question": question,
+                    "retrieved_ids": [str(h[0]) for h in hits],
+                    "retrieved_scores": [float(h[2]) for h in hits],
+                    "answer": gen.text,
+                    "parse_status": gen.status,
+                    "parse_ok": gen.ok,
+                    "raw": gen.raw,
+                    "model_identity": gen.model_identity,
+                    "gold_answer": str(item.get("answers", "")),
+                    "cached": gen.cached,
+                    "retrieval_s": t1 - t0,
+                    "generation_s": t2 - t1,
+                }
+                if path is not None:
+                    with open(path, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        f.flush()
+                done[key] = row
+                rows.append(row)
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))

