@@ -271,13 +271,15 @@ def test_sentence_chunker_is_exact_and_cuts_at_chinese_full_stops():
     assert all(c.text.endswith("。") for c in chunks)
     assert "".join(c.text for c in chunks).replace("\n", "") == text.replace("\n", "")
     assert chunker.split("  \n ") == []
-    small = CrudSentenceChunker(chunk_size=12, chunk_overlap=5).split("一二三四五。六七八九十。甲乙丙丁戊。")
-    assert [c.text for c in small][:2] == ["一二三四五。六七八九十。", "六七八九十。甲乙丙丁戊。"]
+    # cl100k: "上海下雨。" is 6 tokens, "北京。" 2; overlap carries whole trailing pieces of <= 2 tokens.
+    small = CrudSentenceChunker(chunk_size=8, chunk_overlap=2).split("上海下雨。北京。上海下雨。北京。")
+    assert [c.text for c in small] == ["上海下雨。北京。", "北京。上海下雨。", "北京。"]
+    assert [c.metadata["n_tokens"] for c in small] == [8, 8, 2]
 
 
 def test_chunk_corpus_ids_and_splitters():
     chunks = chunk_corpus(["甲。" * 200, "乙"], ["d1", "d2"])
-    assert chunks[0].chunk_id == "d1#0" and chunks[-1] == CorpusChunk("d2#0", "d2", "乙", 0, 1, 1)
+    assert chunks[0].chunk_id == "d1#0" and chunks[-1] == CorpusChunk("d2#0", "d2", "乙", 0, 1, count_tokens("乙"))
     assert {c.doc_id for c in chunks} == {"d1", "d2"}
     fixed = chunk_corpus(["甲。" * 200], splitter="fixed")
     assert all(c.n_tokens <= 128 for c in fixed) and fixed[0].chunk_id == "doc0#0"
@@ -310,7 +312,9 @@ def test_bm25_with_jieba_ranks_the_matching_document_first():
         ("b", "苹果公司发布了新款手机，售价上涨。"),
         ("c", "我早上吃了一个苹果和一根香蕉。"),
     ]
-    assert "手机" in tokenize_zh("苹果公司发布了新款手机") and "，" not in tokenize_zh("好，的")
+    # search-engine mode: the words inside 苹果公司 / 新款手机 are tokens too
+    assert {"苹果", "手机", "苹果公司"} <= set(tokenize_zh("苹果公司发布了新款手机"))
+    assert "，" not in tokenize_zh("好，的") and tokenize_zh("A股，ETF", "char") == ["a", "股", "etf"]
     bm25 = BM25Retriever(docs)
     hits = bm25.retrieve("苹果手机多少钱", 8)
     assert [h.chunk_id for h in hits] == ["b", "c"]
@@ -406,6 +410,20 @@ def test_llm_yes_no_rerank_with_a_stub_client():
     assert len(llm.calls) == n  # memoised (and the real client caches on disk)
     with pytest.raises(RuntimeError):
         make_reranker("llm", None)
+
+
+def test_rerank_and_dense_fall_back_offline(monkeypatch):
+    from chunkwise.rag import make_dense_embedders
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("CHUNKWISE_CRUD_EMBEDDER", raising=False)
+    with pytest.warns(UserWarning, match="yes/no"):
+        assert isinstance(make_reranker("auto", StubLLM(lambda p: "yes")), LLMYesNoReranker)
+    with pytest.raises(RuntimeError, match="no llm"):
+        make_reranker("auto", None)
+    with pytest.warns(UserWarning, match="multilingual-e5-small"):
+        q, p, label = make_dense_embedders("auto", cache_dir=False)  # nothing is loaded yet
+    assert label.startswith("intfloat/multilingual-e5-small") and q.name.endswith("|query")
 
 
 # ---------------------------------------------------------------------------------------------

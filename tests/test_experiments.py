@@ -108,3 +108,13 @@ def test_chroma_driver_end_to_end_on_small_corpora(tmp_path):
     cmp = ch.compare_with_report(table, report, "fake")
     assert cmp.loc[0, "recall_delta"] == pytest.approx(round(table.loc[0, "recall_mean"] - 50.0, 1))
     assert np.isclose(cmp.loc[0, "recall_reported"], 50.0)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["TokenText:250:-5", "TokenText:250:250", "TokenText:-1", "KamradtMod:30", "Recursive:250:125:7",
+     "Kamradt:300", "Cluster:250:50", "LLM:10"],
+)
+def test_parse_spec_rejects_invalid_specs_up_front(bad):
+    with pytest.raises(ValueError):
+        ch.parse_spec(bad)

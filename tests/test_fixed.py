@@ -325,3 +325,11 @@ def test_property_verbatim_ordered_covering(text, params, kind):
         ]
     if overlap == 0 and kind != "whitespace" and units:
         assert "".join(c.text for c in chunks) == text
+
+
+@pytest.mark.parametrize("bad", [None, b"abc.", 123, ["a"]])
+def test_split_rejects_non_str(bad):
+    from chunkwise.chunkers import FixedTokenChunker
+
+    with pytest.raises(TypeError, match="must be a str"):
+        FixedTokenChunker(5).split(bad)

@@ -56,3 +56,9 @@ def test_validation():
     with pytest.raises(ValueError, match="window_tokens"):
         LLMSemanticChunker(StubClient([]), piece_size=50, window_tokens=10)
     assert LLMSemanticChunker(StubClient([])).split("") == []
+
+
+def test_non_integer_ids_are_reasked_not_crashed():
+    chunker = LLMSemanticChunker(StubClient([[3.0], ["2"], [2]]), piece_size=8, window_tokens=10_000)
+    chunks = chunker.split(TEXT)
+    assert chunks[0].metadata["sentence_end"] == 2

@@ -328,3 +328,14 @@ def test_constructor_validation():
         SemanticChunker(object())
     with pytest.raises(TypeError, match="must be a str"):
         SemanticChunker(fake).split(None)  # type: ignore[arg-type]
+
+
+def test_cap_on_long_unbroken_text_is_exact_and_bounded():
+    from chunkwise.tokens import count_tokens
+
+    text = "ab" * 20_000
+    pieces = SemanticChunker(FakeEmbedder(), max_chunk_tokens=100).split(text)
+    assert "".join(p.text for p in pieces) == text
+    assert all(count_tokens(p.text) <= 100 for p in pieces)
+    with pytest.raises(ValueError):
+        SemanticChunker(FakeEmbedder(), max_chunk_tokens=10, encoding_name="no-such-encoding")

@@ -84,3 +84,16 @@ def test_regex_split_drop_empty_and_errors():
         split_sentences("x", mode="nltk")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="expects a str"):
         split_sentences(b"x")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is no. We left.", ["The answer is no.", "We left."]),
+        ("See No. 5 for details.", ["See No. 5 for details."]),
+        ("Steps:\n1. Mix flour.\n2. Add water.", ["Steps:\n1. Mix flour.", "2. Add water."]),
+        ('Question?" she asked. Yes.', ['Question?" she asked.', "Yes."]),
+    ],
+)
+def test_robust_review_cases(text, expected):
+    assert texts(split_sentences(text)) == expected

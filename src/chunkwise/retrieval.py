@@ -116,5 +116,13 @@ class DenseIndex:
         return len(self.doc_ids)
 
     def search(self, query_vectors: np.ndarray, top_k: int = 5) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k chunk rows and cosine scores per query (see :func:`top_k_cosine`)."""
+        """Top-k chunk rows and cosine scores per query (see :func:`top_k_cosine`).
+
+        Raises
+        ------
+        ValueError
+            If the index holds no chunks (every document chunked to nothing).
+        """
+        if len(self) == 0:
+            raise ValueError("The index is empty: no chunks were added (were all documents empty?).")
         return top_k_cosine(query_vectors, self.vectors, top_k)

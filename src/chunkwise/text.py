@@ -35,12 +35,12 @@ SplitMode = Literal["robust", "langchain"]
 _NEVER_FINAL = {
     "dr", "mr", "mrs", "ms", "prof", "sr", "jr", "st", "mt", "rev", "gen", "col", "lt", "sgt",
     "capt", "gov", "sen", "rep", "hon", "e.g", "i.e", "cf", "vs", "viz", "fig", "figs", "eq",
-    "eqs", "no", "nos", "vol", "vols", "pp", "p", "ch", "sec", "approx", "dept", "est", "ca",
+    "eqs", "nos", "vol", "vols", "pp", "p", "ch", "sec", "approx", "dept", "est", "ca",
     "al",  # "et al."
 }
 # Abbreviations that may end a sentence: they end one only when the next word is capitalised.
 _MAYBE_FINAL = {
-    "a.m", "p.m", "etc", "u.s", "u.k", "u.n", "e.u", "inc", "ltd", "co", "corp", "jan", "feb",
+    "a.m", "p.m", "etc", "no", "u.s", "u.k", "u.n", "e.u", "inc", "ltd", "co", "corp", "jan", "feb",
     "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed",
     "thu", "fri", "sat", "sun", "ph.d", "b.a", "m.a", "b.sc", "m.sc",
 }
@@ -163,6 +163,11 @@ def _is_boundary_after_period(text: str, dot_start: int, end: int) -> bool:
         return next_char.isupper()
     if key in _NEVER_FINAL:
         return False
+    # A list marker ("1." at the start of a line) belongs to its item.
+    if word.isdigit() and text[m.start() if m else 0 : dot_start] == word:
+        line_start = text.rfind("\n", 0, m.start() if m else 0) + 1
+        if not text[line_start : m.start() if m else 0].strip():
+            return False
     # A single capital letter ("J. Smith") is an initial.
     if len(word) == 1 and word.isalpha() and word.isupper():
         return False
@@ -181,6 +186,11 @@ def _robust_split(text: str) -> list[Chunk]:
         run = m.group(0)
         if run[0] == "." and not _is_boundary_after_period(text, m.start(), m.end()):
             continue
+        if run[0] in "?!":
+            # 'Is it?" she asked.' -- a lower-case word after ?/! continues the sentence.
+            nxt = _NEXT_WORD.match(text, m.end())
+            if nxt and nxt.group(1).islower():
+                continue
         cuts.add(m.end())
     for m in _CJK_END.finditer(text):
         cuts.add(m.end())

@@ -46,7 +46,12 @@ def embed_checked(embedder: Any, texts: Sequence[str]) -> np.ndarray:
         If the embedder does not return one finite row per text (bug kind B04).
     """
     vectors = np.asarray(embedder.embed(list(texts)), dtype=np.float64)
-    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+    if vectors.ndim != 2:
+        raise ValueError(
+            f"The embedder returned an array of shape {vectors.shape}; it must be 2-D, "
+            f"(n_texts, dim) = ({len(texts)}, d)."
+        )
+    if vectors.shape[0] != len(texts):
         raise ValueError(
             f"The embedder returned {vectors.shape[0] if vectors.ndim else 0} vectors "
             f"(shape {vectors.shape}) for {len(texts)} windows; it must return one row per text."

@@ -144,9 +144,13 @@ class FixedTokenChunker:
 
         Raises
         ------
+        TypeError
+            If ``text`` is not a str.
         ValueError
             From the tokenizer, e.g. for text with surrogate code points.
         """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}.")
         if not text or text.isspace():
             return []
         units = self.spanner.token_spans(text)

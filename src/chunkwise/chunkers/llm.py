@@ -119,7 +119,11 @@ class LLMSemanticChunker:
             lo, hi = first + 1, end  # 1-based piece numbers shown
 
             def validate(obj: Any, lo: int = lo, hi: int = hi) -> None:
-                ids = obj["split_after"]
+                ids = obj.get("split_after") if isinstance(obj, dict) else None
+                if not isinstance(ids, list) or not all(
+                    isinstance(n, int) and not isinstance(n, bool) for n in ids
+                ):
+                    raise ValueError(f"split_after must be a list of integer piece numbers, got {ids!r}.")
                 if ids != sorted(ids) or len(set(ids)) != len(ids):
                     raise ValueError(f"split_after must be strictly ascending, got {ids}.")
                 bad = [n for n in ids if not lo <= n <= hi]

@@ -425,6 +425,9 @@ class SemanticChunker:
             check_positive_int("min_chunk_size", min_chunk_size, "characters; or None")
         if max_chunk_tokens is not None:
             check_positive_int("max_chunk_tokens", max_chunk_tokens, "tokens; or None")
+            from chunkwise.tokens import get_encoding
+
+            get_encoding(encoding_name)  # an unknown encoding fails here, not in split()
         if sentence_split_regex is not None:
             regex_split_sentences("", sentence_split_regex)  # validates the pattern
         self.embedder = embedder
@@ -588,13 +591,23 @@ def _token_pieces(source: str, start: int, end: int, max_tokens: int, enc: Any) 
     """Cut ``source[start:end]`` (no whitespace inside) into pieces of <= max_tokens tokens at char edges."""
     pieces: list[tuple[int, int]] = []
     s = start
+
+    def fits(e: int) -> bool:
+        return len(enc.encode(source[s:e], disallowed_special=())) <= max_tokens
+
     while s < end:
-        # Largest e with count <= max_tokens; at least one character.
-        lo, hi = s + 1, end
+        # Largest e with count <= max_tokens (at least one character). Gallop first so that each
+        # probe encodes at most about twice the piece, not the whole rest of the text.
+        width = max(4 * max_tokens, 16)
+        hi = min(end, s + width)
+        while hi < end and fits(hi):
+            width *= 2
+            hi = min(end, s + width)
+        lo = s + 1
         best = s + 1
         while lo <= hi:
             mid = (lo + hi) // 2
-            if len(enc.encode(source[s:mid], disallowed_special=())) <= max_tokens:
+            if fits(mid):
                 best, lo = mid, mid + 1
             else:
                 hi = mid - 1

