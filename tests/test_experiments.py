@@ -118,3 +118,30 @@ def test_chroma_driver_end_to_end_on_small_corpora(tmp_path):
 def test_parse_spec_rejects_invalid_specs_up_front(bad):
     with pytest.raises(ValueError):
         ch.parse_spec(bad)
+
+
+def test_crud_harness_tables_keep_missing_cells_visible():
+    from chunkwise.experiments import crud as cx
+
+    answers = pd.DataFrame(
+        {
+            "task": ["questanswer_1doc"] * 4,
+            "ID": ["a", "a", "b", "b"],
+            "method": ["bm25", "none", "bm25", "none"],
+            "answer": ["上海今天晴转多云", "不知道", "北京是首都", ""],
+            "parse_ok": [True, True, True, False],
+            "parse_status": ["ok", "ok", "ok", "missing_tags"],
+            "gold_answer": ["上海今天晴转多云", "上海今天晴转多云", "北京是首都", "北京是首都"],
+            "model_identity": ["stub@sha256:0"] * 4,
+        }
+    )
+    scores = cx.score_answers(answers, metrics=("bleu_crud", "rouge_l"))
+    assert scores.loc[0, "rouge_l"] == pytest.approx(1.0) and scores.loc[0, "bleu_crud"] == pytest.approx(1.0)
+    assert np.isnan(scores.loc[3, "rouge_l"]) and scores.loc[3, "missing"]  # unparsed -> missing, not 0
+    with pytest.raises(ValueError, match="quest_eval needs an LLM"):
+        cx.score_answers(answers, metrics=("quest_eval",))
+    tables = cx.task_tables(scores, ["bleu_crud", "rouge_l"])
+    t = tables["questanswer_1doc"]
+    assert t.loc["bm25", "rouge_l"] == pytest.approx(100.0)
+    assert t.loc["none", "n_missing"] == 1 and t.loc["none", "n_items"] == 2
+    assert t.loc["bm25", "model"] == "stub@sha256:0"
