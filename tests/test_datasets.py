@@ -385,3 +385,15 @@ def test_corpus_id_mapping(corpus_id: str, name: str):
 def test_corpus_id_mapping_rejects_unknown(corpus_id: str):
     with pytest.raises(ValueError, match="does not name a Chroma corpus"):
         chroma_corpus_name(corpus_id)
+
+
+def test_cli_fetch_data_from_the_mirror(capsys):
+    from chunkwise.cli import main
+
+    mirror = Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not mirror.is_dir():
+        pytest.skip("no data mirror beside the repository")
+    assert main(["fetch-data", "chroma/", "--mirror", str(mirror)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ok  chroma/") == 6  # 5 corpora and the questions
+    assert main(["fetch-data", "no-such-prefix/"]) == 2

@@ -268,6 +268,23 @@ def _cmd_build_book(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------- check-notebook
 
 
+def _cmd_fetch_data(args: argparse.Namespace) -> int:
+    from chunkwise.datasets.fetch import data_path, load_manifest
+
+    paths = [p for p in load_manifest() if any(p.startswith(pre) for pre in args.prefixes)]
+    if not paths:
+        print(f"no manifest entry starts with {args.prefixes}", file=sys.stderr)
+        return 2
+    failed = 0
+    for path in paths:
+        try:
+            print(f"ok  {path} -> {data_path(path, mirror=args.mirror)}")
+        except (RuntimeError, ValueError) as exc:
+            failed += 1
+            print(f"ERR {path}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def _cmd_check_notebook(args: argparse.Namespace) -> int:
     status = 0
     for path in args.paths:
@@ -491,6 +508,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("paths", nargs="+", metavar="PATH")
     check.set_defaults(func=_cmd_check_notebook)
+
+    fetch = sub.add_parser(
+        "fetch-data",
+        help="download (or verify in a mirror) the public data sets of the manifest",
+        description=(
+            "Fetch every file of the download manifest whose path starts with one of the given "
+            "prefixes: from the mirror folder (--mirror or CHUNKWISE_DATA_MIRROR), sha256-checked, "
+            "or downloaded with pooch from its pinned upstream URL into the cache."
+        ),
+    )
+    fetch.add_argument("prefixes", nargs="*", default=["chroma/"], metavar="PREFIX",
+                       help="manifest path prefixes, e.g. chroma/ crud_rag/ (default: chroma/)")
+    fetch.add_argument("--mirror", default=None, help="folder holding a mirror of the data")
+    fetch.set_defaults(func=_cmd_fetch_data)
 
     _add_llm_parser(sub)
     return parser
