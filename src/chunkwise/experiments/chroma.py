@@ -326,7 +326,7 @@ def plot_recall_vs_precision_omega(table: pd.DataFrame, report: pd.DataFrame | N
     """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     for i, (_, r) in enumerate(table.iterrows()):
         label = r["chunker"] + (f" {int(r['size_tokens'])}" if pd.notna(r["size_tokens"]) else "")
         if r["overlap_tokens"]:
@@ -338,7 +338,7 @@ def plot_recall_vs_precision_omega(table: pd.DataFrame, report: pd.DataFrame | N
         ax.scatter(rep["precision_omega_mean"], rep["recall_mean"], marker="x", color="k", label="reported")
     ax.set_xlabel("precision_Ω (%)")
     ax.set_ylabel("recall (%)")
-    ax.legend(fontsize=7, loc="lower left", ncol=2)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
