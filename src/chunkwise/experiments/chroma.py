@@ -354,16 +354,23 @@ def run_comparison(
     llm: Any = None,
     cache_dir: str | Path | None = None,
     progress: Callable[[Any], Any] | None = None,
+    show_progress: bool = True,
 ) -> list[RunResult]:
     """Evaluate every spec (questions embedded once), with a progress bar over specs.
 
-    LLM specs are skipped (with a printed note) when ``llm`` is None.
+    LLM specs are skipped (with a printed note) when ``llm`` is None. ``show_progress=False``
+    (or a ``progress`` wrapper of your own) replaces the tqdm bar, e.g. in executed notebooks.
     """
     from tqdm.auto import tqdm
 
     qv = np.asarray(embedder.embed(list(questions["question"])))
     out = []
-    bar = tqdm(list(specs), desc="chunkers", unit="chunker") if progress is None else progress(specs)
+    if progress is not None:
+        bar = progress(specs)
+    elif show_progress:
+        bar = tqdm(list(specs), desc="chunkers", unit="chunker")
+    else:
+        bar = list(specs)
     for spec in bar:
         if spec.chunker == "LLM" and llm is None:
             print(f"skipped {spec.label}: no LLM configured (set CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL)")
