@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from chunkwise._sqlite import SQLiteStore
 
 __all__ = [
     "MINILM_MODEL_ID",
@@ -218,7 +218,7 @@ def cache_key(embedder_name: str, text: str) -> str:
 _SQLITE_MAX_VARS = 900  # stay under SQLITE_MAX_VARIABLE_NUMBER of old builds (999)
 
 
-class EmbeddingCache:
+class EmbeddingCache(SQLiteStore):
     """Content-addressed on-disk store of embedding vectors (SQLite).
 
     One row per key ``sha256(embedder name + "\\0" + text)`` holding the vector as
@@ -240,65 +240,17 @@ class EmbeddingCache:
     overwritten on the next store). The cache is safe to delete while no process uses it.
     """
 
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS embeddings ("
+        " key TEXT PRIMARY KEY,"
+        " dim INTEGER NOT NULL,"
+        " vec BLOB NOT NULL"
+        ") WITHOUT ROWID"
+    )
+    FILENAME = CACHE_FILENAME
+
     def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_cache_path()
-        if self.path.exists() and self.path.is_dir():
-            raise ValueError(
-                f"EmbeddingCache path must be a file, got the directory {str(self.path)!r}; "
-                f"use {str(self.path / CACHE_FILENAME)!r}."
-            )
-        self.timeout = float(timeout)
-        self._conn: sqlite3.Connection | None = None
-        self._pid: int | None = None
-        self._lock = threading.RLock()
-
-    def __repr__(self) -> str:
-        return f"EmbeddingCache({str(self.path)!r})"
-
-    # -- connection -------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        # A connection must not cross a fork: reopen in a child process.
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            str(self.path), timeout=self.timeout, check_same_thread=False, isolation_level=None
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.OperationalError:  # e.g. a file system without shared memory
-            pass
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS embeddings ("
-            " key TEXT PRIMARY KEY,"
-            " dim INTEGER NOT NULL,"
-            " vec BLOB NOT NULL"
-            ") WITHOUT ROWID"
-        )
-        self._conn, self._pid = conn, os.getpid()
-        return conn
-
-    def close(self) -> None:
-        """Close the connection (it is reopened on next use)."""
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn, self._pid = None, None
-
-    def __enter__(self) -> EmbeddingCache:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "timeout": self.timeout}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], timeout=state["timeout"])  # type: ignore[misc]
+        super().__init__(path if path is not None else default_cache_path(), timeout=timeout)
 
     # -- reads / writes ---------------------------------------------------------------
 

@@ -34,13 +34,13 @@ import hashlib
 import json
 import math
 import os
-import sqlite3
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from chunkwise._sqlite import SQLiteStore
 
 __all__ = [
     "CACHE_FILENAME",
@@ -230,7 +230,7 @@ class CacheEntry:
     model_identity: str | None = None
 
 
-class LLMCache:
+class LLMCache(SQLiteStore):
     """Content-addressed on-disk store of chat replies (SQLite).
 
     The file (and its parent directory) is created on first use, not at construction.
@@ -253,71 +253,23 @@ class LLMCache:
     ('hello', 1)
     """
 
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS responses ("
+        " key TEXT PRIMARY KEY,"
+        " model_identity TEXT,"
+        " model TEXT NOT NULL,"
+        " text TEXT NOT NULL,"
+        " finish_reason TEXT,"
+        " usage TEXT NOT NULL,"
+        " latency_s REAL NOT NULL,"
+        " created_at REAL NOT NULL,"
+        " request TEXT"
+        ") WITHOUT ROWID"
+    )
+    FILENAME = CACHE_FILENAME
+
     def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_cache_path()
-        if self.path.exists() and self.path.is_dir():
-            raise ValueError(
-                f"LLMCache path must be a file, got the directory {str(self.path)!r}; "
-                f"use {str(self.path / CACHE_FILENAME)!r}."
-            )
-        self.timeout = float(timeout)
-        self._conn: sqlite3.Connection | None = None
-        self._pid: int | None = None
-        self._lock = threading.RLock()
-
-    def __repr__(self) -> str:
-        return f"LLMCache({str(self.path)!r})"
-
-    # -- connection -------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        # A connection must not cross a fork: reopen in a child process.
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            str(self.path), timeout=self.timeout, check_same_thread=False, isolation_level=None
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.OperationalError:  # e.g. a file system without shared memory
-            pass
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS responses ("
-            " key TEXT PRIMARY KEY,"
-            " model_identity TEXT,"
-            " model TEXT NOT NULL,"
-            " text TEXT NOT NULL,"
-            " finish_reason TEXT,"
-            " usage TEXT NOT NULL,"
-            " latency_s REAL NOT NULL,"
-            " created_at REAL NOT NULL,"
-            " request TEXT"
-            ") WITHOUT ROWID"
-        )
-        self._conn, self._pid = conn, os.getpid()
-        return conn
-
-    def close(self) -> None:
-        """Close the connection (it is reopened on next use)."""
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn, self._pid = None, None
-
-    def __enter__(self) -> LLMCache:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "timeout": self.timeout}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], timeout=state["timeout"])  # type: ignore[misc]
+        super().__init__(path if path is not None else default_cache_path(), timeout=timeout)
 
     # -- access -----------------------------------------------------------------------
 
