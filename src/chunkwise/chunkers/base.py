@@ -6,6 +6,7 @@ importing the chunkers.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,14 @@ import numpy as np
 
 from chunkwise.chunk import Chunk, check_chunks
 
-__all__ = ["Chunk", "check_chunks", "check_embedder", "check_positive_int", "embed_checked"]
+__all__ = [
+    "Chunk",
+    "check_chunks",
+    "check_embedder",
+    "check_positive_int",
+    "check_size_overlap",
+    "embed_checked",
+]
 
 
 def check_positive_int(name: str, value: Any, unit: str = "tokens") -> int:
@@ -21,6 +29,34 @@ def check_positive_int(name: str, value: Any, unit: str = "tokens") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive int ({unit}), got {value!r}.")
     return int(value)
+
+
+def check_size_overlap(chunk_size: Any, chunk_overlap: Any, unit: str = "tokens") -> tuple[int, int]:
+    """Validate a window chunker's size and overlap (bug kind B12).
+
+    Returns
+    -------
+    (int, int)
+        ``chunk_size >= 1`` and ``0 <= chunk_overlap < chunk_size``.
+
+    Raises
+    ------
+    ValueError
+        For non-integers (bools included) or values outside those ranges, naming the value and
+        the accepted range.
+    """
+    for label, value in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"{label} must be an int ({unit}), got {value!r} ({type(value).__name__}).")
+    chunk_size, chunk_overlap = int(chunk_size), int(chunk_overlap)
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size} ({unit}).")
+    if not 0 <= chunk_overlap < chunk_size:
+        raise ValueError(
+            f"chunk_overlap must satisfy 0 <= chunk_overlap < chunk_size, i.e. lie in "
+            f"[0, {chunk_size - 1}] for chunk_size={chunk_size}; got {chunk_overlap}."
+        )
+    return chunk_size, chunk_overlap
 
 
 def check_embedder(embedder: Any) -> Any:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import bisect
-import numbers
 from itertools import accumulate
 from typing import Any
 
-from chunkwise.chunkers.base import Chunk
+from chunkwise.chunkers.base import Chunk, check_size_overlap
 from chunkwise.tokens import DEFAULT_ENCODING, TokenSpanner, as_spanner
 
 __all__ = ["FixedTokenChunker"]
@@ -100,26 +99,9 @@ class FixedTokenChunker:
         encoding_name: str = DEFAULT_ENCODING,
         tokenizer: Any = None,
     ) -> None:
-        self.chunk_size, self.chunk_overlap = self._validate(chunk_size, chunk_overlap)
+        self.chunk_size, self.chunk_overlap = check_size_overlap(chunk_size, chunk_overlap, "tokens")
         self.encoding_name = encoding_name
         self.spanner: TokenSpanner = as_spanner(tokenizer, encoding_name)
-
-    @staticmethod
-    def _validate(chunk_size: Any, chunk_overlap: Any) -> tuple[int, int]:
-        for label, value in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise ValueError(
-                    f"{label} must be an int (a number of tokens), got {value!r} ({type(value).__name__})."
-                )
-        chunk_size, chunk_overlap = int(chunk_size), int(chunk_overlap)
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be an int >= 1 (tokens), got {chunk_size}.")
-        if not 0 <= chunk_overlap < chunk_size:
-            raise ValueError(
-                f"chunk_overlap must satisfy 0 <= chunk_overlap < chunk_size, i.e. lie in "
-                f"[0, {chunk_size - 1}] for chunk_size={chunk_size}; got {chunk_overlap}."
-            )
-        return chunk_size, chunk_overlap
 
     def __repr__(self) -> str:
         return (

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from chunkwise.chunkers.base import Chunk
+from chunkwise.chunkers.base import Chunk, check_size_overlap
 from chunkwise.tokens import DEFAULT_ENCODING, count_tokens, get_encoding
 
 __all__ = ["DEFAULT_SEPARATORS", "RecursiveTokenChunker"]
@@ -215,20 +215,9 @@ class RecursiveTokenChunker:
         keep_separator: Any,
         is_separator_regex: Any,
     ) -> tuple[int, int, tuple[str, ...], KeepSeparator, list[re.Pattern[str] | None]]:
-        for label, value in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise ValueError(
-                    f"{label} must be an int (in units of the length function), "
-                    f"got {value!r} ({type(value).__name__})."
-                )
-        chunk_size, chunk_overlap = int(chunk_size), int(chunk_overlap)
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size}.")
-        if not 0 <= chunk_overlap < chunk_size:
-            raise ValueError(
-                f"chunk_overlap must satisfy 0 <= chunk_overlap < chunk_size, i.e. lie in "
-                f"[0, {chunk_size - 1}] for chunk_size={chunk_size}; got {chunk_overlap}."
-            )
+        chunk_size, chunk_overlap = check_size_overlap(
+            chunk_size, chunk_overlap, "in units of the length function"
+        )
 
         if keep_separator is True:
             keep: KeepSeparator = "start"
