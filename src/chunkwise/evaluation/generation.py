@@ -579,6 +579,21 @@ def _check_batch(candidates: Sequence[Any], references: Sequence[Any]) -> tuple[
     return cands, refs
 
 
+def _triage(cands: Sequence[Any], refs: Sequence[Any]) -> tuple[list[MetricResult | None], list[int]]:
+    """Split pairs into those to score (``None`` placeholders, their indices in ``todo``) and
+    those already decided by :func:`_pair_status` (missing or a defined 0)."""
+    results: list[MetricResult | None] = []
+    todo: list[int] = []
+    for i, (c, r) in enumerate(zip(cands, refs)):
+        status = _pair_status(c, r)
+        if status == "ok":
+            results.append(None)
+            todo.append(i)
+        else:
+            results.append(status)  # type: ignore[arg-type]
+    return results, todo
+
+
 def _pair_status(candidate: Any, reference: Any) -> str | MetricResult:
     """``"ok"``, or the result that stands without a model (missing / empty candidate)."""
     if reference is None or candidate is None:
@@ -647,15 +662,7 @@ def bert_score(
             layers = model2layers[model]
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 0:
         raise ValueError(f"num_layers must be an int >= 0, got {layers!r}.")
-    results: list[MetricResult | None] = []
-    todo: list[int] = []
-    for i, (c, r) in enumerate(zip(cands, refs)):
-        status = _pair_status(c, r)
-        if status == "ok":
-            results.append(None)
-            todo.append(i)
-        else:
-            results.append(status)  # type: ignore[arg-type]
+    results, todo = _triage(cands, refs)
     if todo:
         scorer = _bert_scorer(model, layers, device, batch_size)
         p, r, f = scorer.score([cands[i] for i in todo], [refs[i] for i in todo], batch_size=batch_size)
@@ -690,15 +697,7 @@ def embedding_cosine_score(
     cands, refs = _check_batch(candidates, references)
     if not hasattr(embedder, "embed"):
         raise TypeError("embedder must have an embed(texts) -> ndarray method.")
-    results: list[MetricResult | None] = []
-    todo: list[int] = []
-    for i, (c, r) in enumerate(zip(cands, refs)):
-        status = _pair_status(c, r)
-        if status == "ok":
-            results.append(None)
-            todo.append(i)
-        else:
-            results.append(status)  # type: ignore[arg-type]
+    results, todo = _triage(cands, refs)
     if todo:
         texts = [cands[i].strip() for i in todo] + [refs[i].strip() for i in todo]
         vecs = np.asarray(embedder.embed(texts), dtype=np.float64)
