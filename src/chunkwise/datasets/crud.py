@@ -61,7 +61,9 @@ __all__ = [
     "load_crud_corpus",
     "load_crud_qa",
     "load_quest_gt",
+    "load_pool",
     "pooled_corpus",
+    "save_pool",
 ]
 
 logger = logging.getLogger(__name__)
@@ -738,4 +740,94 @@ def pooled_corpus(
     return PooledCorpus(
         texts=texts, ids=out_ids, origin=origin, gold=gold, retrieved=retrieved, top_n=top_n,
         n_corpus_docs=len(corpus), timings={"index": t_index, "search": t_search},
+    )
+
+
+def save_pool(pool: PooledCorpus, path: PathLike) -> Path:
+    """Write a pooled corpus's *membership* (ids, origins, text sha1s; no texts) as JSON.
+
+    The file is small enough to commit, so a book build can rebuild the same pool with
+    :func:`load_pool` without searching the whole corpus again (a BM25 index over all ~69k
+    articles takes minutes and over a gigabyte of memory).
+
+    Parameters
+    ----------
+    pool : PooledCorpus
+    path : str or os.PathLike
+        Output file (parent folders are created).
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "format": "chunkwise-crud-pool/1",
+        "top_n": pool.top_n,
+        "n_corpus_docs": pool.n_corpus_docs,
+        "ids": pool.ids,
+        "origin": pool.origin,
+        "sha1": [hashlib.sha1(t.encode("utf-8")).hexdigest() for t in pool.texts],
+        "gold": pool.gold,
+        "retrieved": pool.retrieved,
+    }
+    path.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequence[str] | None = None) -> PooledCorpus:
+    """Rebuild a pooled corpus from :func:`save_pool`'s file, the QA items and the corpus.
+
+    Gold texts come from the items' ``news``; retrieved documents from ``corpus`` by id (its
+    ``.ids``, e.g. :func:`load_crud_corpus`). Every text is checked against the recorded sha1.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    items : iterable of mapping
+        QA items holding (at least) every gold news text of the pool.
+    corpus : sequence of str, optional
+        Needed when the pool has retrieved (``"bm25"``) documents.
+
+    Returns
+    -------
+    PooledCorpus
+        ``timings`` is ``{"index": 0.0, "search": 0.0}`` (nothing was searched).
+
+    Raises
+    ------
+    ValueError
+        If the file is not a pool file, a document is missing, or a text's sha1 differs
+        (the corpus or QA data changed: rebuild the pool with :func:`pooled_corpus`).
+    """
+    path = Path(path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if doc.get("format") != "chunkwise-crud-pool/1":
+        raise ValueError(f"{path} is not a chunkwise pool file (format {doc.get('format')!r})")
+    gold_text = {}
+    for item in items:
+        for text in item["news"]:
+            gold_text[_gold_id(text)] = text
+    by_id: dict[str, int] = {}
+    if corpus is not None:
+        ids = getattr(corpus, "ids", None) or [f"corpus:{i}" for i in range(len(corpus))]
+        by_id = {d: i for i, d in enumerate(ids)}
+    texts = []
+    for doc_id, origin, sha in zip(doc["ids"], doc["origin"], doc["sha1"], strict=True):
+        if origin == "gold":
+            text = gold_text.get(doc_id)
+            where = "the QA items' gold news"
+        else:
+            text = corpus[by_id[doc_id]] if doc_id in by_id else None
+            where = "the corpus" if corpus is not None else "the corpus (none was given)"
+        if text is None:
+            raise ValueError(f"{path}: document {doc_id!r} is not in {where}; load the same items/corpus parts, or rebuild the pool")
+        if hashlib.sha1(text.encode("utf-8")).hexdigest() != sha:
+            raise ValueError(f"{path}: document {doc_id!r} differs from the one pooled (sha1 mismatch); rebuild the pool with pooled_corpus")
+        texts.append(text)
+    return PooledCorpus(
+        texts=texts, ids=list(doc["ids"]), origin=list(doc["origin"]), gold=dict(doc["gold"]),
+        retrieved=dict(doc["retrieved"]), top_n=int(doc["top_n"]), n_corpus_docs=int(doc["n_corpus_docs"]),
+        timings={"index": 0.0, "search": 0.0},
     )

@@ -8,12 +8,158 @@ per-item scores; nothing is turned into a silent 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from chunkwise.evaluation.generation import QuestEval, score_generation
+
+#: Default pool size of the CRUD-RAG chapter: the gold news plus each question's top-2 BM25
+#: documents over the whole available corpus (27 documents for the mirror's 10 items) -- small
+#: enough for LLM-based indexing (PG-RAG, tree and graph baselines) on a 2-core CPU.
+CRUD_POOL_TOP_N = 2
+
+
+def load_items(tasks: Sequence[str], n_items: int | None = None, mirror: Any = None) -> list[dict[str, Any]]:
+    """The first ``n_items`` QA items of each task (all when ``None``), each with its ``task``.
+
+    Raises
+    ------
+    ValueError
+        If ``n_items`` is not a positive int or None.
+    """
+    from chunkwise.datasets.crud import load_crud_qa
+
+    if n_items is not None and (isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 1):
+        raise ValueError(f"n_items must be a positive int or None, got {n_items!r}")
+    out: list[dict[str, Any]] = []
+    for task in tasks:
+        rows = list(load_crud_qa(task, mirror=mirror))
+        out += [dict(r, task=task) for r in rows[:n_items]]
+    return out
+
+
+def build_pool(
+    items: Sequence[Mapping[str, Any]],
+    top_n: int = CRUD_POOL_TOP_N,
+    *,
+    pool_file: str | os.PathLike[str] | None = None,
+    mirror: Any = None,
+    cache_dir: Any = None,
+    show_progress: bool = False,
+) -> Any:
+    """The retrieval pool of the chapter: reuse ``pool_file`` when it matches, else search and save.
+
+    A pool file (:func:`chunkwise.datasets.crud.save_pool`) is reused when its ``top_n`` and
+    gold ids match these items; otherwise the whole available corpus is BM25-searched (minutes,
+    ~1.2 GB; the index is kept under ``cache_dir``) and the file is (re)written.
+
+    Returns
+    -------
+    chunkwise.datasets.crud.PooledCorpus
+    """
+    from chunkwise.datasets.crud import _item_key, load_crud_corpus, load_pool, pooled_corpus, save_pool
+
+    corpus = None
+    if pool_file is not None and Path(pool_file).is_file():
+        import json
+
+        doc = json.loads(Path(pool_file).read_text(encoding="utf-8"))
+        wanted = {_item_key(i) for i in items}
+        if int(doc.get("top_n", -1)) == top_n and wanted <= set(doc.get("gold", {})):
+            needs_corpus = any(o != "gold" for o in doc.get("origin", []))
+            corpus = load_crud_corpus(mirror, warn=False) if needs_corpus else None
+            pool = load_pool(pool_file, items, corpus)
+            keep = {d for k in wanted for d in pool.gold[k] + pool.retrieved[k]}
+            if keep != set(pool.ids):  # a pool for more items: keep only what these items pooled
+                idx = [i for i, d in enumerate(pool.ids) if d in keep]
+                pool.texts = [pool.texts[i] for i in idx]
+                pool.ids = [pool.ids[i] for i in idx]
+                pool.origin = [pool.origin[i] for i in idx]
+                pool.gold = {k: v for k, v in pool.gold.items() if k in wanted}
+                pool.retrieved = {k: v for k, v in pool.retrieved.items() if k in wanted}
+            return pool
+    corpus = load_crud_corpus(mirror)
+    cache = Path(cache_dir) if cache_dir is not None else Path(os.environ.get("CHUNKWISE_CACHE_DIR", Path.home() / ".cache" / "chunkwise")) / "bm25"
+    pool = pooled_corpus(items, corpus, top_n, cache_dir=cache, show_progress=show_progress)
+    if pool_file is not None:
+        save_pool(pool, pool_file)
+    return pool
+
+
+def run_harness(
+    items: Sequence[Mapping[str, Any]],
+    pool: Any,
+    llm: Any,
+    methods: Sequence[str] | Mapping[str, Any] = ("none", "bm25", "dense", "hybrid", "hybrid_rerank"),
+    *,
+    top_k: int = 8,
+    metrics: Sequence[str] = ("bleu_crud", "bleu_standard", "rouge_l", "quest_eval"),
+    checkpoint: str | os.PathLike[str] | None = None,
+    dense: Any = "auto",
+    extra_retrievers: Mapping[str, Any] | None = None,
+    score_embedder: Any = None,
+    mirror: Any = None,
+    show_progress: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Answer and score every item with every baseline over a pooled corpus.
+
+    The pool's documents are chunked as CRUD-RAG does (128 tokens, no overlap), the retrievers
+    built (:func:`chunkwise.rag.retrievers.build_retrievers`), every item answered
+    (:func:`chunkwise.rag.run_baselines`, checkpointed) and scored (:func:`score_answers`, with
+    the benchmark's RAGQuestEval ground truth of each task).
+
+    Parameters
+    ----------
+    items : sequence of mapping
+        QA items with ``task`` (:func:`load_items`).
+    pool : PooledCorpus
+        The retrieval corpus (:func:`build_pool`).
+    llm : LLMClient
+        Generator, LLM reranker and RAGQuestEval answerer.
+    methods : sequence of str or mapping
+        Baseline names for :func:`chunkwise.rag.retrievers.build_retrievers`, or retrievers.
+    top_k : int, default 8
+        Contexts per question (CRUD-RAG's default).
+    metrics : sequence of str
+        Metric names of :func:`chunkwise.evaluation.generation.score_generation`.
+    checkpoint : path, optional
+        JSONL checkpoint of the answers (see :func:`chunkwise.rag.run_baselines`).
+    dense : str or (query, passage) embedders
+        The dense retriever's embedders.
+    extra_retrievers : mapping, optional
+        More methods (name -> retriever), e.g. :func:`build_pg_retrievers`' output; run after
+        the baselines.
+    score_embedder : object with ``embed``, optional
+        Needed for the ``embedding_cosine`` metric.
+
+    Returns
+    -------
+    (answers, scores) : two DataFrames
+        ``run_baselines``' rows, and :func:`score_answers`' rows (one per item and method).
+    """
+    from chunkwise.datasets.crud import load_quest_gt
+    from chunkwise.rag import chunk_corpus, run_baselines
+    from chunkwise.rag.retrievers import build_retrievers
+
+    if isinstance(methods, Mapping):
+        retrievers = dict(methods)
+    else:
+        chunks = chunk_corpus(pool.texts, pool.ids)
+        retrievers = build_retrievers(chunks, list(methods), llm=llm, dense=dense)
+    retrievers.update(dict(extra_retrievers or {}))
+    answers = run_baselines(items, None, retrievers, llm, top_k=top_k, checkpoint=checkpoint, show_progress=show_progress)
+    parts = []
+    for task, group in answers.groupby("task", sort=False):  # IDs repeat across tasks: one gt cache per task
+        quest_gt = load_quest_gt(str(task), mirror) if "quest_eval" in metrics else None
+        parts.append(score_answers(group, metrics, llm=llm, quest_gt=quest_gt, embedder=score_embedder))
+    scores = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if parts:
+        scores.attrs["labels"] = parts[0].attrs.get("labels", {})
+    return answers, scores
 
 #: Default metrics of the harness (BERTScore needs a Chinese BERT, not available offline).
 DEFAULT_METRICS: tuple[str, ...] = ("bleu_crud", "bleu_standard", "rouge_l", "quest_eval")
@@ -93,3 +239,129 @@ def task_tables(scores: pd.DataFrame, metric_columns: Sequence[str] | None = Non
         table["model"] = g["model_identity"].first()
         out[str(task)] = table.round(2)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# PG-RAG beside the baselines, and the paper's Table 1
+# ---------------------------------------------------------------------------------------------
+
+#: chunkwise method name -> row label of the PG-RAG paper's Table 1.
+PAPER_METHOD = {
+    "none": "w/o RAG", "bm25": "BM25", "dense": "DPR", "hybrid": "Hybrid", "hybrid_rerank": "Hybrid+Rerank",
+    "tree_traversal": "Tree Traversal", "collapsed_tree": "Collapsed Tree", "graph_rag": "Graph-RAG",
+    "kgp": "KGP-LLaMA", "pg": "PG", "pg_kps": "PG w. KPs", "pg_rag": "PG-RAG",
+}
+#: Task -> column prefix of the paper's table.
+PAPER_TASK = {"questanswer_1doc": "doc1", "questanswer_2docs": "doc2", "questanswer_3docs": "doc3"}
+#: Paper metric -> (our column, what our column is).
+PAPER_METRIC = {
+    "bleu": ("bleu_crud", "BLEU-4, CRUD-RAG's variant (brevity penalty divided out), jieba tokens"),
+    "rougeL": ("rouge_l", "ROUGE-L F, jieba tokens"),
+    "bertscore": ("embedding_cosine", "CRUD-RAG's 'bertScore' definition: cosine of sentence embeddings"),
+    "f1qe": ("quest_avg_f1", "RAGQuestEval F1"),
+}
+
+
+def paper_table1(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+    """The PG-RAG paper's Table 1 (CRUD-RAG QA, percent), indexed by method label.
+
+    Default file: ``data/crud/pgrag_table1_crud_qa.csv`` of the repository (transcribed from the
+    authors' published results image; see ``data/crud/README.md``).
+    """
+    if path is None:
+        from chunkwise.book import find_repo_root
+
+        path = find_repo_root() / "data" / "crud" / "pgrag_table1_crud_qa.csv"
+    return pd.read_csv(path, comment="#").set_index("method")
+
+
+def compare_with_paper(table: pd.DataFrame, task: str, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One task's table beside the paper: for each paper metric, ours, the paper's, and the delta.
+
+    Parameters
+    ----------
+    table : DataFrame
+        A :func:`task_tables` table (index: chunkwise method names, metric columns in percent).
+    task : str
+        ``"questanswer_1doc"``, ``"questanswer_2docs"`` or ``"questanswer_3docs"``.
+    paper : DataFrame, optional
+        :func:`paper_table1`'s table.
+
+    Returns
+    -------
+    DataFrame
+        Index: the paper's method labels (in our table's order); columns ``(metric, "ours" |
+        "paper" | "delta")``. A metric we did not compute stays NaN (never 0).
+    """
+    if task not in PAPER_TASK:
+        raise ValueError(f"unknown task {task!r}; expected one of {list(PAPER_TASK)}")
+    paper = paper_table1() if paper is None else paper
+    prefix = PAPER_TASK[task]
+    cols = {}
+    labels = [PAPER_METHOD.get(m, m) for m in table.index]
+    for metric, (ours_col, _) in PAPER_METRIC.items():
+        ours = table[ours_col].to_numpy(dtype=float) if ours_col in table else [float("nan")] * len(table)
+        ref = [float(paper.loc[lab, f"{prefix}_{metric}"]) if lab in paper.index else float("nan") for lab in labels]
+        cols[(metric, "ours")] = ours
+        cols[(metric, "paper")] = ref
+        cols[(metric, "delta")] = [o - r for o, r in zip(ours, ref)]
+    out = pd.DataFrame(cols, index=pd.Index(labels, name="method"))
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    return out.round(2)
+
+
+def pg_index_folder(root: str | os.PathLike[str], llm: Any, embedder: Any, settings: Mapping[str, Any]) -> Path:
+    """A PG-RAG index folder keyed by what determines its content: model, embedder, settings.
+
+    ``<root>/<12 hex of sha1(model identity, embedder name, sorted settings)>``; changing a
+    threshold or the model therefore starts a fresh index instead of mixing records.
+    """
+    import hashlib
+    import json
+
+    key = json.dumps([getattr(llm, "model_identity", repr(llm)), str(getattr(embedder, "name", type(embedder).__name__)),
+                      sorted(dict(settings).items())], ensure_ascii=False, default=str)
+    return Path(root) / hashlib.sha1(key.encode("utf-8")).hexdigest()[:12]
+
+
+def build_pg_retrievers(
+    pool: Any,
+    llm: Any,
+    passage_embedder: Any,
+    query_embedder: Any,
+    index_root: str | os.PathLike[str],
+    *,
+    variants: Sequence[str] = ("pg", "pg_kps", "pg_rag"),
+    max_attempts: int = 3,
+    rouge_threshold: float = 0.15,
+    semantic_threshold: float = 0.85,
+    topic_threshold: float = 0.92,
+    fact_threshold: float = 0.98,
+    n_seed_topics: int = 3,
+    top_paths: int = 24,
+    support: float | None = None,
+    ambiguous: float | None = None,
+    show_progress: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Index the pool with PG-RAG (resumable) and build one retriever per variant.
+
+    Returns
+    -------
+    (retrievers, stats)
+        Variant name -> :class:`chunkwise.pgrag.PGRetriever`; the indexer's statistics
+        (:meth:`chunkwise.pgrag.PGIndexer.stats`) plus ``"folder"``.
+    """
+    from chunkwise.pgrag import PGIndexer, PGRetriever
+    from chunkwise.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD
+
+    settings = {"max_attempts": max_attempts, "rouge_threshold": rouge_threshold, "semantic_threshold": semantic_threshold,
+                "topic_threshold": topic_threshold, "fact_threshold": fact_threshold}
+    folder = pg_index_folder(index_root, llm, passage_embedder, settings)
+    ix = PGIndexer(folder, llm, passage_embedder, **settings)
+    ix.add_documents(list(zip(pool.ids, pool.texts)), show_progress=show_progress)
+    graph = ix.graph(list(pool.ids))
+    stats = dict(ix.stats(list(pool.ids)), folder=str(folder))
+    kw = {"n_seed_topics": n_seed_topics, "top_paths": top_paths,
+          "support": SUPPORT_THRESHOLD if support is None else support,
+          "ambiguous": AMBIGUOUS_THRESHOLD if ambiguous is None else ambiguous}
+    return {v: PGRetriever(graph, query_embedder, llm, variant=v, **kw) for v in variants}, stats

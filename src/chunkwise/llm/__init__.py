@@ -24,7 +24,7 @@ from chunkwise.llm.cache import (
     cache_key,
     default_cache_path,
 )
-from chunkwise.llm.local import LocalLLMServer, LocalLLMServerError, local_or_env_client
+from chunkwise.llm.local import LocalLLMServer, LocalLLMServerError, OnDemandLocalClient, local_or_env_client
 from chunkwise.llm.weights import GGUFWeights, resolve_gguf
 from chunkwise.llm.client import (
     LLMClient,
@@ -41,6 +41,7 @@ __all__ = [
     "GGUFWeights",
     "LocalLLMServer",
     "LocalLLMServerError",
+    "OnDemandLocalClient",
     "local_or_env_client",
     "resolve_gguf",
     "CACHE_MODES",

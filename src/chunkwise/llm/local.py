@@ -136,6 +136,70 @@ def local_or_env_client(**kw: Any) -> LLMClient | None:
     return LLMClient.from_env(**kw)
 
 
+class OnDemandLocalClient(LLMClient):
+    """An :class:`LLMClient` for the embedded local model that starts the server only when needed.
+
+    Replies already in the cache are served without a server (a book rebuilt from a committed
+    cache never loads the model); the first cache miss starts a :class:`LocalLLMServer`, which
+    then serves every later miss and is stopped by :meth:`close` (or at exit).
+
+    Parameters
+    ----------
+    server : LocalLLMServer, optional
+        The (not yet started) server to use; default ``LocalLLMServer()`` (offline GGUF parts,
+        two threads, 8192-token context).
+    weights : GGUFWeights, optional
+        The server's weights, resolved with :func:`~chunkwise.llm.weights.resolve_gguf` when not
+        given (the cache keys need their sha256 even when no request is sent).
+    **kw
+        :class:`LLMClient` arguments (``cache``, ``cache_mode``, ``timeout``, ...).
+
+    Raises
+    ------
+    LocalLLMServerError
+        On a cache miss, when the server cannot start (e.g. the ``llm`` extra is not installed).
+    """
+
+    def __init__(self, server: LocalLLMServer | None = None, weights: GGUFWeights | None = None, **kw: Any) -> None:
+        self.server = server if server is not None else LocalLLMServer()
+        if weights is None:
+            weights = self.server.weights or resolve_gguf(self.server._weights_arg, variant=self.server.variant)
+        self.server.weights = weights
+        self.server._weights_arg = weights
+        kw.setdefault("model", self.server.alias)
+        kw.setdefault("model_identity", weights.identity)
+        kw.setdefault("api_key", _LOCAL_KEY)
+        kw.setdefault("timeout", 300.0)
+        kw.setdefault("base_url", "http://127.0.0.1:1/v1")  # replaced when the server starts
+        super().__init__(**kw)
+        self._start_lock = threading.Lock()
+
+    def _ensure_server(self) -> None:
+        with self._start_lock:
+            if self.server.running:
+                return
+            self.server.start()
+            self.base_url = self.server.base_url
+            import openai
+
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=_LOCAL_KEY, timeout=self.timeout, max_retries=0)
+
+    def _call_with_retries(self, fn: Any, what: str, *, model: str | None) -> tuple[Any, float]:
+        self._ensure_server()
+        return super()._call_with_retries(fn, what, model=model)
+
+    def close(self) -> None:
+        """Stop the server if this client started it."""
+        if self.server.running:
+            self.server.stop()
+
+    def __enter__(self) -> OnDemandLocalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # -- process cleanup ----------------------------------------------------------------------
 
 _live: set[LocalLLMServer] = set()

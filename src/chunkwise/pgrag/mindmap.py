@@ -1,0 +1,196 @@
+"""Stage 2 of PG-RAG indexing: the LLM organises a document's verified FCIs into a mind map.
+
+PG-RAG (arXiv 2405.16933, section 3.2) gives the LLM the main topic and the verified FCIs and
+asks for a hierarchical mind map centred on the topic: topic -> keyword routes -> facts. Every
+root-to-leaf path is a *fact path*; it is the unit the retrieval walk selects.
+
+We ask for nested JSON: an object whose keys are node labels and whose values are either a
+string (a leaf fact), a list (several leaves, or sub-objects), or another object (deeper routes).
+:func:`parse_mindmap` turns any such value into a :class:`MindMapNode` tree, checks it, and
+:func:`fact_paths` lists its root-to-leaf paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "MAX_DEPTH",
+    "MindMapNode",
+    "fact_paths",
+    "generate_mindmap",
+    "mindmap_messages",
+    "parse_mindmap",
+]
+
+#: Deepest mind map accepted (root = depth 1).
+MAX_DEPTH = 8
+
+_SYSTEM = "You organise facts into a mind map. Reply with one JSON object only, in the language of the facts."
+
+_INSTRUCTIONS = (
+    "Build a mind map of the facts below around the main topic. Return nested JSON: the only "
+    "top-level key is the main topic; its value is an object whose keys are short keywords "
+    "(sub-topics, 2-8 words), and these may nest further. The innermost values are the facts "
+    "themselves, as strings (or lists of strings), copied with their numbers, names and dates. "
+    "Group related facts under the same keyword; keep every fact.\n\n"
+)
+
+
+@dataclass
+class MindMapNode:
+    """A node of a mind map: a label and its children (none for a leaf fact)."""
+
+    label: str
+    children: list[MindMapNode] = field(default_factory=list)
+
+    def to_json(self) -> Any:
+        """Nested-JSON form (leaves as strings) -- the inverse of :func:`parse_mindmap`."""
+        if not self.children:
+            return self.label
+        return {self.label: _children_json(self.children)}
+
+    def n_nodes(self) -> int:
+        return 1 + sum(c.n_nodes() for c in self.children)
+
+    def depth(self) -> int:
+        return 1 + max((c.depth() for c in self.children), default=0)
+
+
+def _children_json(children: list[MindMapNode]) -> Any:
+    if all(not c.children for c in children):
+        return [c.label for c in children] if len(children) > 1 else children[0].label
+    out: dict[str, Any] = {}
+    for c in children:
+        out[c.label] = _children_json(c.children) if c.children else c.label
+    return out
+
+
+def mindmap_messages(topic: str, facts: Sequence[str]) -> list[dict[str, str]]:
+    """Chat messages asking for the mind map of ``facts`` around ``topic`` (our prompt)."""
+    body = f"Main topic: {topic}\nFacts:\n" + "\n".join(f"- {f}" for f in facts)
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": _INSTRUCTIONS + body}]
+
+
+def _label(x: Any) -> str:
+    if isinstance(x, bool) or x is None:
+        raise ValueError(f"a mind-map label must be text or a number, got {x!r}")
+    if not isinstance(x, (str, int, float)):
+        raise ValueError(f"a mind-map label must be text or a number, got {type(x).__name__}")
+    s = " ".join(str(x).split())
+    if not s:
+        raise ValueError("a mind-map label is empty")
+    return s
+
+
+def _build(value: Any, depth: int) -> list[MindMapNode]:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"the mind map is deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        nodes = []
+        for k, v in value.items():
+            kids = _build(v, depth + 1) if v not in (None, "", [], {}) else []
+            nodes.append(MindMapNode(_label(k), kids))
+        return nodes
+    if isinstance(value, list):
+        out: list[MindMapNode] = []
+        for v in value:
+            out += _build(v, depth)
+        return out
+    return [MindMapNode(_label(value))]
+
+
+def parse_mindmap(value: Any, topic: str | None = None) -> MindMapNode:
+    """Turn the model's nested JSON into a checked :class:`MindMapNode` tree.
+
+    Parameters
+    ----------
+    value : Any
+        Decoded JSON. An object with one key is that key's tree; an object with several keys
+        (or a list) is placed under ``topic``.
+    topic : str, optional
+        The document's main topic: the root label when the JSON has no single root.
+
+    Returns
+    -------
+    MindMapNode
+        The root; it has at least one child (one fact path).
+
+    Raises
+    ------
+    ValueError
+        If the value is not an object/list, has no fact path, is deeper than :data:`MAX_DEPTH`,
+        or has empty labels. The message is meant to be sent back to the model.
+    """
+    if not isinstance(value, (dict, list)):
+        raise ValueError("the mind map must be a JSON object whose key is the main topic")
+    if isinstance(value, dict) and len(value) == 1:
+        (root,) = _build(value, 1)
+    else:
+        if topic is None:
+            raise ValueError("the mind map must have a single top-level key (the main topic)")
+        root = MindMapNode(_label(topic), _build(value, 2))
+    if not root.children:
+        raise ValueError("the mind map has no facts under its main topic")
+    return root
+
+
+def fact_paths(root: MindMapNode) -> list[list[str]]:
+    """Every root-to-leaf path of labels, in depth-first (document) order.
+
+    >>> fact_paths(parse_mindmap({"T": {"a": ["x", "y"], "b": "z"}}))
+    [['T', 'a', 'x'], ['T', 'a', 'y'], ['T', 'b', 'z']]
+    """
+    out: list[list[str]] = []
+
+    def walk(node: MindMapNode, prefix: list[str]) -> None:
+        path = prefix + [node.label]
+        if not node.children:
+            out.append(path)
+        for c in node.children:
+            walk(c, path)
+
+    walk(root, [])
+    return out
+
+
+def generate_mindmap(
+    topic: str, facts: Sequence[str], llm: Any, *, max_repairs: int = 2, max_tokens: int = 1536
+) -> MindMapNode:
+    """Ask the LLM for the mind map of a document's FCIs; malformed replies are repaired.
+
+    Parameters
+    ----------
+    topic : str
+    facts : sequence of str
+        The verified FCIs (:func:`chunkwise.pgrag.extract.extract_verified_fcis`).
+    llm : chunkwise.llm.LLMClient or compatible
+    max_repairs : int, default 2
+        Re-asks (with the parse error) when the reply is not a usable mind map.
+    max_tokens : int, default 1536
+
+    Returns
+    -------
+    MindMapNode
+
+    Raises
+    ------
+    ValueError
+        If ``facts`` is empty.
+    chunkwise.llm.LLMJSONError
+        If no reply is a usable mind map after the repairs (quotes the last reply).
+    """
+    facts = [f for f in facts if f.strip()]
+    if not facts:
+        raise ValueError("generate_mindmap needs at least one fact")
+
+    def validator(value: Any) -> None:
+        parse_mindmap(value, topic)
+
+    value, _ = llm.chat_json(
+        mindmap_messages(topic, facts), validator=validator, max_repairs=max_repairs,
+        temperature=0.0, max_tokens=max_tokens,
+    )
+    return parse_mindmap(value, topic)

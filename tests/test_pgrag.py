@@ -1,0 +1,288 @@
+"""PG-RAG indexing and retrieval stages on small hand-made documents (stub LLM, fake embedder)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+
+from chunkwise.llm.client import LLMJSONError
+from chunkwise.pgrag import (
+    PGIndexer,
+    PGRetriever,
+    PseudoGraph,
+    compression_ratio,
+    extract_verified_fcis,
+    fact_paths,
+    generate_mindmap,
+    parse_mindmap,
+    render_mindmap,
+    similarity_clusters,
+    verify_fcis,
+)
+from chunkwise.pgrag.retrieve import key_points
+
+# -- test doubles ----------------------------------------------------------------------------
+
+
+class BagEmbedder:
+    """Deterministic bag-of-characters embedder: texts sharing characters are similar."""
+
+    name = "bag-of-chars"
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+        self.calls = 0
+
+    def embed(self, texts):
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for ch in t:
+                if not ch.isspace():
+                    out[i, ord(ch) % self.dim] += 1.0
+        n = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(n == 0, 1, n)
+
+
+class ScriptedLLM:
+    """chat_json like LLMClient's: replies come from ``respond(messages, kw)``; schema and
+    validator are applied, and a rejected reply is re-asked up to ``max_repairs`` times."""
+
+    def __init__(self, respond):
+        self.respond = respond
+        self.requests: list[tuple[list, dict]] = []
+        self._calls = 0
+
+    def stats(self):
+        return {"calls": self._calls}
+
+    def chat_json(self, messages, schema=None, validator=None, max_repairs=2, **kw):
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        msgs = list(messages)
+        last = None
+        for _ in range(1 + max_repairs):
+            self._calls += 1
+            self.requests.append((msgs, kw))
+            reply = self.respond(msgs, kw)
+            last = reply
+            try:
+                value = json.loads(reply)
+                if schema is not None:
+                    jsonschema.validate(value, schema)
+                if validator is not None:
+                    validator(value)
+                return value, reply
+            except (ValueError, jsonschema.ValidationError) as exc:
+                msgs = msgs + [{"role": "assistant", "content": reply}, {"role": "user", "content": f"error: {exc}"}]
+        raise LLMJSONError("no valid JSON", reply=last, error="invalid", attempts=1 + max_repairs, response=None)
+
+
+DOC_ZH = "上海市体育局发放体育消费券，总额为1000万元。消费券可在200家体育场馆使用，使用期限到2023年12月31日。"
+DOC_EN = "The city library opens a new branch in March 2024. The branch holds 20,000 books and opens at 9 am."
+
+FACTS_ZH = ["上海市体育局发放体育消费券，总额为1000万元。", "消费券可在200家体育场馆使用。", "使用期限到2023年12月31日。"]
+FACTS_EN = ["The city library opens a new branch in March 2024.", "The branch holds 20,000 books.", "The branch opens at 9 am."]
+
+
+def respond_docs(msgs, kw):
+    text = msgs[-1]["content"] if msgs[-1]["role"] == "user" and "error" not in msgs[-1]["content"] else msgs[1]["content"]
+    if "Article:" in text:
+        if "上海" in text:
+            return json.dumps({"topic": "上海体育消费券", "facts": FACTS_ZH}, ensure_ascii=False)
+        return json.dumps({"topic": "New library branch", "facts": FACTS_EN})
+    if "Main topic:" in text:
+        if "上海" in text:
+            return json.dumps({"上海体育消费券": {"金额": FACTS_ZH[0], "使用": [FACTS_ZH[1], FACTS_ZH[2]]}}, ensure_ascii=False)
+        return json.dumps({"New library branch": {"opening": [FACTS_EN[0], FACTS_EN[2]], "collection": FACTS_EN[1]}})
+    if "key points" in text:
+        return json.dumps({"key_points": ["消费券金额", "体育场馆"]}, ensure_ascii=False)
+    raise AssertionError(text[:80])
+
+
+# -- extraction and verification ----------------------------------------------------------
+
+
+def test_verify_fcis_scores_against_the_source():
+    emb = BagEmbedder()
+    r, sim, ok = verify_fcis(FACTS_ZH, DOC_ZH, emb)
+    assert 0.9 < r <= 1.0  # the facts copy the text: the LCS covers almost all of it
+    assert sim > 0.95 and ok
+    r2, sim2, ok2 = verify_fcis(["完全无关的句子"], DOC_ZH, emb)
+    assert r2 < 0.15 and not ok2
+    with pytest.raises(ValueError, match="at least one"):
+        verify_fcis(["  "], DOC_ZH, emb)
+
+
+def test_extraction_regenerates_failures_and_records_every_attempt():
+    replies = iter([
+        json.dumps({"topic": "T", "facts": ["与原文无关"]}, ensure_ascii=False),  # attempt 1: fails verification
+        "not json at all",  # attempt 2: unusable, repaired ...
+        "still not json",
+        "nope",
+        json.dumps({"topic": "上海体育消费券", "facts": FACTS_ZH}, ensure_ascii=False),  # attempt 3: passes
+    ])
+    llm = ScriptedLLM(lambda m, kw: next(replies))
+    ext = extract_verified_fcis(DOC_ZH, llm, BagEmbedder(), max_attempts=3)
+    assert ext.verified and ext.topic == "上海体育消费券" and ext.facts == FACTS_ZH
+    assert [a.passed for a in ext.attempts] == [False, False, True]
+    assert ext.attempts[1].error.startswith("no valid JSON")
+    # greedy first, then sampled with seeds 1, 2
+    assert [(kw["temperature"], kw["seed"]) for _, kw in llm.requests][0] == (0.0, None)
+    assert llm.requests[-1][1]["seed"] == 2
+
+
+def test_extraction_keeps_best_unverified_attempt():
+    replies = iter([
+        json.dumps({"topic": "T", "facts": ["无关"]}, ensure_ascii=False),
+        json.dumps({"topic": "T2", "facts": [FACTS_ZH[0]]}, ensure_ascii=False),
+    ])
+    ext = extract_verified_fcis(DOC_ZH, ScriptedLLM(lambda m, kw: next(replies)), BagEmbedder(),
+                                max_attempts=2, semantic_threshold=0.999)
+    assert not ext.verified and ext.topic == "T2"  # the closer one is kept, marked unverified
+    assert ext.chosen.attempt == 2
+
+
+def test_extraction_without_any_json_raises():
+    with pytest.raises(RuntimeError, match="failed 1 times"):
+        extract_verified_fcis(DOC_EN, ScriptedLLM(lambda m, kw: "nope"), BagEmbedder(), max_attempts=1)
+    with pytest.raises(ValueError):
+        extract_verified_fcis(DOC_EN, ScriptedLLM(respond_docs), BagEmbedder(), max_attempts=0)
+
+
+# -- mind maps ------------------------------------------------------------------------------
+
+
+def test_parse_mindmap_shapes_and_paths():
+    root = parse_mindmap({"T": {"a": ["x", "y"], "b": {"c": "z"}}})
+    assert fact_paths(root) == [["T", "a", "x"], ["T", "a", "y"], ["T", "b", "c", "z"]]
+    assert root.n_nodes() == 7 and root.depth() == 4
+    assert parse_mindmap(root.to_json()).to_json() == root.to_json()  # round trip
+    # several top-level keys: placed under the topic
+    assert fact_paths(parse_mindmap({"a": "x", "b": "y"}, "T")) == [["T", "a", "x"], ["T", "b", "y"]]
+    with pytest.raises(ValueError, match="single top-level key"):
+        parse_mindmap({"a": "x", "b": "y"})
+    with pytest.raises(ValueError, match="no facts"):
+        parse_mindmap({"T": {}})
+    with pytest.raises(ValueError, match="deeper"):
+        deep: dict = {"leaf": "x"}
+        for i in range(10):
+            deep = {f"k{i}": deep}
+        parse_mindmap(deep)
+
+
+def test_generate_mindmap_repairs_malformed_output():
+    replies = iter(["[1, 2", json.dumps({"T": {}}), json.dumps({"T": {"k": "fact one"}})])
+    llm = ScriptedLLM(lambda m, kw: next(replies))
+    root = generate_mindmap("T", ["fact one"], llm)
+    assert fact_paths(root) == [["T", "k", "fact one"]]
+    assert len(llm.requests) == 3  # two repairs
+    assert "no facts" in llm.requests[-1][0][-1]["content"]  # the error was sent back
+
+
+# -- fusion and the graph --------------------------------------------------------------------
+
+
+def test_similarity_clusters_are_connected_components():
+    e = np.array([[1, 0, 0], [0.99, 0.141, 0], [0.96, 0.28, 0], [0, 0, 1]], dtype=float)
+    e /= np.linalg.norm(e, axis=1, keepdims=True)
+    # 0-1 and 1-2 are >= 0.98, 0-2 is not: single linkage joins all three
+    assert similarity_clusters(e, 0.98) == [[0, 1, 2], [3]]
+    assert similarity_clusters(e, 0.999) == [[0], [1], [2], [3]]
+    with pytest.raises(ValueError):
+        similarity_clusters(e, 1.5)
+
+
+def _graph(docs=(("zh", "上海体育消费券", FACTS_ZH), ("en", "New library branch", FACTS_EN))):
+    maps = [(d, parse_mindmap({t: {"facts": list(f)}})) for d, t, f in docs]
+    return PseudoGraph.build(maps, BagEmbedder())
+
+
+def test_graph_nodes_paths_and_fusion(tmp_path):
+    g = PseudoGraph.build(
+        [("a", parse_mindmap({"上海体育消费券": {"金额": FACTS_ZH[0]}})),
+         ("b", parse_mindmap({"上海体育消费券": {"金额": FACTS_ZH[0]}})),  # a second report of the same facts
+         ("c", parse_mindmap({"New library branch": {"x": FACTS_EN[0]}}))],
+        BagEmbedder(),
+    )
+    assert g.summary() == {"documents": 3, "nodes": 9, "fact_nodes": 3, "route_nodes": 3, "topic_nodes": 3,
+                           "fact_paths": 3, "topic_super_nodes": 1, "fact_super_nodes": 1}
+    assert g.nodes[2].context == "上海体育消费券 > 金额 > " + FACTS_ZH[0]
+    assert g.linked(0) == [3] and g.linked(3) == [0] and g.linked(6) == []
+    g.save(tmp_path / "g")
+    g2 = PseudoGraph.load(tmp_path / "g")
+    assert g2.paths == g.paths and np.array_equal(g2.node_emb, g.node_emb)
+    assert [s.members for s in g2.super_nodes] == [[0, 3], [2, 5]]
+
+
+def test_compression_ratio():
+    assert compression_ratio(264, 100) == pytest.approx(2.64)
+    with pytest.raises(ValueError):
+        compression_ratio(10, 0)
+
+
+# -- indexing: resumable -------------------------------------------------------------------
+
+
+def test_indexer_resumes_and_never_redoes_documents(tmp_path):
+    llm = ScriptedLLM(respond_docs)
+    ix = PGIndexer(tmp_path / "pg", llm, BagEmbedder())
+    assert ix.add_documents([("zh", DOC_ZH)]) == ["zh"]
+    n = len(llm.requests)
+    assert n == 2  # one extraction (verified at once) + one mind map
+    # a kill mid-write leaves a cut line: it is ignored and the document redone
+    with open(ix.records_path, "a", encoding="utf-8") as f:
+        f.write('{"doc_id": "en", "sha1": ')
+    ix2 = PGIndexer(tmp_path / "pg", llm, BagEmbedder())
+    assert ix2.add_documents([("zh", DOC_ZH), ("en", DOC_EN)]) == ["en"]
+    assert len(llm.requests) == n + 2
+    assert set(ix2.records()) == {"zh", "en"}
+    with pytest.raises(ValueError, match="different text"):
+        ix2.add_documents([("zh", DOC_EN)])
+    stats = ix2.stats()
+    assert stats["documents"] == 2 and stats["verified"] == 2 and stats["fact_paths"] == 6
+    assert stats["source_chars"] == len(DOC_ZH) + len(DOC_EN)
+    assert stats["compression_ratio"] == pytest.approx(stats["source_chars"] / stats["graph_chars"])
+    assert (tmp_path / "pg" / "graph" / "graph.json").is_file()
+
+
+# -- retrieval -----------------------------------------------------------------------------
+
+
+def test_key_points_and_variants():
+    llm = ScriptedLLM(respond_docs)
+    assert key_points("上海体育消费券有多少钱？", llm) == ["消费券金额", "体育场馆"]
+    g = _graph()
+    emb = BagEmbedder()
+    with pytest.raises(ValueError, match="needs an llm"):
+        PGRetriever(g, emb, variant="pg_rag")
+    with pytest.raises(ValueError, match="variant"):
+        PGRetriever(g, emb, variant="nope")
+    r = PGRetriever(g, emb, variant="pg", n_seed_topics=1)
+    hits = r.retrieve("上海体育消费券总额是多少？消费券可在多少家体育场馆使用？", top_k=8)
+    assert [h[0] for h in hits] == ["pg:zh"]  # the Chinese mind map only (one seed topic)
+    assert hits[0][1].splitlines()[0] == "上海体育消费券"
+    assert r.last_trace.key_points == ["上海体育消费券总额是多少？消费券可在多少家体育场馆使用？"]
+    r2 = PGRetriever(g, emb, llm, variant="pg_kps", n_seed_topics=1)
+    r2.retrieve("上海体育消费券总额是多少？")
+    assert r2.last_trace.key_points[1:] == ["消费券金额", "体育场馆"]
+
+
+def test_pg_rag_widens_through_super_nodes():
+    same = [("a", "上海体育消费券", FACTS_ZH[:1]), ("b", "上海体育消费券", FACTS_ZH[:1]), ("c", "New library branch", FACTS_EN)]
+    g = _graph(same)
+    llm = ScriptedLLM(respond_docs)
+    r = PGRetriever(g, BagEmbedder(), llm, variant="pg_rag", n_seed_topics=1)
+    r.retrieve("上海体育消费券总额")
+    t = r.last_trace
+    assert len(t.seed_topics) == 1 and len(t.widened_topics) == 1  # the twin topic joins
+    assert {g.nodes[x].doc_id for x in t.seed_topics + t.widened_topics} == {"a", "b"}
+
+
+def test_render_mindmap_writes_shared_prefixes_once():
+    g = _graph()
+    text = render_mindmap(g, g.paths_of_topic(g.topic_ids[1]))
+    assert text.splitlines() == ["New library branch", "- facts", "  - " + FACTS_EN[0], "  - " + FACTS_EN[1], "  - " + FACTS_EN[2]]
