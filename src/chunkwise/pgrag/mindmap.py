@@ -4,10 +4,12 @@ PG-RAG (arXiv 2405.16933, section 3.2) gives the LLM the main topic and the veri
 asks for a hierarchical mind map centred on the topic: topic -> keyword routes -> facts. Every
 root-to-leaf path is a *fact path*; it is the unit the retrieval walk selects.
 
-We ask for nested JSON: an object whose keys are node labels and whose values are either a
-string (a leaf fact), a list (several leaves, or sub-objects), or another object (deeper routes).
-:func:`parse_mindmap` turns any such value into a :class:`MindMapNode` tree, checks it, and
-:func:`fact_paths` lists its root-to-leaf paths.
+We ask for a fixed, shallow JSON form that small models can write reliably:
+``{"topic": ..., "branches": [{"keyword": ..., "facts": [...], "branches": [...]}]}`` (branches
+nest for deeper routes). :func:`parse_mindmap` also accepts free nested JSON -- an object whose
+keys are node labels and whose values are a string (a leaf fact), a list, or another object --
+turns either into a :class:`MindMapNode` tree and checks it; :func:`fact_paths` lists its
+root-to-leaf paths.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ MAX_DEPTH = 8
 _SYSTEM = "You organise facts into a mind map. Reply with one JSON object only, in the language of the facts."
 
 _INSTRUCTIONS = (
-    "Build a mind map of the facts below around the main topic. Return nested JSON: the only "
-    "top-level key is the main topic; its value is an object whose keys are short keywords "
-    "(sub-topics, 2-8 words), and these may nest further. The innermost values are the facts "
-    "themselves, as strings (or lists of strings), copied with their numbers, names and dates. "
-    "Group related facts under the same keyword; keep every fact.\n\n"
+    "Build a mind map of the facts below around the main topic. Group related facts under short "
+    "keywords (2-8 words each). Reply with JSON of this form:\n"
+    '{"topic": "<main topic>", "branches": [{"keyword": "<keyword>", "facts": ["<fact>", "<fact>"]}, '
+    '{"keyword": "<keyword>", "branches": [{"keyword": "<sub-keyword>", "facts": ["<fact>"]}]}]}\n'
+    "Copy each fact with its numbers, names and dates; keep every fact; use each fact once.\n\n"
 )
 
 
@@ -102,6 +104,26 @@ def _build(value: Any, depth: int) -> list[MindMapNode]:
     return [MindMapNode(_label(value))]
 
 
+def _branches(value: Any, depth: int) -> list[MindMapNode]:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"the mind map is deeper than {MAX_DEPTH} levels")
+    if not isinstance(value, list):
+        raise ValueError('"branches" must be a list of {"keyword": ..., "facts": [...]} objects')
+    out: list[MindMapNode] = []
+    for b in value:
+        if not isinstance(b, dict) or "keyword" not in b:
+            raise ValueError('each branch must be an object with a "keyword" and "facts" (or "branches")')
+        facts = b.get("facts", [])
+        facts = [facts] if isinstance(facts, str) else facts
+        if not isinstance(facts, list):
+            raise ValueError('"facts" must be a list of strings')
+        kids = [MindMapNode(_label(f)) for f in facts if not (isinstance(f, str) and not f.strip())]
+        kids += _branches(b.get("branches", []), depth + 1)
+        if kids:
+            out.append(MindMapNode(_label(b["keyword"]), kids))
+    return out
+
+
 def parse_mindmap(value: Any, topic: str | None = None) -> MindMapNode:
     """Turn the model's nested JSON into a checked :class:`MindMapNode` tree.
 
@@ -126,6 +148,14 @@ def parse_mindmap(value: Any, topic: str | None = None) -> MindMapNode:
     """
     if not isinstance(value, (dict, list)):
         raise ValueError("the mind map must be a JSON object whose key is the main topic")
+    if isinstance(value, dict) and "branches" in value:
+        label = value.get("topic") or topic
+        if label is None:
+            raise ValueError('the mind map needs a "topic"')
+        root = MindMapNode(_label(label), _branches(value["branches"], 2))
+        if not root.children:
+            raise ValueError("the mind map has no facts under its main topic")
+        return root
     if isinstance(value, dict) and len(value) == 1:
         (root,) = _build(value, 1)
     else:
