@@ -647,3 +647,20 @@ def test_real_cli_serve_stops_on_ctrl_c() -> None:
             if b"llama_cpp.server" in argv and str(port).encode() in argv:
                 leftovers.append(d.name)
     assert leftovers == []
+
+
+def test_on_demand_client_serves_hits_without_a_server_and_starts_one_on_a_miss(fake_server, tmp_path: Path) -> None:
+    from chunkwise.llm import OnDemandLocalClient
+
+    srv = fake_server(startup_timeout=30)
+    cache = tmp_path / "llm.sqlite"
+    with OnDemandLocalClient(srv, cache=cache) as client:
+        assert client.model_identity == "Fake-Coder-Q4@sha256:" + "ab" * 32
+        assert not srv.running  # nothing started yet
+        first = client.chat("2+3?")
+        assert srv.running and not first.cached and first.text.startswith("5")
+    assert not srv.running  # closed with the client
+    with OnDemandLocalClient(fake_server(startup_timeout=30), cache=cache) as again:
+        hit = again.chat("2+3?")
+        assert hit.cached and hit.text == first.text
+        assert not again.server.running  # a cache hit never starts the model
