@@ -10,13 +10,13 @@ documents later appends to it and rebuilds the (cheap, embedding-cached) fused g
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from chunkwise._jsonl import JSONLStore
 from chunkwise.pgrag.extract import ROUGE_THRESHOLD, SEMANTIC_THRESHOLD, Extraction, extract_verified_fcis
 from chunkwise.pgrag.graph import FACT_THRESHOLD, TOPIC_THRESHOLD, PseudoGraph
 from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmap, parse_mindmap
@@ -105,31 +105,7 @@ class PGIndexer:
 
     def records(self) -> dict[str, DocumentRecord]:
         """Finished documents: doc id -> record (a line cut by a kill at the end is ignored)."""
-        out: dict[str, DocumentRecord] = {}
-        if not self.records_path.is_file():
-            return out
-        lines = self.records_path.read_text(encoding="utf-8").split("\n")
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                if i >= len(lines) - 2:
-                    continue
-                raise ValueError(f"{self.records_path}: line {i + 1} is not JSON; fix or delete that line") from None
-            out[rec["doc_id"]] = rec
-        return out
-
-    def _drop_cut_line(self) -> None:
-        """Remove a last line left unfinished by a kill, so the next record starts on its own line."""
-        path = self.records_path
-        if not path.is_file():
-            return
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with open(path, "r+b") as f:
-                f.truncate(data.rfind(b"\n") + 1)
+        return dict(JSONLStore(self.folder, "documents.jsonl", key="doc_id").records)
 
     def index_document(self, doc_id: str, text: str) -> DocumentRecord:
         """Extract + verify FCIs, build the mind map; return the record (not written)."""
@@ -184,8 +160,7 @@ class PGIndexer:
                 raise ValueError(
                     f"document {doc_id!r} is indexed with a different text; use a new id or delete its line in {self.records_path}"
                 )
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._drop_cut_line()
+        store = JSONLStore(self.folder, "documents.jsonl", key="doc_id", fsync=True)
         bar = None
         if show_progress and todo:
             from tqdm.auto import tqdm
@@ -195,10 +170,7 @@ class PGIndexer:
         try:
             for doc_id, text in todo:
                 rec = self.index_document(doc_id, text)
-                with open(self.records_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
+                store.put(rec)
                 out.append(doc_id)
                 if bar is not None:
                     bar.update(1)

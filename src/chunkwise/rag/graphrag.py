@@ -30,17 +30,17 @@ relation or covariate tables, no token budgeting of the context).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from chunkwise._jsonl import JSONLStore
 
 from chunkwise.llm.client import LLMJSONError
 from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k
@@ -175,49 +175,6 @@ def _chunk_pairs(chunks: Iterable[Any]) -> tuple[list[str], list[str]]:
     if len(set(ids)) != len(ids):
         raise ValueError("chunk ids must be unique")
     return ids, texts
-
-
-class _JSONLStore:
-    """Append-only JSONL file of records with a ``"key"`` field; the last record of a key wins.
-
-    A last line cut by a kill is dropped (the file is truncated after its last newline) so its
-    work is redone; a malformed line elsewhere is an error.
-    """
-
-    def __init__(self, folder: str | os.PathLike[str], filename: str) -> None:
-        self.folder = Path(folder)
-        if self.folder.exists() and not self.folder.is_dir():
-            raise ValueError(f"store {self.folder} exists and is not a folder")
-        self.path = self.folder / filename
-        self.records: dict[str, dict[str, Any]] = {}
-        if self.path.is_file():
-            lines = self.path.read_text(encoding="utf-8").split("\n")
-            for i, line in enumerate(lines):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    if i >= len(lines) - 2:  # a last line cut by a kill
-                        continue
-                    raise ValueError(f"{self.path}: line {i + 1} is not JSON; fix or delete that line") from None
-                if not isinstance(rec, dict) or "key" not in rec:
-                    raise ValueError(f"{self.path}: line {i + 1} is not a record with a 'key'")
-                self.records[rec["key"]] = rec
-            data = self.path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                with open(self.path, "r+b") as f:
-                    f.truncate(data.rfind(b"\n") + 1)
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.records.get(key)
-
-    def put(self, rec: dict[str, Any]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            f.flush()
-        self.records[rec["key"]] = rec
 
 
 def _reply_text(reply: Any) -> str:
@@ -373,8 +330,8 @@ class GraphIndex:
         if not callable(getattr(embedder, "embed", None)):
             raise ValueError("embedder must have an embed(texts) method")
         ids, texts = _chunk_pairs(chunks)
-        ext_store = _JSONLStore(store, "extractions.jsonl") if store is not None else None
-        sum_store = _JSONLStore(store, "community_summaries.jsonl") if store is not None else None
+        ext_store = JSONLStore(store, "extractions.jsonl") if store is not None else None
+        sum_store = JSONLStore(store, "community_summaries.jsonl") if store is not None else None
         calls = [0]
 
         def ask(prompt: str, schema: dict[str, Any], max_tokens: int) -> Any:

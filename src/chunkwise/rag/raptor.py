@@ -37,10 +37,11 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from chunkwise._jsonl import JSONLStore
 
 from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k
 from chunkwise.tokens import DEFAULT_ENCODING, count_tokens
@@ -164,37 +165,17 @@ class _SummaryStore:
     """Append-only ``summaries.jsonl``: one ``{"key", "level", "children", "text"}`` per line."""
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
-        self.folder = Path(folder)
-        self.path = self.folder / "summaries.jsonl"
-        self.records: dict[str, dict[str, Any]] = {}
-        if self.path.is_file():
-            lines = self.path.read_text(encoding="utf-8").split("\n")
-            for i, line in enumerate(lines):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    if i >= len(lines) - 2:  # a last line cut by a kill
-                        continue
-                    raise ValueError(f"{self.path}: line {i + 1} is not JSON; fix or delete that line") from None
-                self.records[rec["key"]] = rec
-            data = self.path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                with open(self.path, "r+b") as f:
-                    f.truncate(data.rfind(b"\n") + 1)
+        self._store = JSONLStore(folder, "summaries.jsonl")
+        self.folder = self._store.folder
+        self.path = self._store.path
+        self.records = self._store.records
 
     def get(self, key: str) -> str | None:
         rec = self.records.get(key)
         return None if rec is None else str(rec["text"])
 
     def put(self, key: str, level: int, children: Sequence[str], text: str) -> None:
-        rec = {"key": key, "level": level, "children": list(children), "text": text}
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            f.flush()
-        self.records[key] = rec
+        self._store.put({"key": key, "level": level, "children": list(children), "text": text})
 
 
 def _reduce(x: np.ndarray, dim: int, n_neighbours: int, random_state: int) -> np.ndarray:
