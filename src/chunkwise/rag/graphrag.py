@@ -43,7 +43,7 @@ import numpy as np
 from chunkwise._jsonl import JSONLStore
 
 from chunkwise.llm.client import LLMJSONError
-from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k
+from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, unit_rows
 
 __all__ = [
     "COMMUNITY_PROMPT",
@@ -135,17 +135,6 @@ def _check_int(name: str, value: Any, minimum: int | None) -> int:
         bound = f" >= {minimum}" if minimum is not None else ""
         raise ValueError(f"{name} must be an int{bound}, got {value!r}")
     return int(value)
-
-
-def _normalise_rows(x: Any) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    if x.ndim != 2:
-        raise ValueError(f"embeddings must have shape (n, d), got {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("embeddings contain NaN or infinite values")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return x / norms
 
 
 def _chunk_pairs(chunks: Iterable[Any]) -> tuple[list[str], list[str]]:
@@ -474,7 +463,7 @@ class GraphIndex:
         # entity embeddings
         if names:
             entity_texts = [f"{n}: {graph.nodes[n]['description']}" for n in names]
-            vecs = _normalise_rows(embedder.embed(entity_texts))
+            vecs = unit_rows(embedder.embed(entity_texts))
             if vecs.shape[0] != len(names):
                 raise ValueError(f"the embedder returned {vecs.shape[0]} vectors for {len(names)} texts")
         else:
@@ -562,7 +551,7 @@ class GraphRAGLocalRetriever:
         matrix = self.index.entity_embeddings
         if matrix.shape[0] == 0:
             return np.zeros(0, dtype=np.float32)
-        q = _normalise_rows(self.query_embedder.embed([question]))
+        q = unit_rows(self.query_embedder.embed([question]))
         if q.shape != (1, matrix.shape[1]):
             raise ValueError(f"query embedding has shape {q.shape}, the entities have dimension {matrix.shape[1]}")
         return matrix @ q[0]

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, tokenize_zh
+from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, tokenize_zh, unit_rows
 
 __all__ = [
     "NEXT_EVIDENCE_PROMPT",
@@ -75,19 +75,8 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
-def _normalise(x: Any) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    if x.ndim != 2:
-        raise ValueError(f"embeddings must have shape (n, d), got {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("embeddings contain NaN or infinite values")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return x / norms
-
-
 def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:
-    vecs = _normalise(embedder.embed(list(texts)))
+    vecs = unit_rows(embedder.embed(list(texts)))
     if vecs.shape[0] != len(texts):
         raise ValueError(f"the embedder returned {vecs.shape[0]} vectors for {len(texts)} texts")
     return vecs

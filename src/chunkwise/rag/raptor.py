@@ -43,7 +43,7 @@ import numpy as np
 
 from chunkwise._jsonl import JSONLStore
 
-from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k
+from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, unit_rows
 from chunkwise.tokens import DEFAULT_ENCODING, count_tokens
 
 __all__ = [
@@ -88,19 +88,8 @@ def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    if x.ndim != 2:
-        raise ValueError(f"embeddings must have shape (n, d), got {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("embeddings contain NaN or infinite values")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return x / norms
-
-
 def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:
-    vecs = _normalise(np.asarray(embedder.embed(list(texts)), dtype=np.float32))
+    vecs = unit_rows(np.asarray(embedder.embed(list(texts)), dtype=np.float32))
     if vecs.shape[0] != len(texts):
         raise ValueError(f"the embedder returned {vecs.shape[0]} vectors for {len(texts)} texts")
     return vecs
@@ -427,7 +416,7 @@ class RaptorTree:
 
 
 def _cosines(query_embedder: Any, question: str, matrix: np.ndarray) -> np.ndarray:
-    q = _normalise(np.asarray(query_embedder.embed([question]), dtype=np.float32))
+    q = unit_rows(np.asarray(query_embedder.embed([question]), dtype=np.float32))
     if q.shape != (1, matrix.shape[1]):
         raise ValueError(f"query embedding has shape {q.shape}, the tree's nodes have dimension {matrix.shape[1]}")
     return matrix @ q[0]

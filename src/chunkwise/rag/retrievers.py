@@ -110,6 +110,24 @@ def _check_top_k(top_k: Any) -> int:
     return int(top_k)
 
 
+def unit_rows(x: Any) -> np.ndarray:
+    """Embeddings as float32 rows of unit length (zero rows stay zero).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not 2-d ``(n, d)`` or holds NaN / infinite values.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"embeddings must have shape (n, d), got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("embeddings contain NaN or infinite values")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return x / norms
+
+
 def _as_pairs(chunks: Iterable[Any]) -> tuple[list[str], list[str]]:
     """(ids, texts) from CorpusChunk objects, (id, text) pairs, or plain strings (ids = index)."""
     ids: list[str] = []
