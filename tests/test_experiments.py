@@ -145,3 +145,86 @@ def test_crud_harness_tables_keep_missing_cells_visible():
     assert t.loc["bm25", "rouge_l"] == pytest.approx(100.0)
     assert t.loc["none", "n_missing"] == 1 and t.loc["none", "n_items"] == 2
     assert t.loc["bm25", "model"] == "stub@sha256:0"
+
+
+class _TreeGraphStubLLM:
+    """RAPTOR summaries and KGP steps via ``chat``, Graph RAG JSON via ``chat_json``; counts calls."""
+
+    model_identity = "stub-tree-graph"
+
+    def __init__(self):
+        self.chat_calls = 0
+        self.json_calls = 0
+
+    def chat(self, messages, temperature=0.0, max_tokens=None):
+        from types import SimpleNamespace
+
+        self.chat_calls += 1
+        return SimpleNamespace(text="图书馆 阅读 活动")
+
+    def chat_json(self, messages, schema=None, temperature=None, max_tokens=None):
+        from types import SimpleNamespace
+
+        from chunkwise.rag.graphrag import COMMUNITY_SCHEMA
+
+        self.json_calls += 1
+        prompt = messages[-1]["content"]
+        if schema is COMMUNITY_SCHEMA:
+            value = {"title": "报告", "summary": "社区报告。"}
+        else:
+            text = prompt.rsplit("Text:\n", 1)[1]
+            value = {"entities": [{"name": "杭州" if "杭州" in text else "图书馆", "type": "location", "description": "地点"},
+                                  {"name": "市民", "type": "person", "description": "居民"}],
+                     "relations": [{"source": "杭州" if "杭州" in text else "图书馆", "target": "市民",
+                                    "description": "服务"}]}
+        return value, SimpleNamespace(text=str(value))
+
+
+class _NoLLM:
+    model_identity = "stub-tree-graph"
+
+    def chat(self, *a, **k):
+        raise AssertionError("no LLM call expected: everything is in the stores")
+
+    chat_json = chat
+
+
+def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores(tmp_path):
+    from types import SimpleNamespace
+
+    from chunkwise.experiments import crud as cx
+    from test_graphrag import CharEmbedder
+
+    texts = ["杭州市体育局发放体育消费券。市民可在支付宝领取。每人限领一张。" * 3,
+             "市图书馆周六举办阅读活动。市民可免费参加。活动在二楼阅览室。" * 3,
+             "杭州西湖景区周末游客增多。市民出行请注意安全。" * 3]
+    pool = SimpleNamespace(ids=["a", "b", "c"], texts=texts)
+    emb = CharEmbedder(texts + ["图书馆 阅读 活动", "地点 居民 杭州 图书馆 市民"])
+    llm = _TreeGraphStubLLM()
+    retrievers, stats = cx.build_tree_graph_retrievers(pool, llm, emb, emb, tmp_path, graphrag_unit_tokens=40,
+                                                       graphrag_unit_overlap=0)
+    assert list(retrievers) == ["tree_traversal", "collapsed_tree", "graph_rag", "kgp"]
+    assert stats["raptor"]["leaves"] == stats["kgp"]["passages"] >= 3
+    assert stats["raptor"]["summaries"] >= 1 and stats["raptor"]["llm_calls"] == stats["raptor"]["summaries"]
+    # three text units or more, one extraction each; two entities per location, 市民 shared
+    g = stats["graph_rag"]
+    assert g["entities"] == 3 and g["relations"] == 2 and g["failed_units"] == 0
+    assert g["llm_calls"] == g["text_units"] + g["reports"] and g["reports"] == g["communities"]
+    question = "图书馆的阅读活动在哪里？"
+    first = {m: [h.chunk_id for h in r.retrieve(question, 4)] for m, r in retrievers.items()}
+    assert all(len(ids) >= 1 for ids in first.values())
+    assert first["graph_rag"][0].startswith("community:")
+    # a second build reads the stores: no RAPTOR or Graph RAG call, the same hits
+    again, stats2 = cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, methods=["tree_traversal",
+                                                   "collapsed_tree", "graph_rag"], graphrag_unit_tokens=40,
+                                                   graphrag_unit_overlap=0)
+    assert stats2["raptor"]["reused_summaries"] == stats["raptor"]["summaries"]
+    assert stats2["graph_rag"]["reused_extractions"] == g["text_units"]
+    assert {m: [h.chunk_id for h in r.retrieve(question, 4)] for m, r in again.items()} == {
+        m: first[m] for m in again}
+    # a changed setting is a different store (and needs the LLM)
+    with pytest.raises(AssertionError, match="no LLM call expected"):
+        cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, methods=["graph_rag"],
+                                       graphrag_unit_tokens=30, graphrag_unit_overlap=0)
+    with pytest.raises(ValueError, match="unknown tree/graph method"):
+        cx.build_tree_graph_retrievers(pool, llm, emb, emb, tmp_path, methods=["raptor"])

@@ -257,6 +257,18 @@ def test_local_search_without_reports_returns_chunks_only():
     assert [(h.chunk_id, h.score) for h in hits] == [("sports#2", 3.0), ("sports#0", 2.0), ("sports#1", 2.0)]
 
 
+def test_min_community_size_skips_the_reports_of_small_communities():
+    # both communities have 4 entities: a minimum of 4 keeps both reports, 5 drops both
+    kept = GraphIndex.build(_chunks(), StubLLM(), _embedder(), min_community_size=4)
+    assert sorted(kept.summaries) == [0, 1] and kept.llm_calls == 9
+    index = GraphIndex.build(_chunks(), StubLLM(), _embedder(), min_community_size=5)
+    assert index.summaries == {} and index.failed_communities == {} and index.llm_calls == 7
+    hits = GraphRAGLocalRetriever(index, _embedder(), top_entities=4).retrieve("杭州体育消费券")
+    assert [h.chunk_id for h in hits] == ["sports#2", "sports#0", "sports#1"]
+    with pytest.raises(ValueError, match="min_community_size"):
+        GraphIndex.build(_chunks(), StubLLM(), _embedder(), min_community_size=0)
+
+
 def test_failed_chunk_is_recorded_with_its_reason(built, tmp_path):
     index, _, _ = built
     assert index.failed == {"bad#0": BAD_ERROR}

@@ -365,3 +365,137 @@ def build_pg_retrievers(
           "support": SUPPORT_THRESHOLD if support is None else support,
           "ambiguous": AMBIGUOUS_THRESHOLD if ambiguous is None else ambiguous}
     return {v: PGRetriever(graph, query_embedder, llm, variant=v, **kw) for v in variants}, stats
+
+
+#: The tree and graph baselines of the PG-RAG paper's Table 1, as chunkwise method names.
+TREE_GRAPH_METHODS = ("tree_traversal", "collapsed_tree", "graph_rag", "kgp")
+
+
+def build_tree_graph_retrievers(
+    pool: Any,
+    llm: Any,
+    passage_embedder: Any,
+    query_embedder: Any,
+    store_root: str | os.PathLike[str],
+    *,
+    methods: Sequence[str] = TREE_GRAPH_METHODS,
+    raptor_max_levels: int = 3,
+    raptor_max_clusters: int = 50,
+    raptor_summary_tokens: int = 256,
+    collapsed_max_tokens: int = 2000,
+    graphrag_unit_tokens: int = 600,
+    graphrag_unit_overlap: int = 100,
+    graphrag_min_community_size: int = 2,
+    graphrag_top_entities: int = 10,
+    kgp_lexical_threshold: float | None = 0.3,
+    kgp_semantic_k: int = 3,
+    kgp_n_seeds: int = 2,
+    kgp_max_steps: int = 3,
+    kgp_per_step: int = 2,
+    show_progress: bool = False,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Build the tree (RAPTOR) and graph (Graph RAG, KGP) baselines over the pool (resumable).
+
+    RAPTOR and KGP work on the harness's chunks (CRUD-RAG's 128-token sentence chunks,
+    :func:`chunkwise.rag.chunk_corpus`), as the other baselines do. Graph RAG extracts entities
+    from its own *text units*: the pool re-chunked at ``graphrag_unit_tokens`` tokens with
+    ``graphrag_unit_overlap`` overlap (cl100k_base; Edge et al., 2024 use 600 / 100), which
+    are also what its local search returns -- one extraction call per 128-token chunk would
+    cost about four times as many LLM calls for the same text.
+
+    The LLM results are kept in ``<store_root>/<method>/<12 hex>`` folders keyed by the model,
+    the embedder and the settings (:func:`pg_index_folder`'s rule), so an interrupted build
+    resumes and a changed setting starts a fresh store.
+
+    Parameters
+    ----------
+    pool : PooledCorpus
+        ``ids`` and ``texts`` of the articles (:func:`build_pool`).
+    llm : LLMClient-like
+        ``chat`` (RAPTOR summaries, KGP steps) and ``chat_json`` (Graph RAG).
+    passage_embedder, query_embedder : objects with ``embed(texts) -> ndarray (n, d)``
+        The dense retriever's pair (:func:`chunkwise.rag.retrievers.make_dense_embedders`).
+    store_root : path
+    methods : sequence of str, default all four
+        Any of :data:`TREE_GRAPH_METHODS`; ``tree_traversal`` and ``collapsed_tree`` share one tree.
+    raptor_max_levels, raptor_max_clusters, raptor_summary_tokens
+        :meth:`chunkwise.rag.raptor.RaptorTree.build`'s ``max_levels``, ``max_clusters`` and
+        ``max_summary_tokens``.
+    collapsed_max_tokens : int, default 2000
+        Token budget (cl100k_base) of the collapsed-tree context (the RAPTOR paper's 2000).
+    graphrag_unit_tokens, graphrag_unit_overlap : int
+        Size and overlap of Graph RAG's text units, in cl100k_base tokens.
+    graphrag_min_community_size : int, default 2
+        Communities with fewer entities get no report (saves one LLM call per singleton).
+    graphrag_top_entities : int, default 10
+        Entities taken by similarity before the 1-hop expansion.
+    kgp_lexical_threshold, kgp_semantic_k
+        :meth:`chunkwise.rag.kgp.PassageGraph.build`'s edge rules.
+    kgp_n_seeds, kgp_max_steps, kgp_per_step
+        :class:`chunkwise.rag.kgp.KGPRetriever`'s traversal settings.
+    show_progress : bool, default False
+
+    Returns
+    -------
+    (retrievers, stats)
+        Method name -> retriever; ``"raptor"`` / ``"graph_rag"`` / ``"kgp"`` -> dict of
+        build statistics (sizes, LLM calls, reused results, store folder).
+
+    Raises
+    ------
+    ValueError
+        For an unknown method name; the builders' errors for settings out of range.
+    """
+    from chunkwise.rag import chunk_corpus
+    from chunkwise.rag.graphrag import GraphIndex, GraphRAGLocalRetriever
+    from chunkwise.rag.kgp import KGPRetriever, PassageGraph
+    from chunkwise.rag.raptor import CollapsedTreeRetriever, RaptorTree, TreeTraversalRetriever
+
+    methods = list(methods)
+    unknown = [m for m in methods if m not in TREE_GRAPH_METHODS]
+    if unknown:
+        raise ValueError(f"unknown tree/graph method(s) {unknown}; expected any of {list(TREE_GRAPH_METHODS)}")
+    root = Path(store_root)
+    retrievers: dict[str, Any] = {}
+    stats: dict[str, dict[str, Any]] = {}
+    chunks = chunk_corpus(pool.texts, pool.ids) if any(m != "graph_rag" for m in methods) else []
+
+    if "tree_traversal" in methods or "collapsed_tree" in methods:
+        settings = {"method": "raptor", "max_levels": raptor_max_levels, "max_clusters": raptor_max_clusters,
+                    "max_summary_tokens": raptor_summary_tokens}
+        folder = pg_index_folder(root / "raptor", llm, passage_embedder, settings)
+        tree = RaptorTree.build(chunks, passage_embedder, llm, max_levels=raptor_max_levels,
+                                max_clusters=raptor_max_clusters, max_summary_tokens=raptor_summary_tokens,
+                                store=folder, show_progress=show_progress)
+        stats["raptor"] = {"leaves": len(tree.levels[0]), "summaries": len(tree) - len(tree.levels[0]),
+                           "levels": tree.depth, "nodes_per_level": [len(lv) for lv in tree.levels],
+                           "reducer": tree.reducer, "llm_calls": tree.llm_calls,
+                           "reused_summaries": tree.reused_summaries, "folder": str(folder)}
+        if "tree_traversal" in methods:
+            retrievers["tree_traversal"] = TreeTraversalRetriever(tree, query_embedder)
+        if "collapsed_tree" in methods:
+            retrievers["collapsed_tree"] = CollapsedTreeRetriever(tree, query_embedder, max_tokens=collapsed_max_tokens)
+
+    if "graph_rag" in methods:
+        units = chunk_corpus(pool.texts, pool.ids, chunk_size=graphrag_unit_tokens, chunk_overlap=graphrag_unit_overlap)
+        settings = {"method": "graph_rag", "unit_tokens": graphrag_unit_tokens, "unit_overlap": graphrag_unit_overlap,
+                    "min_community_size": graphrag_min_community_size}
+        folder = pg_index_folder(root / "graph_rag", llm, passage_embedder, settings)
+        index = GraphIndex.build(units, llm, passage_embedder, store=folder,
+                                 min_community_size=graphrag_min_community_size, show_progress=show_progress)
+        stats["graph_rag"] = {"text_units": len(units), "entities": index.graph.number_of_nodes(),
+                              "relations": index.graph.number_of_edges(), "communities": len(index.communities),
+                              "reports": len(index.summaries), "failed_units": len(index.failed),
+                              "failed_reports": len(index.failed_communities), "llm_calls": index.llm_calls,
+                              "reused_extractions": index.reused_extractions, "folder": str(folder)}
+        retrievers["graph_rag"] = GraphRAGLocalRetriever(index, query_embedder, top_entities=graphrag_top_entities)
+
+    if "kgp" in methods:
+        graph = PassageGraph.build(chunks, passage_embedder, lexical_threshold=kgp_lexical_threshold,
+                                   semantic_k=kgp_semantic_k, show_progress=show_progress)
+        stats["kgp"] = {"passages": len(graph), "edges": graph.graph.number_of_edges(),
+                        "lexical_edges": len(graph.edges_by_rule("lexical")),
+                        "semantic_edges": len(graph.edges_by_rule("semantic"))}
+        retrievers["kgp"] = KGPRetriever(graph, llm, query_embedder, n_seeds=kgp_n_seeds, max_steps=kgp_max_steps,
+                                         per_step=kgp_per_step)
+    return retrievers, stats

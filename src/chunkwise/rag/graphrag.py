@@ -253,6 +253,7 @@ class GraphIndex:
         resolution: float = 1.0,
         seed: int = 0,
         summarize_communities: bool = True,
+        min_community_size: int = 1,
         extraction_max_tokens: int = 1024,
         summary_max_tokens: int = 512,
         max_community_chars: int = 12000,
@@ -283,7 +284,11 @@ class GraphIndex:
         seed : int, default 0
             Louvain's random seed.
         summarize_communities : bool, default True
-            Ask the LLM for a report per community (one call per community, singletons included).
+            Ask the LLM for a report per community (one call per community).
+        min_community_size : int >= 1, default 1
+            Only communities with at least this many entities get a report; 1 (default): every
+            community, singletons included, as in the paper. A larger value saves one LLM call
+            per small community; local search then gives no report for them.
         extraction_max_tokens, summary_max_tokens : int >= 1
             ``max_tokens`` of the extraction and report requests (completion tokens).
         max_community_chars : int >= 1, default 12000
@@ -316,6 +321,7 @@ class GraphIndex:
         extraction_max_tokens = _check_int("extraction_max_tokens", extraction_max_tokens, 1)
         summary_max_tokens = _check_int("summary_max_tokens", summary_max_tokens, 1)
         max_community_chars = _check_int("max_community_chars", max_community_chars, 1)
+        min_community_size = _check_int("min_community_size", min_community_size, 1)
         if not callable(getattr(embedder, "embed", None)):
             raise ValueError("embedder must have an embed(texts) method")
         ids, texts = _chunk_pairs(chunks)
@@ -435,6 +441,8 @@ class GraphIndex:
         reused_sum = 0
         if summarize_communities:
             for c, members in enumerate(communities):
+                if len(members) < min_community_size:
+                    continue
                 prompt = cls._community_prompt(graph, members, max_community_chars)
                 key = _sha1(prompt)
                 rec = sum_store.get(key) if sum_store is not None else None
