@@ -572,3 +572,22 @@ def test_build_retrievers_with_given_embedders_and_reranker():
     assert rs["hybrid_rerank"].retrieve("香蕉", 2)[0].chunk_id == "a#0"  # the reranker decides
     with pytest.raises(ValueError):
         build_retrievers(chunks, ["sparse"])
+
+
+def test_id_text_pairs_accepts_every_chunk_form_and_rejects_bad_input():
+    from types import SimpleNamespace
+
+    from chunkwise.rag.chunking import CorpusChunk, id_text_pairs
+
+    chunks = [CorpusChunk("d#0", "d", "甲乙", 0, 2, 2), SimpleNamespace(id="x", text="丙"), ("p", "丁"), "戊"]
+    assert id_text_pairs(chunks) == (["d#0", "x", "p", "3"], ["甲乙", "丙", "丁", "戊"])
+    with pytest.raises(ValueError, match="chunks is empty: a tree needs leaves"):
+        id_text_pairs([], "a tree needs leaves")
+    with pytest.raises(ValueError, match="single string"):
+        id_text_pairs("甲乙丙")
+    with pytest.raises(ValueError, match="chunk 0 is not a CorpusChunk"):
+        id_text_pairs([5])
+    with pytest.raises(ValueError, match="chunk 'a' has no text"):
+        id_text_pairs([("a", "  ")])
+    with pytest.raises(ValueError, match="unique"):
+        id_text_pairs([("a", "x"), ("a", "y")])

@@ -264,7 +264,7 @@ class BadEmbedder:
         ([("a", "x")], {"lexical_threshold": "0.3"}, "lexical_threshold"),
         ([("a", "x")], {"semantic_k": -1}, "semantic_k"),
         ([("a", "x")], {"semantic_k": True}, "semantic_k"),
-        ([5], {}, "not a string"),
+        ([5], {}, "is not a CorpusChunk"),
     ],
 )
 def test_build_validation(embedder, chunks, kwargs, match):

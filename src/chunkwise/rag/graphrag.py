@@ -43,6 +43,7 @@ import numpy as np
 from chunkwise._jsonl import JSONLStore
 
 from chunkwise.llm.client import LLMJSONError
+from chunkwise.rag.chunking import id_text_pairs
 from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, unit_rows
 
 __all__ = [
@@ -137,33 +138,6 @@ def _check_int(name: str, value: Any, minimum: int | None) -> int:
     return int(value)
 
 
-def _chunk_pairs(chunks: Iterable[Any]) -> tuple[list[str], list[str]]:
-    """(ids, texts) from CorpusChunk objects (``chunk_id``), objects with ``id``, (id, text) pairs or strings."""
-    if isinstance(chunks, (str, bytes)):
-        raise ValueError("chunks must be an iterable of chunks, not a single string")
-    ids: list[str] = []
-    texts: list[str] = []
-    for i, c in enumerate(chunks):
-        if isinstance(c, str):
-            cid, text = str(i), c
-        elif hasattr(c, "chunk_id") and hasattr(c, "text"):
-            cid, text = str(c.chunk_id), str(c.text)
-        elif hasattr(c, "id") and hasattr(c, "text"):
-            cid, text = str(c.id), str(c.text)
-        else:
-            try:
-                cid, text = str(c[0]), str(c[1])
-            except (TypeError, IndexError, KeyError):
-                raise ValueError(f"chunk {i} is not a CorpusChunk, an (id, text) pair or a string: {c!r}") from None
-        if not text.strip():
-            raise ValueError(f"chunk {cid!r} has no text")
-        ids.append(cid)
-        texts.append(text)
-    if not ids:
-        raise ValueError("chunks is empty: a graph index needs at least one chunk")
-    if len(set(ids)) != len(ids):
-        raise ValueError("chunk ids must be unique")
-    return ids, texts
 
 
 def _reply_text(reply: Any) -> str:
@@ -324,7 +298,7 @@ class GraphIndex:
         min_community_size = _check_int("min_community_size", min_community_size, 1)
         if not callable(getattr(embedder, "embed", None)):
             raise ValueError("embedder must have an embed(texts) method")
-        ids, texts = _chunk_pairs(chunks)
+        ids, texts = id_text_pairs(chunks, "a graph index needs at least one chunk")
         ext_store = JSONLStore(store, "extractions.jsonl") if store is not None else None
         sum_store = JSONLStore(store, "community_summaries.jsonl") if store is not None else None
         calls = [0]

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from chunkwise.rag.chunking import id_text_pairs
 from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, tokenize_zh, unit_rows
 
 __all__ = [
@@ -82,31 +83,6 @@ def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:
     return vecs
 
 
-def _passage_pairs(chunks: Iterable[Any]) -> tuple[list[str], list[str]]:
-    """(ids, texts) from CorpusChunk objects (``chunk_id``), objects with ``id``, (id, text) pairs or strings."""
-    ids: list[str] = []
-    texts: list[str] = []
-    for i, c in enumerate(chunks):
-        if isinstance(c, str):
-            cid, text = str(i), c
-        elif hasattr(c, "chunk_id") and hasattr(c, "text"):
-            cid, text = str(c.chunk_id), str(c.text)
-        elif hasattr(c, "id") and hasattr(c, "text"):
-            cid, text = str(c.id), str(c.text)
-        else:
-            try:
-                cid, text = str(c[0]), str(c[1])
-            except (TypeError, IndexError, KeyError) as exc:
-                raise ValueError(f"chunk {i} is not a string, a chunk object or an (id, text) pair: {c!r}") from exc
-        if not text.strip():
-            raise ValueError(f"chunk {cid!r} has no text")
-        ids.append(cid)
-        texts.append(text)
-    if not ids:
-        raise ValueError("chunks is empty: a passage graph needs at least one passage")
-    if len(set(ids)) != len(ids):
-        raise ValueError("chunk ids must be unique")
-    return ids, texts
 
 
 def _tfidf_matrix(texts: Sequence[str]) -> Any:
@@ -215,7 +191,7 @@ class PassageGraph:
             if not 0.0 < lexical_threshold <= 1.0:
                 raise ValueError(f"lexical_threshold must be in (0, 1], got {lexical_threshold!r}")
         semantic_k = _check_int("semantic_k", semantic_k, 0)
-        ids, texts = _passage_pairs(chunks)
+        ids, texts = id_text_pairs(chunks, "a passage graph needs at least one passage")
         n = len(ids)
         emb = _embed(embedder, texts)
 

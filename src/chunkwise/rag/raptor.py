@@ -43,6 +43,7 @@ import numpy as np
 
 from chunkwise._jsonl import JSONLStore
 
+from chunkwise.rag.chunking import id_text_pairs
 from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, unit_rows
 from chunkwise.tokens import DEFAULT_ENCODING, count_tokens
 
@@ -95,28 +96,6 @@ def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:
     return vecs
 
 
-def _leaf_pairs(chunks: Iterable[Any]) -> tuple[list[str], list[str]]:
-    """(ids, texts) from CorpusChunk objects (``chunk_id``), objects with ``id``, (id, text) pairs or strings."""
-    ids: list[str] = []
-    texts: list[str] = []
-    for i, c in enumerate(chunks):
-        if isinstance(c, str):
-            cid, text = str(i), c
-        elif hasattr(c, "chunk_id") and hasattr(c, "text"):
-            cid, text = str(c.chunk_id), str(c.text)
-        elif hasattr(c, "id") and hasattr(c, "text"):
-            cid, text = str(c.id), str(c.text)
-        else:
-            cid, text = str(c[0]), str(c[1])
-        if not text.strip():
-            raise ValueError(f"chunk {cid!r} has no text")
-        ids.append(cid)
-        texts.append(text)
-    if not ids:
-        raise ValueError("chunks is empty: a RAPTOR tree needs at least one chunk")
-    if len(set(ids)) != len(ids):
-        raise ValueError("chunk ids must be unique")
-    return ids, texts
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -326,7 +305,7 @@ class RaptorTree:
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) < 1.0:
             raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
         threshold = float(threshold)
-        ids, texts = _leaf_pairs(chunks)
+        ids, texts = id_text_pairs(chunks, "a RAPTOR tree needs at least one chunk")
         summary_store = _SummaryStore(store) if store is not None else None
 
         vecs = _embed(embedder, texts)
