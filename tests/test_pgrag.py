@@ -263,8 +263,8 @@ def test_key_points_and_variants():
         PGRetriever(g, emb, variant="nope")
     r = PGRetriever(g, emb, variant="pg", n_seed_topics=1)
     hits = r.retrieve("上海体育消费券总额是多少？消费券可在多少家体育场馆使用？", top_k=8)
-    assert [h[0] for h in hits] == ["pg:zh"]  # the Chinese mind map only (one seed topic)
-    assert hits[0][1].splitlines()[0] == "上海体育消费券"
+    assert [h.chunk_id for h in hits] == ["pg:zh"]  # the Chinese mind map only (one seed topic)
+    assert type(hits[0]).__name__ == "Hit" and hits[0].text.splitlines()[0] == "上海体育消费券"
     assert r.last_trace.key_points == ["上海体育消费券总额是多少？消费券可在多少家体育场馆使用？"]
     r2 = PGRetriever(g, emb, llm, variant="pg_kps", n_seed_topics=1)
     r2.retrieve("上海体育消费券总额是多少？")

@@ -33,6 +33,7 @@ import numpy as np
 
 from chunkwise.pgrag.graph import PseudoGraph
 from chunkwise.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD, PathTable, matrix_walk
+from chunkwise.rag.retrievers import Hit
 
 __all__ = ["KP_SCHEMA", "VARIANTS", "PGRetriever", "key_points", "render_mindmap"]
 
@@ -199,13 +200,13 @@ class PGRetriever:
         self.last_trace = _Trace(kps, seeds, widened, picked[: len(picked) - len(linked)], linked)
         return picked, np.asarray(scores)
 
-    def retrieve(self, question: str, top_k: int = 8) -> list[tuple[str, str, float]]:
+    def retrieve(self, question: str, top_k: int = 8) -> list[Hit]:
         """Contexts for the generator: one rendered mind map per topic, best topic first.
 
         Returns
         -------
-        list of (id, text, score)
-            ``id`` is ``"pg:<doc_id>"``; at most ``top_k`` topics; ``score`` is the best walk
+        list of :class:`~chunkwise.rag.retrievers.Hit` ``(chunk_id, text, score)``
+            ``chunk_id`` is ``"pg:<doc_id>"``; at most ``top_k`` topics; ``score`` is the best walk
             score among the topic's selected paths.
         """
         picked, scores = self.select(question)
@@ -216,5 +217,6 @@ class PGRetriever:
         out = []
         for topic, ps in ranked:
             ordered = sorted(p for p, _ in ps)  # document order inside a topic
-            out.append((f"pg:{self.graph.nodes[topic].doc_id}", render_mindmap(self.graph, ordered), max(s for _, s in ps)))
+            out.append(Hit(f"pg:{self.graph.nodes[topic].doc_id}", render_mindmap(self.graph, ordered),
+                           max(s for _, s in ps)))
         return out
