@@ -311,10 +311,12 @@ def compare_with_paper(table: pd.DataFrame, task: str, paper: pd.DataFrame | Non
 
 
 def pg_index_folder(root: str | os.PathLike[str], llm: Any, embedder: Any, settings: Mapping[str, Any]) -> Path:
-    """A PG-RAG index folder keyed by what determines its content: model, embedder, settings.
+    """A store folder keyed by what determines its content: model, embedder, settings.
 
-    ``<root>/<12 hex of sha1(model identity, embedder name, sorted settings)>``; changing a
-    threshold or the model therefore starts a fresh index instead of mixing records.
+    ``<root>/<12 hex of sha1(model identity, embedder name, sorted settings)>``; changing one of
+    these settings or the model therefore starts a fresh store instead of mixing records. For
+    PG-RAG the settings are the extraction's (attempts, verification thresholds): the fusion
+    thresholds only act when the graph is built from the records.
     """
     import hashlib
     import json
@@ -354,10 +356,13 @@ def build_pg_retrievers(
     from chunkwise.pgrag import PGIndexer, PGRetriever
     from chunkwise.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD
 
-    settings = {"max_attempts": max_attempts, "rouge_threshold": rouge_threshold, "semantic_threshold": semantic_threshold,
-                "topic_threshold": topic_threshold, "fact_threshold": fact_threshold}
-    folder = pg_index_folder(index_root, llm, passage_embedder, settings)
-    ix = PGIndexer(folder, llm, passage_embedder, **settings)
+    # the records depend on the extraction settings only; fusion happens when the graph is built,
+    # so changing a fusion threshold reuses the records (no LLM call)
+    extraction = {"max_attempts": max_attempts, "rouge_threshold": rouge_threshold,
+                  "semantic_threshold": semantic_threshold}
+    folder = pg_index_folder(index_root, llm, passage_embedder, extraction)
+    ix = PGIndexer(folder, llm, passage_embedder, topic_threshold=topic_threshold, fact_threshold=fact_threshold,
+                   **extraction)
     ix.add_documents(list(zip(pool.ids, pool.texts)), show_progress=show_progress)
     graph = ix.graph(list(pool.ids))
     stats = dict(ix.stats(list(pool.ids)), folder=str(folder))
