@@ -193,7 +193,7 @@ def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores
     from types import SimpleNamespace
 
     from chunkwise.experiments import crud as cx
-    from test_graphrag import CharEmbedder
+    from fakes import CharEmbedder
 
     texts = ["杭州市体育局发放体育消费券。市民可在支付宝领取。每人限领一张。" * 3,
              "市图书馆周六举办阅读活动。市民可免费参加。活动在二楼阅览室。" * 3,

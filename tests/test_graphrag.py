@@ -17,6 +17,7 @@ from chunkwise.rag.graphrag import (
     normalise_name,
 )
 from chunkwise.rag.retrievers import Hit, Retriever
+from fakes import CharEmbedder
 
 SPORTS = [
     "杭州市体育局于5月1日发放体育消费券，每张面额50元。",
@@ -113,25 +114,6 @@ class StubLLM:
         raise AssertionError(f"unscripted prompt: {prompt!r}")
 
 
-class CharEmbedder:
-    """Bag of characters over a fixed alphabet, L2-normalised."""
-
-    def __init__(self, texts):
-        chars = sorted({ch for t in texts for ch in t if not ch.isspace()})
-        self.index = {ch: i for i, ch in enumerate(chars)}
-        self.calls = 0
-
-    def embed(self, texts):
-        self.calls += 1
-        out = np.zeros((len(texts), len(self.index)), dtype=np.float32)
-        for r, t in enumerate(texts):
-            for ch in t:
-                j = self.index.get(ch)
-                if j is not None:
-                    out[r, j] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return out / norms
 
 
 def _chunks():

@@ -11,6 +11,7 @@ import pytest
 
 from chunkwise.rag.kgp import NEXT_EVIDENCE_PROMPT, KGPRetriever, PassageGraph
 from chunkwise.rag.retrievers import Hit, Retriever, tokenize_zh
+from fakes import CharEmbedder
 
 # A: the amount, B: the venues, D: when to claim -- all about the same entity (上海体育消费券);
 # C: unrelated Chinese; L1-L3: unrelated English library passages.
@@ -28,25 +29,6 @@ VENUES = "可以使用消费券的体育场馆有哪些"
 CLAIM = "消费券每周几上午开放领取"
 
 
-class CharEmbedder:
-    """Bag of characters over a fixed alphabet (the corpus's characters), L2-normalised."""
-
-    def __init__(self, texts):
-        chars = sorted({ch for t in texts for ch in t if not ch.isspace()})
-        self.index = {ch: i for i, ch in enumerate(chars)}
-        self.calls = 0
-
-    def embed(self, texts):
-        self.calls += 1
-        out = np.zeros((len(texts), len(self.index)), dtype=np.float32)
-        for r, t in enumerate(texts):
-            for ch in t:
-                j = self.index.get(ch)
-                if j is not None:
-                    out[r, j] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return out / norms
 
 
 class ScriptedLLM:

@@ -17,6 +17,7 @@ from chunkwise.rag.raptor import (
 )
 from chunkwise.rag.retrievers import Hit, Retriever
 from chunkwise.tokens import count_tokens
+from fakes import CharEmbedder
 
 SPORTS = [
     "体育消费券于2023年5月1日在杭州发放，每张面额50元。",
@@ -34,25 +35,6 @@ LIBRARY = [
 ]
 
 
-class CharEmbedder:
-    """Bag of characters over a fixed alphabet (the corpus's characters), L2-normalised."""
-
-    def __init__(self, texts):
-        chars = sorted({ch for t in texts for ch in t if not ch.isspace()})
-        self.index = {ch: i for i, ch in enumerate(chars)}
-        self.calls = 0
-
-    def embed(self, texts):
-        self.calls += 1
-        out = np.zeros((len(texts), len(self.index)), dtype=np.float32)
-        for r, t in enumerate(texts):
-            for ch in t:
-                j = self.index.get(ch)
-                if j is not None:
-                    out[r, j] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return out / norms
 
 
 class StubLLM:
