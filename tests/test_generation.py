@@ -282,8 +282,10 @@ class StubLLM:
         self.generate = generate or {}
         self.answers = answers or {}
         self.calls = []
+        self.kwargs = []
 
     def chat_json(self, messages, schema=None, validator=None, **kw):
+        self.kwargs.append(kw)
         prompt = messages[-1]["content"]
         text = re.search(r"<<<\n(.*?)\n>>>", prompt, re.S).group(1)
         if '"key_info"' in prompt:
@@ -338,6 +340,8 @@ def test_quest_eval_generates_when_id_missing_and_saves(tmp_path):
     res = qe.score(cand, ref, id="new-id")
     assert [c[0] for c in llm.calls] == ["generate", "answer", "answer"]
     assert llm.calls[1][1:] == (ref, qs) and llm.calls[2][1:] == (cand, qs)
+    # every request is bounded (a looping small model stops at 1024 tokens), at temperature 0
+    assert llm.kwargs == [{"temperature": 0.0, "max_tokens": 1024}] * 3
     assert res.source == "generated"
     # V = {0, 1, 2} (question 3's reference answer is 无法推断, so it is dropped);
     # candidate: " 无法推断。" counts as unanswerable -> A = {0, 2}; recall = 1 - 1/3 = 2/3.

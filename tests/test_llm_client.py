@@ -331,6 +331,42 @@ def test_refresh_mode_ignores_reads_but_writes(stub: StubLLM, tmp_path: Path) ->
     assert replay.cached and replay.text == "new" and len(stub.chat_requests) == 2
 
 
+def _raw_completion(text: str, finish_reason: str, completion_tokens: int) -> dict[str, Any]:
+    body = _completion(MODEL, text)
+    body["choices"][0]["finish_reason"] = finish_reason
+    body["usage"] = {"prompt_tokens": 7, "completion_tokens": completion_tokens, "total_tokens": 7 + completion_tokens}
+    return {"raw": json.dumps(body)}
+
+
+def test_capped_request_reuses_an_uncapped_reply_only_when_the_cap_cannot_change_it(
+    stub: StubLLM, tmp_path: Path
+) -> None:
+    short = [{"role": "user", "content": "short"}]
+    cut = [{"role": "user", "content": "cut"}]
+    stub.push(_raw_completion("ok", "stop", 40), _raw_completion("long...", "length", 40))
+    client = make_client(stub, tmp_path)
+    first = client.chat(short)
+    client.chat(cut)
+    assert len(stub.chat_requests) == 2
+
+    # ended on its own after 40 tokens: a cap of 40 (or more) returns the same reply
+    for cap in (40, 1024):
+        again = client.chat(short, max_tokens=cap)
+        assert again.cached and again.text == "ok" and again.key == first.key
+    assert len(stub.chat_requests) == 2 and client.stats()["cache_hits"] == 2
+
+    # a cap below the stored length, or a stored reply cut by length: the model is asked
+    stub.push("capped at 39", "capped at 100")
+    below = client.chat(short, max_tokens=39)
+    assert not below.cached and below.text == "capped at 39" and below.key != first.key
+    assert client.chat(cut, max_tokens=100).text == "capped at 100"
+    assert [r["body"].get("max_tokens") for r in stub.chat_requests[2:]] == [39, 100]
+
+    # refresh mode never reads, so it never falls back either
+    refresh = make_client(stub, tmp_path, cache_mode="refresh")
+    assert not refresh.chat(short, max_tokens=1024).cached and len(stub.chat_requests) == 5
+
+
 def test_off_mode_neither_reads_nor_writes(stub: StubLLM, tmp_path: Path) -> None:
     path = tmp_path / "off.sqlite"
     client = make_client(stub, tmp_path, cache=path, cache_mode="off")

@@ -187,6 +187,7 @@ __all__ = [
     "EFFECTIVE_ORDERS",
     "METRICS",
     "METRIC_LABELS",
+    "QUESTEVAL_MAX_TOKENS",
     "UNANSWERABLE",
     "BleuStats",
     "GenerationMetricError",
@@ -209,6 +210,9 @@ __all__ = [
 
 #: CRUD-RAG's marker for a question the text cannot answer ("cannot be inferred").
 UNANSWERABLE = "无法推断"
+
+#: Default completion limit (tokens) of a RAGQuestEval request (:class:`QuestEval`).
+QUESTEVAL_MAX_TOKENS = 1024
 
 #: Values of ``variant`` in :func:`bleu`.
 BLEU_VARIANTS = ("crud", "standard")
@@ -901,8 +905,13 @@ class QuestEval:
         What to do with a cached entry whose ``question`` and ``answers`` differ in length.
     temperature : float, default 0.0
         Sent with every request (CRUD-RAG used 0.1 with gpt-3.5-turbo).
-    max_tokens : int, optional
-        Completion limit per request.
+    max_tokens : int or None, default 1024
+        Completion limit per request (tokens of the model's tokenizer). The replies are short
+        JSON (the longest of chapter 3's 95 cached replies has 214 tokens); the limit stops a
+        small local model that repeats itself from generating up to its context size -- its
+        cut reply then fails validation and the cell is recorded as missing. Cached replies
+        of requests sent without a limit are reused when they fit (see
+        :meth:`chunkwise.llm.LLMClient.chat`). ``None`` sends no limit.
     lowercase : bool, default False
         Lower-case answers before the token F1.
 
@@ -920,7 +929,7 @@ class QuestEval:
         *,
         on_mismatch: str = "reanswer",
         temperature: float = 0.0,
-        max_tokens: int | None = None,
+        max_tokens: int | None = QUESTEVAL_MAX_TOKENS,
         lowercase: bool = False,
     ) -> None:
         if not callable(getattr(llm, "chat_json", None)):

@@ -179,7 +179,7 @@ class LLMResponse:
     finish_reason : str or None
         ``"stop"``, ``"length"``, ... when reported.
     key : str or None
-        The cache key of the request.
+        The cache key of the request (for a cached reply: the key it was found under).
     """
 
     text: str
@@ -651,7 +651,9 @@ class LLMClient:
         temperature : float or None, default 0.0
             Sampling temperature (``None``: not sent, the server's default).
         max_tokens : int, optional
-            Completion length limit.
+            Completion length limit. On a cache miss, a cached reply of the same request
+            *without* a limit is used when it stopped on its own within ``max_tokens``
+            completion tokens (the limit cannot have changed it).
         seed : int, optional
             Sampling seed, for endpoints that honour it.
         response_format : mapping, optional
@@ -683,12 +685,14 @@ class LLMClient:
         self._count(calls=1)
 
         if self.cache is not None and self.cache_mode == "use":
-            entry = self.cache.get(key)
+            entry, found = self.cache.get(key), key
+            if entry is None and max_tokens is not None:
+                entry, found = self._uncapped_entry(doc, max_tokens)
             if entry is not None:
                 self._count(cache_hits=1)
                 return LLMResponse(
                     text=entry.text, model=entry.model, usage=_usage_ints(entry.usage),
-                    latency_s=entry.latency_s, cached=True, finish_reason=entry.finish_reason, key=key,
+                    latency_s=entry.latency_s, cached=True, finish_reason=entry.finish_reason, key=found,
                 )
 
         params: dict[str, Any] = {"model": model, "messages": msgs}
@@ -736,6 +740,25 @@ class LLMClient:
                 finish_reason=response.finish_reason, model_identity=identity, request=doc,
             )
         return response
+
+    def _uncapped_entry(self, doc: Mapping[str, Any], max_tokens: int) -> tuple[Any, str | None]:
+        """The cached reply of the same request without ``max_tokens``, when the cap cannot change it.
+
+        A reply that ended on its own (``finish_reason == "stop"``) after at most ``max_tokens``
+        completion tokens is exactly what the capped request returns, so adding a length cap
+        to a caller does not throw away its cached replies. Returns ``(entry, key)`` or
+        ``(None, None)``.
+        """
+        uncapped = dict(doc)
+        uncapped["params"] = {**doc["params"], "max_tokens": None}
+        key = hashlib.sha256(canonical_json(uncapped).encode("utf-8")).hexdigest()
+        entry = self.cache.get(key) if self.cache is not None else None
+        if entry is None or entry.finish_reason != "stop":
+            return None, None
+        used = _usage_ints(entry.usage)["completion_tokens"]
+        if not 0 < used <= max_tokens:
+            return None, None
+        return entry, key
 
     # -- structured output ----------------------------------------------------------
 
