@@ -379,6 +379,7 @@ FAKE_SERVER = textwrap.dedent(
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            time.sleep(float(os.environ.get("FAKE_REPLY_DELAY", "0")))
             self._send({
                 "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop",
@@ -664,3 +665,14 @@ def test_on_demand_client_serves_hits_without_a_server_and_starts_one_on_a_miss(
         hit = again.chat("2+3?")
         assert hit.cached and hit.text == first.text
         assert not again.server.running  # a cache hit never starts the model
+
+
+def test_on_demand_client_does_not_retry_a_timeout(fake_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local server keeps working on a request its client gave up, so a retry would queue behind it."""
+    from chunkwise.llm import LLMRequestError, OnDemandLocalClient
+
+    monkeypatch.setenv("FAKE_REPLY_DELAY", "3")
+    with OnDemandLocalClient(fake_server(startup_timeout=30), cache=False, timeout=0.5, max_retries=3) as client:
+        with pytest.raises(LLMRequestError, match="failed on attempt 1 .*timed out") as err:
+            client.chat("2+3?")
+        assert err.value.attempts == 1 and client.stats()["requests"] == 1

@@ -184,6 +184,19 @@ class OnDemandLocalClient(LLMClient):
 
             self._client = openai.OpenAI(base_url=self.base_url, api_key=_LOCAL_KEY, timeout=self.timeout, max_retries=0)
 
+    @staticmethod
+    def _retryable(exc: BaseException) -> bool:
+        """As :meth:`LLMClient._retryable`, except timeouts.
+
+        The local server answers one request at a time and keeps computing a request whose
+        client gave up, so a retried timeout waits behind the same work and times out again.
+        """
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            return False
+        return LLMClient._retryable(exc)
+
     def _call_with_retries(self, fn: Any, what: str, *, model: str | None) -> tuple[Any, float]:
         self._ensure_server()
         return super()._call_with_retries(fn, what, model=model)
