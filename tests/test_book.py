@@ -224,6 +224,18 @@ def test_check_notebook_reports_every_problem(tmp_path):
     assert "have outputs" in message and "execution counts" in message
 
 
+@pytest.mark.filterwarnings("ignore:Cell is missing an id field")  # nbformat, reading the broken file
+def test_check_notebook_requires_cell_ids(tmp_path):
+    path = _write_notebook(tmp_path / "ids.ipynb", [_params_cell("a = 1"), new_code_cell("a"), new_code_cell("a + 1")])
+    assert book.check_notebook(path) == ["a"]
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert (raw["nbformat"], raw["nbformat_minor"]) >= (4, 5)
+    del raw["cells"][2]["id"]  # e.g. a cell added by a script that wrote the JSON by hand
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(book.NotebookCheckError, match=r"cells \[2\] have no 'id'"):
+        book.check_notebook(path)
+
+
 def test_parameters_cell_must_hold_only_assignments(tmp_path):
     path = _write_notebook(tmp_path / "imp.ipynb", [_params_cell("import os\nx = os.sep")])
     with pytest.raises(book.NotebookCheckError, match="only `name = value` assignments"):

@@ -18,6 +18,7 @@ Parameters are checked before a kernel is started (bug case B23):
 from __future__ import annotations
 
 import ast
+import json
 import contextlib
 import logging
 import math
@@ -144,6 +145,17 @@ def _read(path: str | os.PathLike[str]):
     return nbformat.read(os.fspath(path), as_version=4)
 
 
+def _cells_without_id(path: str | os.PathLike[str]) -> list[int]:
+    """Indices of cells with no ``id`` in the file (nbformat >= 4.5 only).
+
+    Read from the raw JSON: :func:`nbformat.read` fills missing ids in memory with a warning.
+    """
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    if (raw.get("nbformat"), raw.get("nbformat_minor", 0)) < (4, 5):
+        return []
+    return [i for i, c in enumerate(raw.get("cells", [])) if not c.get("id")]
+
+
 def _tags(cell: Mapping[str, Any]) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []) or [])
 
@@ -246,7 +258,8 @@ def check_notebook(path: str | os.PathLike[str]) -> list[str]:
     """Check that a source notebook follows the book's conventions.
 
     A source notebook has exactly one code cell tagged ``parameters`` made only of
-    ``name = value`` assignments, no outputs, no execution counts, and no papermill
+    ``name = value`` assignments, an ``id`` on every cell (nbformat 4.5), no outputs, no
+    execution counts, and no papermill
     ``injected-parameters`` cell (which would mean an executed copy was committed).
 
     Returns
@@ -281,6 +294,12 @@ def check_notebook(path: str | os.PathLike[str]) -> list[str]:
     if with_outputs or counted:
         problems.append(
             "clear them before committing (Jupyter: Edit > Clear Outputs of All Cells, then save)"
+        )
+    without_id = _cells_without_id(path)
+    if without_id:
+        problems.append(
+            f"cells {without_id} have no 'id' (required since nbformat 4.5; open and save the notebook "
+            "in Jupyter, or run nbformat.validator.normalize on it)"
         )
     if any(INJECTED_TAG in _tags(c) for c in nb.cells):
         problems.append(
