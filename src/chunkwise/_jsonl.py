@@ -18,8 +18,9 @@ __all__ = ["JSONLStore"]
 class JSONLStore:
     """Append-only JSONL file of records keyed by one field; the last record of a key wins.
 
-    A last line cut by a kill is dropped (the file is truncated after its last newline) so its
-    work is redone; a malformed line elsewhere is an error that names the line.
+    A last line cut by a kill -- anywhere, also inside a multi-byte character -- is dropped (the
+    file is truncated after its last newline) so its work is redone; a last record that lost
+    only its newline is kept; a malformed line elsewhere is an error that names the line.
 
     Parameters
     ----------
@@ -47,23 +48,42 @@ class JSONLStore:
         self.fsync = fsync
         self.records: dict[str, dict[str, Any]] = {}
         if self.path.is_file():
-            lines = self.path.read_text(encoding="utf-8").split("\n")
+            data = self.path.read_bytes()
+            if data and not data.endswith(b"\n"):  # a last line cut by a kill, maybe inside a character
+                head, tail = data[: data.rfind(b"\n") + 1], data[data.rfind(b"\n") + 1 :]
+                if self._whole_record(tail):  # only its newline was lost: keep it
+                    data += b"\n"
+                    with open(self.path, "ab") as f:
+                        f.write(b"\n")
+                else:
+                    data = head
+                    with open(self.path, "r+b") as f:
+                        f.truncate(len(data))
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line = data[: exc.start].count(b"\n") + 1
+                raise ValueError(f"{self.path}: line {line} is not UTF-8; fix or delete that line") from None
+            lines = text.split("\n")
             for i, line in enumerate(lines):
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
-                    if i >= len(lines) - 2:  # a last line cut by a kill
+                    if i >= len(lines) - 2:  # the last line, written only in part
                         continue
                     raise ValueError(f"{self.path}: line {i + 1} is not JSON; fix or delete that line") from None
                 if not isinstance(rec, dict) or key not in rec:
                     raise ValueError(f"{self.path}: line {i + 1} is not a record with a {key!r}")
                 self.records[str(rec[key])] = rec
-            data = self.path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                with open(self.path, "r+b") as f:
-                    f.truncate(data.rfind(b"\n") + 1)
+
+    def _whole_record(self, line: bytes) -> bool:
+        try:
+            rec = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        return isinstance(rec, dict) and self.key in rec
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The record of ``key``, or None."""
