@@ -147,6 +147,33 @@ def test_crud_harness_tables_keep_missing_cells_visible():
     assert t.loc["bm25", "model"] == "stub@sha256:0"
 
 
+def test_paired_with_compares_methods_on_shared_questions_only():
+    from chunkwise.experiments import crud as cx
+
+    nan = float("nan")
+    scores = pd.DataFrame(
+        {
+            "task": ["t1"] * 6 + ["t2"] * 2,
+            "ID": ["a", "b", "c", "a", "b", "c", "a", "a"],
+            "method": ["dense"] * 3 + ["graph_rag"] * 3 + ["dense", "graph_rag"],
+            "quest_avg_f1": [1.0, 0.5, 0.2, nan, 0.6, 0.3, nan, 0.4],
+        }
+    )
+    # t1 means as task_tables reports them: dense (1.0+0.5+0.2)/3 = 56.67, graph_rag (0.6+0.3)/2 = 45.0;
+    # on the shared items b, c: dense 35.0, graph_rag 45.0 -> +10 points
+    table = cx.paired_with(scores)
+    row = table.loc[("t1", "graph_rag")]
+    assert row["method"] == pytest.approx(45.0) and row["reference"] == pytest.approx(35.0)
+    assert row["difference"] == pytest.approx(10.0) and row["n_shared"] == 2
+    t2 = table.loc[("t2", "graph_rag")]
+    assert t2["n_shared"] == 0 and np.isnan(t2["difference"])
+    assert list(table.index) == [("t1", "graph_rag"), ("t2", "graph_rag")]
+    with pytest.raises(ValueError, match="reference method 'bm25'"):
+        cx.paired_with(scores, reference="bm25")
+    with pytest.raises(ValueError, match="metric 'rouge_l'"):
+        cx.paired_with(scores, metric="rouge_l")
+
+
 class _TreeGraphStubLLM:
     """RAPTOR summaries and KGP steps via ``chat``, Graph RAG JSON via ``chat_json``; counts calls."""
 

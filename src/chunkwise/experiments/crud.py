@@ -241,6 +241,58 @@ def task_tables(scores: pd.DataFrame, metric_columns: Sequence[str] | None = Non
     return out
 
 
+def paired_with(scores: pd.DataFrame, reference: str = "dense", metric: str = "quest_avg_f1") -> pd.DataFrame:
+    """Each method against ``reference`` on the questions both have a value for.
+
+    :func:`task_tables` averages every method over the items where it has a value, so two rows
+    with different ``n_missing`` are means over different questions. This table compares like
+    with like: per task and method, the mean of ``metric`` for the method and for the
+    reference over their shared items, and the difference.
+
+    Parameters
+    ----------
+    scores : DataFrame
+        One row per (task, ID, method), as returned by :func:`score_answers`.
+    reference : str, default "dense"
+        The method compared against (must be in ``scores``).
+    metric : str, default "quest_avg_f1"
+        A metric column of ``scores`` (a fraction in [0, 1]).
+
+    Returns
+    -------
+    DataFrame
+        Index (task, method), every method but the reference; columns ``method``, ``reference``
+        (means over the shared items, percent), ``difference`` (method - reference, points),
+        ``n_shared`` (items with a value for both). Means are NaN where nothing is shared.
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is not a column of ``scores`` or ``reference`` is not one of its methods.
+    """
+    if metric not in scores.columns:
+        raise ValueError(f"metric {metric!r} is not a column of scores; columns: {list(scores.columns)}")
+    if reference not in set(scores["method"]):
+        raise ValueError(f"reference method {reference!r} is not in scores; methods: {sorted(set(scores['method']))}")
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+    for task, df in scores.groupby("task", sort=False):
+        wide = df.pivot_table(index="ID", columns="method", values=metric, aggfunc="first", dropna=False)
+        if reference not in wide.columns:
+            continue
+        for method in df["method"].drop_duplicates():
+            if method == reference:
+                continue
+            both = wide[[method, reference]].dropna()
+            ours, ref = both[method].mean() * 100, both[reference].mean() * 100
+            rows[(str(task), str(method))] = {
+                "method": ours, "reference": ref, "difference": ours - ref, "n_shared": len(both),
+            }
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["task", "method"])
+    out["n_shared"] = out["n_shared"].astype(int)
+    return out.round(2)
+
+
 # ---------------------------------------------------------------------------------------------
 # PG-RAG beside the baselines, and the paper's Table 1
 # ---------------------------------------------------------------------------------------------
