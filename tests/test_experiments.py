@@ -253,5 +253,36 @@ def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores
     with pytest.raises(AssertionError, match="no LLM call expected"):
         cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, methods=["graph_rag"],
                                        graphrag_unit_tokens=30, graphrag_unit_overlap=0)
+    # the report size floor acts after extraction: the same store, extractions reused, no call
+    _, stats3 = cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, methods=["graph_rag"],
+                                               graphrag_unit_tokens=40, graphrag_unit_overlap=0,
+                                               graphrag_min_community_size=50)
+    assert stats3["graph_rag"]["folder"] == g["folder"] and stats3["graph_rag"]["reports"] == 0
+    assert stats3["graph_rag"]["reused_extractions"] == g["text_units"]
     with pytest.raises(ValueError, match="unknown tree/graph method"):
         cx.build_tree_graph_retrievers(pool, llm, emb, emb, tmp_path, methods=["raptor"])
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"methods": "kgp"}, "methods must be a list of method names, e.g. \\['kgp'\\]"),
+        ({"kgp_n_seeds": 0}, "kgp_n_seeds must be an int >= 1, got 0"),
+        ({"collapsed_max_tokens": 0}, "collapsed_max_tokens must be an int >= 1"),
+        ({"graphrag_unit_tokens": 2.5}, "graphrag_unit_tokens must be an int >= 1, got 2.5"),
+        ({"raptor_max_levels": True}, "raptor_max_levels must be an int >= 1, got True"),
+        ({"graphrag_unit_overlap": 600}, "graphrag_unit_overlap \\(600\\) must be smaller than graphrag_unit_tokens"),
+        ({"kgp_lexical_threshold": 0}, "kgp_lexical_threshold must be a number in \\(0, 1\\] or None"),
+    ],
+)
+def test_tree_graph_builder_checks_every_setting_before_any_llm_call(tmp_path, kw, message):
+    from types import SimpleNamespace
+
+    from chunkwise.experiments import crud as cx
+    from fakes import CharEmbedder
+
+    pool = SimpleNamespace(ids=["a"], texts=["市图书馆周六举办阅读活动。"])
+    emb = CharEmbedder(pool.texts)
+    with pytest.raises(ValueError, match=message):
+        cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, **kw)
+    assert not any(tmp_path.iterdir())  # nothing built

@@ -461,8 +461,9 @@ def build_tree_graph_retrievers(
     cost about four times as many LLM calls for the same text.
 
     The LLM results are kept in ``<store_root>/<method>/<12 hex>`` folders keyed by the model,
-    the embedder and the settings (:func:`pg_index_folder`'s rule), so an interrupted build
-    resumes and a changed setting starts a fresh store.
+    the embedder and the settings that change them (:func:`pg_index_folder`'s rule), so an
+    interrupted build resumes and such a change starts a fresh store. Settings that act only
+    after the LLM calls (the retrievers' settings, ``graphrag_min_community_size``) reuse it.
 
     Parameters
     ----------
@@ -501,17 +502,43 @@ def build_tree_graph_retrievers(
     Raises
     ------
     ValueError
-        For an unknown method name; the builders' errors for settings out of range.
+        For ``methods`` given as one string or holding an unknown name, or a setting out of range
+        (named as passed here) -- all checked before any index is built.
     """
     from chunkwise.rag import chunk_corpus
     from chunkwise.rag.graphrag import GraphIndex, GraphRAGLocalRetriever
     from chunkwise.rag.kgp import KGPRetriever, PassageGraph
     from chunkwise.rag.raptor import CollapsedTreeRetriever, RaptorTree, TreeTraversalRetriever
 
+    if isinstance(methods, str):
+        raise ValueError(f"methods must be a list of method names, e.g. [{methods!r}], got the string {methods!r}")
     methods = list(methods)
     unknown = [m for m in methods if m not in TREE_GRAPH_METHODS]
     if unknown:
         raise ValueError(f"unknown tree/graph method(s) {unknown}; expected any of {list(TREE_GRAPH_METHODS)}")
+    # every setting checked before any index is built (a typo must not cost an hour of LLM calls first)
+    minimum = {"raptor_max_levels": 1, "raptor_max_clusters": 1, "raptor_summary_tokens": 1,
+               "collapsed_max_tokens": 1, "graphrag_unit_tokens": 1, "graphrag_unit_overlap": 0,
+               "graphrag_min_community_size": 1, "graphrag_top_entities": 1, "kgp_semantic_k": 0,
+               "kgp_n_seeds": 1, "kgp_max_steps": 0, "kgp_per_step": 1}
+    given = {"raptor_max_levels": raptor_max_levels, "raptor_max_clusters": raptor_max_clusters,
+             "raptor_summary_tokens": raptor_summary_tokens, "collapsed_max_tokens": collapsed_max_tokens,
+             "graphrag_unit_tokens": graphrag_unit_tokens, "graphrag_unit_overlap": graphrag_unit_overlap,
+             "graphrag_min_community_size": graphrag_min_community_size,
+             "graphrag_top_entities": graphrag_top_entities, "kgp_semantic_k": kgp_semantic_k,
+             "kgp_n_seeds": kgp_n_seeds, "kgp_max_steps": kgp_max_steps, "kgp_per_step": kgp_per_step}
+    for name, low in minimum.items():
+        value = given[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if graphrag_unit_overlap >= graphrag_unit_tokens:
+        raise ValueError(f"graphrag_unit_overlap ({graphrag_unit_overlap}) must be smaller than "
+                         f"graphrag_unit_tokens ({graphrag_unit_tokens})")
+    if kgp_lexical_threshold is not None and (
+        isinstance(kgp_lexical_threshold, bool) or not isinstance(kgp_lexical_threshold, (int, float))
+        or not 0 < kgp_lexical_threshold <= 1
+    ):
+        raise ValueError(f"kgp_lexical_threshold must be a number in (0, 1] or None, got {kgp_lexical_threshold!r}")
     root = Path(store_root)
     retrievers: dict[str, Any] = {}
     stats: dict[str, dict[str, Any]] = {}
@@ -535,8 +562,9 @@ def build_tree_graph_retrievers(
 
     if "graph_rag" in methods:
         units = chunk_corpus(pool.texts, pool.ids, chunk_size=graphrag_unit_tokens, chunk_overlap=graphrag_unit_overlap)
-        settings = {"method": "graph_rag", "unit_tokens": graphrag_unit_tokens, "unit_overlap": graphrag_unit_overlap,
-                    "min_community_size": graphrag_min_community_size}
+        # min_community_size is not part of the key: it only decides which communities get a report,
+        # and reports are stored under the hash of their prompt, so changing it reuses all extractions
+        settings = {"method": "graph_rag", "unit_tokens": graphrag_unit_tokens, "unit_overlap": graphrag_unit_overlap}
         folder = pg_index_folder(root / "graph_rag", llm, passage_embedder, settings)
         index = GraphIndex.build(units, llm, passage_embedder, store=folder,
                                  min_community_size=graphrag_min_community_size, show_progress=show_progress)
