@@ -325,6 +325,13 @@ def test_quest_eval_cache_hit_from_benchmark_file():
     assert res.per_question_f1 == (pytest.approx(2 / 3), 1.0, None)
 
 
+@pytest.mark.parametrize("bad", [0, -5, True, 1.5])
+def test_quest_eval_max_tokens_is_checked(bad):
+    with pytest.raises(ValueError, match="max_tokens must be an int >= 1 or None"):
+        QuestEval(StubLLM(), max_tokens=bad)
+    assert QuestEval(StubLLM(), max_tokens=None).max_tokens is None
+
+
 def test_quest_eval_generates_when_id_missing_and_saves(tmp_path):
     ref = "上海市体育局发放了总额500万元的体育消费券，覆盖3000多家本地运动门店。"
     cand = "上海发放了体育消费券，覆盖3000多家门店。"

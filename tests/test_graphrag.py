@@ -359,7 +359,7 @@ def test_retriever_validation_errors(built):
     r = GraphRAGLocalRetriever(index, emb)
     with pytest.raises(ValueError, match="top_k"):
         r.retrieve("杭州", top_k=-1)
-    with pytest.raises(ValueError, match="question must be a str"):
+    with pytest.raises(ValueError, match="question must be a non-empty string"):
         r.retrieve(None)
 
     class WrongDim:
@@ -370,9 +370,22 @@ def test_retriever_validation_errors(built):
         GraphRAGLocalRetriever(index, WrongDim()).retrieve("杭州")
 
 
-def test_all_chunks_failing_gives_an_empty_index():
+def test_all_chunks_failing_is_an_error_not_an_empty_index(tmp_path):
     chunks = [("b1", BAD), ("b2", BAD + "!")]
-    index = GraphIndex.build(chunks, StubLLM(), _embedder())
-    assert index.graph.number_of_nodes() == 0 and index.communities == []
-    assert index.failed == {"b1": BAD_ERROR, "b2": BAD_ERROR}
-    assert GraphRAGLocalRetriever(index, _embedder()).retrieve("杭州") == []
+    with pytest.raises(RuntimeError, match="failed for all 2 chunks .*chunk b1: .*retry_failed=True"):
+        GraphIndex.build(chunks, StubLLM(), _embedder(), store=tmp_path)
+    # nothing is lost: both failures are in the store, and a rebuild re-raises without asking again
+    lines = (tmp_path / "extractions.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(x)["status"] for x in lines] == ["failed", "failed"]
+    llm = StubLLM()
+    with pytest.raises(RuntimeError, match="failed for all 2 chunks"):
+        GraphIndex.build(chunks, llm, _embedder(), store=tmp_path)
+    assert llm.calls == 0
+
+
+def test_empty_question_is_rejected(built):
+    index, _, emb = built
+    retriever = GraphRAGLocalRetriever(index, emb)
+    for bad in ("", "   "):
+        with pytest.raises(ValueError, match="question must be a non-empty string"):
+            retriever.retrieve(bad)

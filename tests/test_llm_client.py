@@ -367,6 +367,15 @@ def test_capped_request_reuses_an_uncapped_reply_only_when_the_cap_cannot_change
     assert not refresh.chat(short, max_tokens=1024).cached and len(stub.chat_requests) == 5
 
 
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "1024"])
+def test_max_tokens_must_be_a_positive_int(stub: StubLLM, tmp_path: Path, bad: Any) -> None:
+    # -1 would mean "no limit" to llama.cpp: refused before any request
+    client = make_client(stub, tmp_path)
+    with pytest.raises(ValueError, match="max_tokens must be an int >= 1 or None"):
+        client.chat(USER, max_tokens=bad)
+    assert stub.chat_requests == []
+
+
 def test_off_mode_neither_reads_nor_writes(stub: StubLLM, tmp_path: Path) -> None:
     path = tmp_path / "off.sqlite"
     client = make_client(stub, tmp_path, cache=path, cache_mode="off")

@@ -235,6 +235,10 @@ def test_validation_errors():
         TreeTraversalRetriever(tree, emb).retrieve("x", top_k=-1)
     with pytest.raises(ValueError, match="top_k"):
         CollapsedTreeRetriever(tree, emb).retrieve("x", top_k=1.5)
+    for retriever in (TreeTraversalRetriever(tree, emb), CollapsedTreeRetriever(tree, emb)):
+        for question in ("", "  \n", None):
+            with pytest.raises(ValueError, match="question must be a non-empty string"):
+                retriever.retrieve(question, top_k=3)
 
 
 def test_default_parameters_also_separate_topics():

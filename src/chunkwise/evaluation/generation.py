@@ -936,6 +936,8 @@ class QuestEval:
             raise TypeError("llm must have a chat_json method (e.g. chunkwise.llm.LLMClient).")
         if on_mismatch not in ("reanswer", "missing"):
             raise ValueError(f"on_mismatch must be 'reanswer' or 'missing', got {on_mismatch!r}.")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError(f"max_tokens must be an int >= 1 or None (no limit), got {max_tokens!r}.")
         self.llm = llm
         self.cache = load_quest_gt(gt_cache) if gt_cache is not None else {}
         self.on_mismatch = on_mismatch

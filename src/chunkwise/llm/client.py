@@ -650,8 +650,8 @@ class LLMClient:
             user message.
         temperature : float or None, default 0.0
             Sampling temperature (``None``: not sent, the server's default).
-        max_tokens : int, optional
-            Completion length limit. On a cache miss, a cached reply of the same request
+        max_tokens : int >= 1, optional
+            Completion length limit (tokens of the model's tokenizer). On a cache miss, a cached reply of the same request
             *without* a limit is used when it stopped on its own within ``max_tokens``
             completion tokens (the limit cannot have changed it).
         seed : int, optional
@@ -672,9 +672,12 @@ class LLMClient:
             When the request fails after its retries, or with an error that is not retried
             (e.g. HTTP 400, 401, 404), or the response has no choices.
         TypeError, ValueError
-            For malformed messages or parameters that JSON cannot represent.
+            For malformed messages, a ``max_tokens`` that is not an int >= 1, or parameters that
+            JSON cannot represent.
         """
         msgs = _normalise_messages(messages)
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError(f"max_tokens must be an int >= 1 or None (no limit), got {max_tokens!r}.")
         model = self.model
         identity = self.model_identity
         doc = request_document(

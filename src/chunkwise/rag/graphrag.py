@@ -285,6 +285,9 @@ class GraphIndex:
             ``embed`` or returning the wrong number of vectors, or a corrupt store line.
         chunkwise.llm.client.LLMRequestError
             When a request fails (network, server); only JSON failures are recorded and skipped.
+        RuntimeError
+            When the extraction failed for every chunk (an empty index would answer every
+            question with nothing); the failures stay recorded in the store.
         """
         import networkx as nx
         from networkx.algorithms.community import louvain_communities
@@ -386,6 +389,13 @@ class GraphIndex:
                 desc = str(rel.get("description", "")).strip()
                 if desc and desc not in edge_descs[ekey]:
                     edge_descs[ekey].append(desc)
+        if len(failed) == len(ids):
+            first = next(iter(failed.items()))
+            raise RuntimeError(
+                f"Graph RAG: the extraction failed for all {len(ids)} chunks (e.g. chunk {first[0]}: "
+                f"{first[1][:200]}); the index would be empty. The failures are recorded in the store; "
+                "use a model that follows the JSON schema, then rebuild with retry_failed=True."
+            )
         order = {cid: i for i, cid in enumerate(ids)}
         for name in graph.nodes:
             node = graph.nodes[name]
@@ -528,8 +538,8 @@ class GraphRAGLocalRetriever:
 
     def similarities(self, question: str) -> np.ndarray:
         """Cosine of the question with every entity, shape (n_entities,), in ``index.entity_names`` order."""
-        if not isinstance(question, str):
-            raise ValueError(f"question must be a str, got {type(question).__name__}")
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"question must be a non-empty string, got {question!r}")
         matrix = self.index.entity_embeddings
         if matrix.shape[0] == 0:
             return np.zeros(0, dtype=np.float32)

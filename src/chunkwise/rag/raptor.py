@@ -395,6 +395,8 @@ class RaptorTree:
 
 
 def _cosines(query_embedder: Any, question: str, matrix: np.ndarray) -> np.ndarray:
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"question must be a non-empty string, got {question!r}")
     q = unit_rows(np.asarray(query_embedder.embed([question]), dtype=np.float32))
     if q.shape != (1, matrix.shape[1]):
         raise ValueError(f"query embedding has shape {q.shape}, the tree's nodes have dimension {matrix.shape[1]}")
