@@ -389,3 +389,29 @@ def test_empty_question_is_rejected(built):
     for bad in ("", "   "):
         with pytest.raises(ValueError, match="question must be a non-empty string"):
             retriever.retrieve(bad)
+
+
+def test_missing_type_or_description_keeps_the_chunk():
+    """A small model that leaves out a relation's description must not lose the chunk's entities."""
+    import jsonschema
+
+    reply = {"entities": [{"name": "西湖"}, {"name": "游客", "type": "person"}],
+             "relations": [{"source": "游客", "target": "西湖"}]}
+    jsonschema.validate(reply, EXTRACTION_SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"entities": [{"type": "place"}], "relations": []}, EXTRACTION_SCHEMA)
+
+    class Sparse:
+        calls = 0
+
+        def chat_json(self, messages, schema=None, temperature=None, max_tokens=None):
+            if schema is COMMUNITY_SCHEMA:
+                return {"title": "西湖", "summary": "游客与西湖。"}, LLMResponse(text="{}", model="stub")
+            return json.loads(json.dumps(reply)), LLMResponse(text="{}", model="stub")
+
+    text = "西湖景区周末游客增多。"
+    index = GraphIndex.build([("u1", text)], Sparse(), CharEmbedder([text]))
+    assert index.failed == {}
+    assert sorted(index.graph.nodes) == ["游客", "西湖"]
+    assert index.graph.nodes["西湖"]["type"] == "" and index.graph.nodes["游客"]["type"] == "person"
+    assert index.graph.edges["游客", "西湖"]["description"] == ""

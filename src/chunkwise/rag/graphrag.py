@@ -84,7 +84,7 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["name", "type", "description"],
+                "required": ["name"],  # a missing type or description is "" (small models drop them)
                 "properties": {"name": _NONEMPTY, "type": {"type": "string"}, "description": {"type": "string"}},
             },
         },
@@ -92,7 +92,7 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["source", "target", "description"],
+                "required": ["source", "target"],
                 "properties": {"source": _NONEMPTY, "target": _NONEMPTY, "description": {"type": "string"}},
             },
         },
