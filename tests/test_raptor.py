@@ -215,10 +215,15 @@ def test_validation_errors():
         ({"max_summary_tokens": -1}, "max_summary_tokens"),
         ({"max_levels": True}, "max_levels"),
         ({"random_state": "x"}, "random_state"),
+        ({"random_state": -1}, "random_state must be an int >= 0"),
     ]:
         with pytest.raises(ValueError, match=match):
             RaptorTree.build(chunks, emb, llm, **kw)
     assert llm.calls == 0
+    with pytest.raises(ValueError, match="llm must have a chat"):
+        RaptorTree.build(chunks, emb, None)
+    with pytest.raises(ValueError, match="embedder must have an embed"):
+        RaptorTree.build(chunks, None, llm)
 
     class Bad:
         def embed(self, texts):

@@ -253,7 +253,8 @@ def chunk_corpus(
     Returns
     -------
     list of CorpusChunk
-        Document order, then chunk order.
+        Document order, then chunk order. A document that is empty or only whitespace has
+        no text to retrieve and gives no chunk.
     """
     if ids is None:
         ids = getattr(texts, "ids", None) or [f"doc{i}" for i in range(len(texts))]

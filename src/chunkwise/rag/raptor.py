@@ -294,7 +294,11 @@ class RaptorTree:
         ------
         ValueError
             For empty ``chunks``, duplicate chunk ids, a chunk without text, parameters out of
-            range, or an embedder returning the wrong number of vectors.
+            range, an ``llm`` without ``chat`` or an ``embedder`` without ``embed``, an embedder
+            returning the wrong number of vectors, or the LLM returning an empty summary.
+        Exception
+            Whatever ``llm.chat`` raises (e.g. :class:`chunkwise.llm.LLMRequestError`); the
+            summaries finished before it are kept in ``store``.
         """
         max_levels = _check_int("max_levels", max_levels, 1)
         reduction_dim = _check_int("reduction_dim", reduction_dim, 1)
@@ -305,6 +309,14 @@ class RaptorTree:
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) < 1.0:
             raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
         threshold = float(threshold)
+        if not callable(getattr(embedder, "embed", None)):
+            raise ValueError("embedder must have an embed(texts) method (e.g. chunkwise.embeddings)")
+        if not callable(getattr(llm, "chat", None)):
+            raise ValueError("llm must have a chat(messages, ...) method (e.g. chunkwise.llm.LLMClient)")
+        if isinstance(random_state, np.integer):
+            random_state = int(random_state)
+        if random_state < 0:
+            raise ValueError(f"random_state must be an int >= 0, got {random_state!r}")
         ids, texts = id_text_pairs(chunks, "a RAPTOR tree needs at least one chunk")
         summary_store = _SummaryStore(store) if store is not None else None
 
