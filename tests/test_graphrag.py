@@ -327,6 +327,11 @@ def test_build_validation_errors(tmp_path):
         GraphIndex.build("abc", llm, emb)
     with pytest.raises(ValueError, match="resolution"):
         GraphIndex.build(_chunks(), llm, emb, resolution=0)
+    with pytest.raises(ValueError, match="resolution must be a finite number"):
+        GraphIndex.build(_chunks(), llm, emb, resolution=float("inf"))
+    with pytest.raises(ValueError, match="summarize_communities must be True or False"):
+        GraphIndex.build(_chunks(), llm, emb, summarize_communities="no")
+    assert GraphIndex.build(_chunks(), StubLLM(), emb, resolution=np.float32(1.0)).communities
     with pytest.raises(ValueError, match="seed"):
         GraphIndex.build(_chunks(), llm, emb, seed="0")
     with pytest.raises(ValueError, match="summary_max_tokens"):

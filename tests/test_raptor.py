@@ -220,6 +220,7 @@ def test_validation_errors():
         with pytest.raises(ValueError, match=match):
             RaptorTree.build(chunks, emb, llm, **kw)
     assert llm.calls == 0
+    assert len(RaptorTree.build(chunks[:2], emb, StubLLM(), threshold=np.float32(0.1))) >= 2
     with pytest.raises(ValueError, match="llm must have a chat"):
         RaptorTree.build(chunks, emb, None)
     with pytest.raises(ValueError, match="embedder must have an embed"):

@@ -292,8 +292,11 @@ class GraphIndex:
         import networkx as nx
         from networkx.algorithms.community import louvain_communities
 
-        if isinstance(resolution, bool) or not isinstance(resolution, (int, float)) or not float(resolution) > 0:
-            raise ValueError(f"resolution must be a number > 0, got {resolution!r}")
+        if (isinstance(resolution, bool) or not isinstance(resolution, (int, float, np.number))
+                or not 0 < float(resolution) < float("inf")):
+            raise ValueError(f"resolution must be a finite number > 0, got {resolution!r}")
+        if not isinstance(summarize_communities, (bool, np.bool_)):
+            raise ValueError(f"summarize_communities must be True or False, got {summarize_communities!r}")
         seed = _check_int("seed", seed, None)
         extraction_max_tokens = _check_int("extraction_max_tokens", extraction_max_tokens, 1)
         summary_max_tokens = _check_int("summary_max_tokens", summary_max_tokens, 1)

@@ -282,7 +282,10 @@ class RaptorTree:
         store : path, optional
             Folder for ``summaries.jsonl``: every summary is appended (and flushed) as soon as it
             is made, keyed by the sha1 of ``(level, sorted child ids, their texts)``; a later build
-            reuses the stored summaries and makes no LLM call for them.
+            reuses the stored summaries and makes no LLM call for them. The key does not hold
+            the model or ``max_summary_tokens``: a store belongs to one model and one summary
+            length, so use a new folder when changing either
+            (:func:`chunkwise.experiments.crud.build_tree_graph_retrievers` keys its folders so).
         show_progress : bool, default False
             Print one line per level to stderr.
 
@@ -306,7 +309,7 @@ class RaptorTree:
         max_summary_tokens = _check_int("max_summary_tokens", max_summary_tokens, 1)
         if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
             raise ValueError(f"random_state must be an int, got {random_state!r}")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) < 1.0:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)) or not 0.0 < float(threshold) < 1.0:
             raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
         threshold = float(threshold)
         if not callable(getattr(embedder, "embed", None)):
