@@ -552,7 +552,14 @@ class GraphRAGLocalRetriever:
         return matrix @ q[0]
 
     def retrieve(self, question: str, top_k: int = CRUD_TOP_K) -> list[Hit]:
-        """Hits: the top entity's community report, then chunks, best first, at most ``top_k``."""
+        """Hits: the top entity's community report, then chunks, best first, at most ``top_k``.
+
+        Raises
+        ------
+        ValueError
+            For an empty question, a ``top_k`` that is not an int >= 0, or a query embedding
+            whose dimension differs from the entities'.
+        """
         top_k = _check_top_k(top_k)
         sims = self.similarities(question)
         if top_k == 0 or sims.size == 0:

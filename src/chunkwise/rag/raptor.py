@@ -454,7 +454,14 @@ class TreeTraversalRetriever:
         self._matrix = np.stack([tree.nodes[i].embedding for i in self._order])
 
     def retrieve(self, question: str, top_k: int = CRUD_TOP_K) -> list[Hit]:
-        """Hits ``(node id, text, cosine)`` of the traversal, best first, at most ``top_k``."""
+        """Hits ``(node id, text, cosine)`` of the traversal, best first, at most ``top_k``.
+
+        Raises
+        ------
+        ValueError
+            For an empty question, a ``top_k`` that is not an int >= 0, or a query embedding
+            whose dimension differs from the tree's.
+        """
         top_k = _check_top_k(top_k)
         if top_k == 0:
             return []
@@ -518,7 +525,14 @@ class CollapsedTreeRetriever:
         self.n_tokens = np.array([count_tokens(n.text, encoding) for n in self._nodes], dtype=np.int64)
 
     def retrieve(self, question: str, top_k: int = CRUD_TOP_K) -> list[Hit]:
-        """Hits ``(node id, text, cosine)``, best first; total tokens <= ``max_tokens``, at most ``top_k``."""
+        """Hits ``(node id, text, cosine)``, best first; total tokens <= ``max_tokens``, at most ``top_k``.
+
+        Raises
+        ------
+        ValueError
+            For an empty question, a ``top_k`` that is not an int >= 0, or a query embedding
+            whose dimension differs from the tree's.
+        """
         top_k = _check_top_k(top_k)
         if top_k == 0:
             return []
