@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -166,6 +167,36 @@ def test_upstream_offline_raises_and_bad_arguments(tmp_path, cache, monkeypatch)
         crud.load_crud_qa("event_summary")
     with pytest.raises(ValueError, match="source"):
         crud.load_crud_qa("questanswer_1doc", source="web")
+
+
+def test_offline_attempt_does_not_log_pooch_download_line(tmp_path, cache, monkeypatch):
+    """source="auto" offline: pooch's "Downloading data from" INFO line is not printed for an attempt
+    that falls back; the pooch logger's level is restored afterwards, after success and failure.
+    (pooch's logger is made with logging.Logger, outside the hierarchy: caplog cannot see it.)"""
+    plog = pooch.get_logger()
+    monkeypatch.setattr(plog, "level", logging.INFO)
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+
+    def logging_offline(url, **kwargs):
+        plog.info("Downloading data from '%s'", url)  # what pooch.retrieve logs before it tries
+        raise OSError("simulated: no network")
+
+    monkeypatch.setattr(pooch, "retrieve", logging_offline)
+    plog.addHandler(handler)
+    try:
+        with pytest.raises(RuntimeError, match="offline"):
+            crud.load_crud_qa("questanswer_1doc", source="upstream", mirror=tmp_path)
+    finally:
+        plog.removeHandler(handler)
+    assert seen == []
+    assert plog.level == logging.INFO
+    content = _fake_split()
+    monkeypatch.setattr(crud, "SPLIT_MERGED_BLOB_SHA1", _blob_sha1(content))
+    monkeypatch.setattr(pooch, "retrieve", _fake_retrieve(content, []))
+    crud.load_crud_qa("questanswer_1doc", source="upstream", mirror=tmp_path)
+    assert plog.level == logging.INFO
 
 
 def test_malformed_upstream_item_is_an_error(tmp_path, cache, monkeypatch):

@@ -169,6 +169,12 @@ def _split_merged_file(mirror: PathLike | None, cache_dir: PathLike | None) -> P
 
     import pooch
 
+    # pooch logs "Downloading data from <url>" at INFO before it tries; with source="auto" on an
+    # offline machine that line is printed for an attempt that then falls back to the mirror. Our own
+    # warning below reports a download that succeeded, and the progress bar shows one in flight.
+    pooch_logger = pooch.get_logger()
+    level = pooch_logger.level
+    pooch_logger.setLevel(max(level, logging.WARNING))
     try:
         got = Path(
             pooch.retrieve(
@@ -184,6 +190,8 @@ def _split_merged_file(mirror: PathLike | None, cache_dir: PathLike | None) -> P
             f"could not download {SPLIT_MERGED_URL} ({type(exc).__name__}: {exc}). This machine may be "
             f"offline; put a copy at <mirror>/{SPLIT_MERGED_PATH} or go online."
         ) from exc
+    finally:
+        pooch_logger.setLevel(level)
     try:
         _check_blob(got, "download")
     except ValueError:
