@@ -51,6 +51,7 @@ __all__ = [
     "cache_key",
     "canonical_json",
     "default_cache_path",
+    "document_key",
     "request_document",
 ]
 
@@ -193,6 +194,17 @@ def cache_key(
         response_format=response_format,
         extra=extra,
     )
+    return document_key(doc)
+
+
+def document_key(doc: Mapping[str, Any]) -> str:
+    """Content address of a request document (:func:`request_document`'s output).
+
+    Returns
+    -------
+    str
+        64 hex digits: ``sha256(canonical_json(doc))`` of its UTF-8 bytes.
+    """
     return hashlib.sha256(canonical_json(doc).encode("utf-8")).hexdigest()
 
 

@@ -32,7 +32,6 @@ References
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -49,6 +48,7 @@ from chunkwise.llm.cache import (
     CACHE_MODES,
     LLMCache,
     canonical_json,
+    document_key,
     request_document,
 )
 
@@ -684,7 +684,7 @@ class LLMClient:
             identity, msgs, temperature=temperature, max_tokens=max_tokens, seed=seed,
             response_format=response_format, extra=extra,
         )
-        key = hashlib.sha256(canonical_json(doc).encode("utf-8")).hexdigest()
+        key = document_key(doc)
         self._count(calls=1)
 
         if self.cache is not None and self.cache_mode == "use":
@@ -754,7 +754,7 @@ class LLMClient:
         """
         uncapped = dict(doc)
         uncapped["params"] = {**doc["params"], "max_tokens": None}
-        key = hashlib.sha256(canonical_json(uncapped).encode("utf-8")).hexdigest()
+        key = document_key(uncapped)
         entry = self.cache.get(key) if self.cache is not None else None
         if entry is None or entry.finish_reason != "stop":
             return None, None
