@@ -7,6 +7,8 @@ Usage::
     chunkwise check-notebook PATH [PATH ...]
     chunkwise llm serve [--model-path P] [--port N] [--n-ctx 8192] [--threads 2]
     chunkwise llm weights [--model-path P]
+    chunkwise questions validate --docs D --questions Q [--encoding E]
+    chunkwise evaluate --docs D --questions Q [--config grid.toml] [--out DIR]
 
 The repository root is ``$CHUNKWISE_ROOT`` or the nearest folder above the current
 directory whose ``pyproject.toml`` names the ``chunkwise`` project.
@@ -524,6 +526,9 @@ def _parser() -> argparse.ArgumentParser:
     fetch.set_defaults(func=_cmd_fetch_data)
 
     _add_llm_parser(sub)
+    from chunkwise.evaluation.commands import add_parsers as _add_evaluation_parsers
+
+    _add_evaluation_parsers(sub)
     return parser
 
 

@@ -452,7 +452,7 @@ class QuestionIssue:
         where = f"{self.question_id} (row {self.row})"
         if self.excerpt_index is not None:
             where += f" excerpt {self.excerpt_index + 1}"
-        if self.document is not None:
+        if self.document is not None and self.kind != "missing_document":
             where += f" in {self.document}"
         return f"{self.severity.upper()} {where}: {self.message}"
 

@@ -32,9 +32,9 @@ first retrieved chunk that shares a character with a reference, 0 when none in t
 Cost per cell: ``n_chunks``, ``mean_chunk_tokens``, ``embedded_tokens`` (cl100k_base tokens of
 all chunks the dense index embeds; 0 for BM25), ``index_seconds`` (chunking + embedding or
 BM25 indexing, as measured in this run: near 0 when caches were warm), ``retrieved_tokens``
-(mean cl100k_base tokens of the retrieved chunks per question) and ``query_ms`` (mean
-milliseconds per question to retrieve: the query's embedding, measured on up to 16 questions
-through the uncached model, plus the search).
+(mean cl100k_base tokens of the retrieved chunks per question) and ``query_ms`` (milliseconds
+per question to retrieve: the median time to embed one question alone with the uncached model,
+measured on up to 8 questions, plus the mean search time per question).
 
 Interrupted runs resume: chunk spans, embeddings and BM25 indexes are cached by content.
 """
@@ -560,19 +560,28 @@ def _embed(embedder: Any, texts: list[str], what: str) -> np.ndarray:
     return out
 
 
-def _query_seconds(embedder: Any, questions: list[str]) -> float:
-    """Seconds to embed one question with the model itself (cache bypassed where possible)."""
+def _query_seconds(embedder: Any, questions: list[str], n: int = 8) -> float:
+    """Median seconds to embed one question on its own, with the model itself.
+
+    The cache is bypassed where the embedder exposes its model (``CachedEmbedder.inner``,
+    ``SentenceTransformerEmbedder``'s model), since a real query is new text; one warm-up call
+    first, then up to ``n`` questions one at a time.
+    """
     model = getattr(embedder, "inner", None) or getattr(embedder, "_model", None) or embedder
-    sample = questions[:16]
+    sample = questions[: n + 1]
     if not sample:
         return 0.0
-    t0 = time.perf_counter()
     try:
-        model.embed(sample)
-    except Exception:  # noqa: BLE001 - a model without direct access: time the embedder itself
+        model.embed(sample[:1])
+    except Exception:  # noqa: BLE001 - no direct access to the model: time the embedder itself
+        model = embedder
+        model.embed(sample[:1])
+    times = []
+    for text in sample[1:] or sample:
         t0 = time.perf_counter()
-        embedder.embed(sample)
-    return (time.perf_counter() - t0) / len(sample)
+        model.embed([text])
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
 
 
 class _Placed(NamedTuple):
