@@ -244,3 +244,19 @@ def test_boundaries_html_escapes_and_marks_chunks():
     with pytest.raises(ValueError, match=r"chunkings\['B'\]\[0\] = \(0, 99\) is outside the text"):
         chunk_boundaries_html(text, {"B": [(0, 99)]})
     assert math.isfinite(len(html))
+
+
+def test_dense_cell_matches_chapter_2_protocol(tmp_path):
+    # The engine's dense cells at k are chapter 2's evaluate_spec at top_k = k (same chunk cache,
+    # one index over all documents, chroma metrics): per-question scores identical.
+    from chunkwise.experiments.chroma import run_comparison
+
+    q = questions().rename(columns={"corpus_id": "corpus"})
+    emb = WordEmbedder()
+    cfg = GridConfig(chunkers=["TokenText:2", "Recursive:3"], retrievers=["dense"], top_k=[2])
+    grid = run_grid(DOCS, q, cfg, emb, cache_dir=tmp_path, show_progress=False)
+    old = run_comparison(list(cfg.chunkers), DOCS, q, emb, top_k=2, mode="chroma", cache_dir=tmp_path, show_progress=False)
+    for r in old:
+        mine = grid.per_question[grid.per_question["chunker"] == r.spec.label].reset_index(drop=True)
+        for m in ("recall", "precision", "iou", "precision_omega"):
+            np.testing.assert_allclose(mine[m].to_numpy(), r.per_question[m].to_numpy(), err_msg=f"{r.spec.label} {m}")
