@@ -139,3 +139,74 @@ def test_english_bm25_index_cache_round_trip(tmp_path):
     BM25Retriever(docs, language="en", tokenizer="words", cache_dir=tmp_path)
     BM25Retriever(docs, language="zh", cache_dir=tmp_path)
     assert len(list(tmp_path.glob("bm25-*"))) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Hybrid and rerank over English chunks
+# ---------------------------------------------------------------------------------------------
+
+
+class _Letters:
+    """A toy embedder: counts of the letters a, b, c."""
+
+    name = "letters"
+
+    def embed(self, texts):
+        return np.array([[t.count("a"), t.count("b"), t.count("c")] for t in texts], dtype=float)
+
+
+_DOCS = [("d0", "a cab"), ("d1", "bbb bb"), ("d2", "cab cab"), ("d3", "ccc")]
+
+
+def test_english_hybrid_fuses_bm25_and_dense_by_hand():
+    from chunkwise.retrieval import BM25Retriever, DenseRetriever, HybridRetriever
+
+    bm25 = BM25Retriever(_DOCS, language="en", tokenizer="words")
+    dense = DenseRetriever(_DOCS, _Letters())
+    # BM25 for "cab": d2 (tf 2) then d0 (tf 1); "a" is a single letter, not a token.
+    assert [h.chunk_id for h in bm25.retrieve("cab", 4)] == ["d2", "d0"]
+    # cosine to (1, 1, 1): d0 = (2,1,1) -> 4/sqrt(18); d2 = (2,2,2) -> 1; d1 = (0,5,0) and d3 = (0,0,3) -> 1/sqrt(3)
+    assert [h.chunk_id for h in dense.retrieve("abc", 4)] == ["d2", "d0", "d1", "d3"]
+    hybrid = HybridRetriever([bm25, dense])
+    hits = hybrid.retrieve("abc cab", 3)
+    # bm25 ("abc", "cab"): d2, d0; dense of "abc cab" = (2,2,2): d2, d0, d1 -> RRF d2 = 1/61, d0 = 1/62, d1 = 0.5/63
+    assert [h.chunk_id for h in hits] == ["d2", "d0", "d1"]
+    assert [h.score for h in hits] == pytest.approx([1 / 61, 1 / 62, 0.5 / 63])
+
+
+def test_cross_encoder_reranker_with_a_stand_in_model(monkeypatch):
+    import sys
+    import types
+
+    from chunkwise.retrieval import BM25Retriever, CrossEncoderReranker, DenseRetriever, HybridRetriever, RerankRetriever
+
+    made = []
+
+    class FakeCrossEncoder:
+        def __init__(self, model, device=None, max_length=None):
+            made.append((model, device, max_length))
+
+        def predict(self, pairs, batch_size=32, show_progress_bar=False):
+            # relevance = count of "a" minus count of "c"; a column vector, as some models return
+            return np.array([[p.count("a") - p.count("c")] for _, p in pairs], dtype=np.float32)
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(CrossEncoder=FakeCrossEncoder))
+    ce = CrossEncoderReranker("stand-in/model", max_length=128)
+    assert ce.score("q", []) == [] and made == []  # nothing loaded for no texts
+    assert ce.score("q", ["c", "ccc", "xa"]) == [-1.0, -3.0, 1.0]
+    assert made == [("stand-in/model", "cpu", 128)]
+    hybrid = HybridRetriever([BM25Retriever(_DOCS, language="en", tokenizer="words"), DenseRetriever(_DOCS, _Letters())])
+    hits = RerankRetriever(hybrid, ce).retrieve("abc cab", 3)
+    # candidates in hybrid order d2, d0, d1 (see the hybrid test), scored 0, 1, 0: d0 first, the tie
+    # d2 / d1 kept in hybrid order
+    assert [(h.chunk_id, h.score) for h in hits] == [("d0", 1.0), ("d2", 0.0), ("d1", 0.0)]
+    assert len(made) == 1  # loaded once
+
+    class Short:
+        name = "short"
+
+        def score(self, question, texts):
+            return [1.0]
+
+    with pytest.raises(ValueError, match="returned 1 scores for 3 passages"):
+        RerankRetriever(hybrid, Short()).retrieve("abc cab", 3)
