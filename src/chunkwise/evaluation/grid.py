@@ -82,16 +82,9 @@ METRICS: tuple[str, ...] = (
     "rr",
 )
 
-#: BM25 tokenizer by document language (``chunkwise.rag.retrievers.tokenize_zh`` modes):
-#: "char" splits Latin text into lower-cased runs of letters/digits (words) and CJK text into
-#: characters; "jieba" segments Chinese into words.
-BM25_TOKENIZER = {"en": "char", "zh": "jieba"}
-
-
 def _retrieval() -> tuple[Any, Any, Any]:
     """The retrieval layer: exact cosine search, BM25 and reciprocal rank fusion."""
-    from chunkwise.rag.retrievers import BM25Retriever, rrf_fuse
-    from chunkwise.retrieval import top_k_cosine
+    from chunkwise.retrieval import BM25Retriever, rrf_fuse, top_k_cosine
 
     return top_k_cosine, BM25Retriever, rrf_fuse
 
@@ -156,8 +149,10 @@ class GridConfig:
     mode : {"chroma", "union"}, default "chroma"
         Definition of recall / precision / IoU / precision_Ω (chapter 2 uses "chroma").
     language : {"en", "zh"}, default "en"
-        Chooses the BM25 tokenizer (:data:`BM25_TOKENIZER`) unless ``bm25_tokenizer`` is set.
-    bm25_tokenizer : {"char", "jieba"} or None
+        The documents' language; chooses the BM25 tokenizer (:mod:`chunkwise.retrieval.lexical`).
+    bm25_tokenizer : str or None
+        ``"stem"`` (default) or ``"words"`` for English, ``"jieba"`` (default) or ``"char"`` for
+        Chinese.
     placement : {"exact", "report"}, default "exact"
         Where a chunk's text sits in its document: ``"exact"`` uses the chunker's own spans;
         ``"report"`` re-places each chunk's text the way Chroma's evaluation does (needs
@@ -201,10 +196,15 @@ class GridConfig:
         object.__setattr__(self, "top_k", _check_top_k(self.top_k))
         if self.mode not in ("chroma", "union"):
             raise ValueError(f"mode must be 'chroma' or 'union', got {self.mode!r}.")
-        if self.bm25_tokenizer is None and self.language not in BM25_TOKENIZER:
-            raise ValueError(f"language must be one of {sorted(BM25_TOKENIZER)}, got {self.language!r}.")
-        if self.bm25_tokenizer is not None and self.bm25_tokenizer not in ("char", "jieba"):
-            raise ValueError(f"bm25_tokenizer must be 'char' or 'jieba', got {self.bm25_tokenizer!r}.")
+        from chunkwise.retrieval import LANGUAGES
+
+        if self.language not in LANGUAGES:
+            raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {self.language!r}.")
+        if self.bm25_tokenizer is not None and self.bm25_tokenizer not in LANGUAGES[self.language]:
+            raise ValueError(
+                f"bm25_tokenizer for language {self.language!r} must be one of {list(LANGUAGES[self.language])}, "
+                f"got {self.bm25_tokenizer!r}."
+            )
         if self.placement not in ("exact", "report"):
             raise ValueError(f"placement must be 'exact' or 'report', got {self.placement!r}.")
         if isinstance(self.hybrid_depth, bool) or not isinstance(self.hybrid_depth, int) or self.hybrid_depth < 1:
@@ -213,7 +213,9 @@ class GridConfig:
     @property
     def tokenizer(self) -> str:
         """The BM25 tokenizer in use."""
-        return self.bm25_tokenizer or BM25_TOKENIZER[self.language]
+        from chunkwise.retrieval import LANGUAGES
+
+        return self.bm25_tokenizer or LANGUAGES[self.language][0]
 
     @property
     def n_cells(self) -> int:
@@ -753,7 +755,10 @@ def run_grid(
         if any(r in ("bm25", "hybrid") for r in config.retrievers):
             t0 = time.perf_counter()
             bm25 = BM25Retriever(
-                [(str(i), t) for i, t in enumerate(texts)], tokenizer=config.tokenizer, cache_dir=bm25_cache
+                [(str(i), t) for i, t in enumerate(texts)],
+                language=config.language,
+                tokenizer=config.tokenizer,
+                cache_dir=bm25_cache,
             )
             index_seconds["bm25"] = chunk_seconds + time.perf_counter() - t0
             t0 = time.perf_counter()
