@@ -19,7 +19,8 @@ scales with the texts embedded.)
 
 Run: ``.venv/bin/python benchmarks/bench_grid_embedding.py [--docs D --questions Q] [--config grid.toml]``
 (default: the example garden folder with the default grid of ``chunkwise evaluate``;
-``--chroma`` uses the five Chroma corpora and their 472 questions instead).
+``--chroma [CORPUS ...]`` uses Chroma corpora, e.g. ``--chroma pubmed`` (117k cl100k_base tokens,
+99 questions), and their questions instead).
 """
 
 from __future__ import annotations
@@ -93,13 +94,15 @@ def main() -> None:
     ap.add_argument("--docs", default="data/examples/garden/docs")
     ap.add_argument("--questions", default="data/examples/garden/questions.jsonl")
     ap.add_argument("--config", default=None, help="grid TOML (default: the default grid of chunkwise evaluate)")
-    ap.add_argument("--chroma", action="store_true", help="the five Chroma corpora and 472 questions (slow: minutes)")
+    ap.add_argument("--chroma", nargs="*", default=None, metavar="CORPUS",
+                    help="Chroma corpora (default all five) and their questions instead of --docs/--questions")
     args = ap.parse_args()
-    if args.chroma:
+    if args.chroma is not None:
         from chunkwise.datasets import load_chroma_corpora, load_chroma_questions
 
-        docs = load_chroma_corpora()
+        docs = load_chroma_corpora(args.chroma or None)
         questions = load_chroma_questions().rename(columns={"corpus": "corpus_id"})
+        questions = questions[questions["corpus_id"].isin(list(docs))].reset_index(drop=True)
     else:
         docs = load_documents(args.docs)
         questions = validate_questions(docs, read_questions(args.questions)).questions

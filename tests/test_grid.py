@@ -159,6 +159,9 @@ def test_save_writes_the_report_folder(result, tmp_path):
     assert paths["figure_cost"].stat().st_size > 0
     html = paths["boundaries"].read_text()
     assert "<script" not in html and "TokenText 2: 3 chunks" in html
+    # a long document is drawn around its first excerpt: a.txt's starts at 8 -> window (8 - 10 // 4, 6 + 10)
+    html = result.save(tmp_path / "out2", boot, DOCS, document="a.txt", max_chars=10)["boundaries"].read_text()
+    assert "27 characters; showing 6-16." in html
 
 
 class WrongCount(WordEmbedder):

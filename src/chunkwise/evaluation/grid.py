@@ -455,14 +455,15 @@ class GridResult:
         }
 
     def save(self, out_dir: str | Path, boot: BootstrapResult | None = None, docs: Mapping[str, str] | None = None,
-             document: str | None = None) -> dict[str, Path]:
+             document: str | None = None, max_chars: int = 40_000) -> dict[str, Path]:
         """Write the report folder.
 
         Files: ``table.csv`` (one row per cell), ``per_question.csv``, ``report.json``,
         ``recall_vs_tokens.png`` and ``recall_by_k.png`` (figures, see
         :mod:`chunkwise.report`), and with ``docs`` given ``boundaries.html``: one document
         (``document``, default the one with the most questions) with every chunker's boundaries
-        and the gold excerpts.
+        and the gold excerpts; a document longer than ``max_chars`` characters is drawn from a
+        quarter window before its first excerpt, ``max_chars`` characters long.
 
         Returns
         -------
@@ -499,7 +500,13 @@ class GridResult:
             q = self.questions[self.questions["corpus_id"].astype(str) == document]
             refs = [(r["start_index"], r["end_index"]) for refs in q["references"] for r in refs]
             chunkings = {label: spans.get(document, []) for label, spans in self.chunks.items()}
-            html = report.chunk_boundaries_html(docs[document], chunkings, refs, title=document)
+            text = docs[document]
+            window = None
+            if len(text) > max_chars:  # a long document: draw the part around its first excerpts
+                first = min((s for s, _ in refs), default=0)
+                lo = max(0, first - max_chars // 4)
+                window = (lo, min(len(text), lo + max_chars))
+            html = report.chunk_boundaries_html(text, chunkings, refs, title=document, window=window)
             paths["boundaries"] = out / "boundaries.html"
             paths["boundaries"].write_text(html, encoding="utf-8")
         return paths
