@@ -119,6 +119,10 @@ def test_every_problem_is_reported(folder, tmp_path):
         ],
     )
     report = validate_questions(load_documents(folder), read_questions(qpath))
+    wrong_doc = validate_questions(
+        load_documents(folder), [{"question_id": "w", "question": "?", "document": "tea.md", "references": [{"content": "Coffee grows"}]}]
+    )
+    assert wrong_doc.errors[0].message.endswith("It occurs in sub/coffee.txt at (0, 12); check the question's document.")
     kinds = {(i.question_id, i.kind, i.severity) for i in report.issues}
     assert ("q1", "missing_document", "error") in kinds
     assert ("q2", "not_found", "error") in kinds

@@ -718,6 +718,14 @@ def validate_questions(
                         f"excerpt {_short(content)} was not found; closest source text at offset {off} "
                         f"({100 * ratio:.0f}% similar): {_short(passage)}. Paste the excerpt verbatim."
                     )
+                if named is not None and len(docs) > 1:
+                    for other in docs:
+                        if other in search_docs:
+                            continue
+                        spans_o, _ = locate_excerpt(docs[other], content, limit=1)
+                        if spans_o:
+                            msg += f" It occurs in {other} at {spans_o[0]}; check the question's document."
+                            break
                 add("error", "not_found", d if d is not None else doc_for_msg, idx, msg,
                     closest_text=passage or None, closest_offset=off if off >= 0 else None)
                 continue
