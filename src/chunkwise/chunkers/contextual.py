@@ -169,7 +169,7 @@ class ContextualChunker:
         encoding_name: str = DEFAULT_ENCODING,
         tokenizer: Any = None,
     ) -> None:
-        if not callable(getattr(base_chunker, "split", None)):
+        if isinstance(base_chunker, (str, bytes)) or not callable(getattr(base_chunker, "split", None)):
             raise TypeError(
                 "base_chunker must have a split(text) -> list[Chunk] method, e.g. "
                 f"chunkwise.chunkers.RecursiveTokenChunker(400, 0); got {type(base_chunker).__name__}."

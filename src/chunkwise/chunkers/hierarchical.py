@@ -16,7 +16,7 @@ __all__ = ["HierarchicalChunker", "merge_to_parents"]
 
 
 def _check_chunker(name: str, chunker: Any) -> Any:
-    if not callable(getattr(chunker, "split", None)):
+    if isinstance(chunker, (str, bytes)) or not callable(getattr(chunker, "split", None)):
         raise TypeError(
             f"{name} must have a split(text) -> list[Chunk] method, e.g. "
             f"chunkwise.chunkers.RecursiveTokenChunker(256, 0); got {type(chunker).__name__}."
