@@ -289,7 +289,11 @@ class LateChunkingEmbedder:
                     ) from exc
             else:
                 self._st = self._model_arg
-            self._configure()
+            try:
+                self._configure()
+            except Exception:
+                self._st = None  # not usable with these settings: fail again on the next call
+                raise
         return self._st
 
     def _configure(self) -> None:
@@ -312,7 +316,25 @@ class LateChunkingEmbedder:
         ov = self._window_overlap_arg if self._window_overlap_arg is not None else content // 2
         if not 0 <= ov < content:
             raise ValueError(f"window_overlap must lie in [0, {content - 1}] for window_tokens={w}, got {ov}.")
-        self.window_tokens, self.window_overlap, self.max_position_embeddings = w, ov, max_pos
+        self._window, self._overlap, self._max_pos = w, ov, max_pos
+
+    @property
+    def window_tokens(self) -> int:
+        """Encoder input length per window, special tokens included (loads the model)."""
+        self.model
+        return self._window
+
+    @property
+    def window_overlap(self) -> int:
+        """Tokens shared by consecutive windows (loads the model)."""
+        self.model
+        return self._overlap
+
+    @property
+    def max_position_embeddings(self) -> int:
+        """The model's position-embedding limit (loads the model)."""
+        self.model
+        return self._max_pos
 
     # -- public API ------------------------------------------------------------------------
 
