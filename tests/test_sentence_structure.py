@@ -196,3 +196,47 @@ def test_structure_bad_input():
         parse_markdown_sections(42)
     assert StructureChunker(10).split("") == []
     assert StructureChunker(10).split("\n\n  \n") == []
+
+
+# ---------------------------------------------------------------- guarantees on real text
+
+
+def test_giant_sentence_respects_the_cap_bug_b10():
+    text = " ".join(f"word{i}" for i in range(300))  # one 300-word "sentence", no punctuation
+    chunks = SentenceChunker(100).split(text)
+    assert all(c.metadata["split_sentence"] for c in chunks)
+    assert all(count_tokens(c.text) <= 100 for c in chunks)
+    assert "".join(text[c.start : c.end] for c in chunks).replace(" ", "") == text.replace(" ", "")
+
+
+def _corpus(name):
+    import os
+    from pathlib import Path
+
+    path = Path(os.environ.get("CHUNKWISE_DATA_MIRROR", "")) / "chroma" / "corpora" / f"{name}.md"
+    if not path.is_file():
+        pytest.skip(f"data mirror without {name}.md")
+    return path.read_text(encoding="utf-8")
+
+
+def test_every_sentence_in_exactly_one_chunk_and_under_budget_bug_b07():
+    from chunkwise.text import split_sentences
+
+    text = _corpus("state_of_the_union")
+    chunks = SentenceChunker(200).split(text)
+    assert all(c.metadata["n_tokens"] <= 200 and count_tokens(c.text) == c.metadata["n_tokens"] for c in chunks)
+    covered = [i for c in chunks for i in range(c.metadata["sentence_start"], c.metadata["sentence_end"])
+               if not c.metadata["split_sentence"]]
+    assert covered == list(range(len(split_sentences(text))))
+    assert_exact(chunks, text)
+
+
+def test_structure_chunks_cover_a_corpus_in_order_under_budget():
+    text = _corpus("wikitexts")
+    chunks = StructureChunker(400).split(text)
+    assert_exact(chunks, text)
+    assert all(a.end <= b.start for a, b in zip(chunks, chunks[1:]))
+    assert all(c.metadata["n_tokens"] <= 400 for c in chunks if not c.metadata["oversized"])
+    # Nothing but whitespace is left out.
+    gaps = [text[a.end : b.start] for a, b in zip(chunks, chunks[1:])]
+    assert all(not g.strip() for g in gaps)
