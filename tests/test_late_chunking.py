@@ -80,7 +80,7 @@ DOC = S1 + " " + S2
 
 @pytest.mark.integration
 def test_one_window_equals_naive_embedding_of_the_same_text(minilm):
-    late = LateChunkingEmbedder(minilm)
+    late = LateChunkingEmbedder(minilm, cache_dir=False)
     assert (late.window_tokens, late.window_overlap) == (256, 127)  # max_seq_length, (256 - 2) // 2
     v = late.embed_spans(S1, [(0, len(S1))])
     assert v.shape == (1, 384) and v.dtype == np.float32
@@ -92,18 +92,18 @@ def test_one_window_equals_naive_embedding_of_the_same_text(minilm):
 
 @pytest.mark.integration
 def test_each_chunk_its_own_window_equals_naive_per_chunk_embedding(minilm):
-    late = LateChunkingEmbedder(minilm, window_tokens=7 + 2, window_overlap=0)
+    late = LateChunkingEmbedder(minilm, window_tokens=7 + 2, window_overlap=0, cache_dir=False)
     ids, offsets = late.tokenize(DOC)
     # Both sentences are 7 word pieces ("the cat sat on the mat ." / "a dog ran in the park ."),
     # so windows of 7 content tokens are exactly the two sentences.
     spans = [(0, len(S1)), (len(S1) + 1, len(DOC))]
     assert len(ids) == 14 and token_ranges(offsets, spans) == [(0, 7), (7, 14)]
     v = late.embed_chunks(DOC, [Chunk(S1, *spans[0]), Chunk(S2, *spans[1])])
-    assert late.last_stats == {"windows": 2, "tokens_encoded": 14, "document_tokens": 14}
+    assert late.last_stats == {"windows": 2, "tokens_encoded": 14, "document_tokens": 14, "cache_hits": 0}
     np.testing.assert_allclose(v[0], naive(minilm, S1), atol=1e-5)
     np.testing.assert_allclose(v[1], naive(minilm, S2), atol=1e-5)
     # One shared window: the second sentence's vector now carries the first one's context.
-    ctx = LateChunkingEmbedder(minilm).embed_spans(DOC, spans)
+    ctx = LateChunkingEmbedder(minilm, cache_dir=False).embed_spans(DOC, spans)
     assert float(ctx[1] @ naive(minilm, S2)) < 0.999
     assert float(ctx[1] @ naive(minilm, S2)) > 0.5
 
@@ -111,7 +111,7 @@ def test_each_chunk_its_own_window_equals_naive_per_chunk_embedding(minilm):
 @pytest.mark.integration
 def test_long_document_windows_and_shapes(minilm):
     doc = " ".join(f"Sentence number {i} talks about topic {i % 7} in some detail." for i in range(60))
-    late = LateChunkingEmbedder(minilm)
+    late = LateChunkingEmbedder(minilm, cache_dir=False)
     n = len(late.tokenize(doc)[0])
     assert n > 254
     spans = [(m, m + 10) for m in range(0, len(doc) - 10, 97)]
@@ -130,4 +130,32 @@ def test_long_document_windows_and_shapes(minilm):
     with pytest.raises(TypeError, match="text must be a str"):
         late.embed_spans(None, [(0, 1)])
     with pytest.raises(ValueError, match="exceeds the model's 512 position embeddings"):
-        LateChunkingEmbedder(minilm, window_tokens=600).model
+        LateChunkingEmbedder(minilm, window_tokens=600, cache_dir=False).model
+
+
+@pytest.mark.integration
+def test_cache_returns_the_same_vectors_without_loading_the_model(minilm, tmp_path):
+    spans = [(0, len(S1)), (len(S1) + 1, len(DOC))]
+    mid = "sentence-transformers/all-MiniLM-L6-v2"
+    first = LateChunkingEmbedder(minilm, cache_dir=tmp_path, model_id=mid)
+    v1 = first.embed_spans(DOC, spans)
+    assert first.last_stats["cache_hits"] == 0
+
+    class Unloadable:
+        def __getattr__(self, name):
+            raise AssertionError("the model was used although every span is cached")
+
+    again = LateChunkingEmbedder(Unloadable(), cache_dir=tmp_path, model_id=mid)
+    assert again.name == first.name == f"late-chunking:{mid}|window=auto|overlap=auto|normalize=True"
+    v2 = again.embed_spans(DOC, spans)
+    np.testing.assert_array_equal(v1, v2)
+    assert again.last_stats["cache_hits"] == 2
+    # Another document, or another span, is a miss.
+    other = LateChunkingEmbedder(minilm, cache_dir=tmp_path, model_id=mid)
+    other.embed_spans(DOC + " ", spans)
+    assert other.last_stats["cache_hits"] == 0
+    with pytest.raises(ValueError, match="pass model_id"):
+        LateChunkingEmbedder(minilm, cache_dir=tmp_path)
+    assert LateChunkingEmbedder(cache_dir=False).name == (
+        "late-chunking:sentence-transformers/all-MiniLM-L6-v2|window=auto|overlap=auto|normalize=True"
+    )

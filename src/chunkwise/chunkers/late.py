@@ -4,6 +4,7 @@ mean-pool its token vectors per chunk, so each chunk's vector has seen its neigh
 from __future__ import annotations
 
 import bisect
+import hashlib
 import logging
 import numbers
 from collections.abc import Sequence
@@ -189,12 +190,26 @@ class LateChunkingEmbedder:
     batch_size : int, default 16
         Windows per forward pass.
     device : str, default "cpu"
+    cache_dir : str, os.PathLike, EmbeddingCache, None or False, default None
+        Where chunk vectors are stored, as for
+        :class:`~chunkwise.embeddings.SentenceTransformerEmbedder` (``None``: the default
+        ``embeddings.sqlite``; ``False``: no cache). A chunk's vector depends on its whole
+        document, so the key is :attr:`name` with the sha256 of the document and the span;
+        when every span of a call is cached, the model is not loaded.
+    model_id : str, optional
+        The model's identity in cache keys. Default: :func:`chunkwise.embeddings.canonical_model_id`
+        of ``model`` when it is a string. Required when ``model`` is a loaded object and the
+        cache is on (an object does not say reliably which weights it holds).
 
     Attributes
     ----------
+    name : str
+        ``"late-chunking:<model id>|window=<w>|overlap=<o>|normalize=<bool>"`` (``auto`` for
+        the model's defaults), the cache namespace.
     last_stats : dict
         Of the latest call: ``"windows"`` (forward windows), ``"tokens_encoded"`` (content
-        tokens run through the encoder, overlap counted again) and ``"document_tokens"``.
+        tokens run through the encoder, overlap counted again), ``"document_tokens"`` (0 when
+        everything came from the cache) and ``"cache_hits"`` (spans read from the cache).
 
     Raises
     ------
@@ -204,6 +219,9 @@ class LateChunkingEmbedder:
         ``batch_size``; when the model has no fast tokenizer (no offsets).
     RuntimeError
         If the model cannot be loaded (as :class:`chunkwise.embeddings.SentenceTransformerEmbedder`).
+        ValueError
+            At construction, when ``model`` is an object, the cache is on and ``model_id`` is
+            not given.
 
     References
     ----------
@@ -222,6 +240,8 @@ class LateChunkingEmbedder:
         normalize: bool = True,
         batch_size: int = 16,
         device: str = "cpu",
+        cache_dir: Any = None,
+        model_id: str | None = None,
     ) -> None:
         for name, v in (("window_tokens", window_tokens), ("window_overlap", window_overlap)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
@@ -235,6 +255,14 @@ class LateChunkingEmbedder:
         if window_overlap is not None and window_overlap < 0:
             raise ValueError(f"window_overlap must be >= 0 tokens, got {window_overlap}.")
         self._model_arg = model
+        if model_id is not None and (not isinstance(model_id, str) or not model_id):
+            raise ValueError(f"model_id must be a non-empty str or None, got {model_id!r}.")
+        if model_id is None and not isinstance(model, str) and cache_dir is not False:
+            raise ValueError(
+                "model is a loaded object: pass model_id='<hub id of its weights>' so cached vectors "
+                "are keyed by the right model, or cache_dir=False."
+            )
+        self._model_id = model_id
         self._window_tokens_arg = None if window_tokens is None else int(window_tokens)
         self._window_overlap_arg = None if window_overlap is None else int(window_overlap)
         if (
@@ -250,7 +278,13 @@ class LateChunkingEmbedder:
         self.batch_size = int(batch_size)
         self.device = device
         self._st: Any = None
-        self.last_stats: dict[str, int] = {"windows": 0, "tokens_encoded": 0, "document_tokens": 0}
+        from chunkwise.embeddings import resolve_cache
+
+        self.cache = resolve_cache(cache_dir)
+        w = "auto" if self._window_tokens_arg is None else self._window_tokens_arg
+        o = "auto" if self._window_overlap_arg is None else self._window_overlap_arg
+        self.name = f"late-chunking:{self.model_name}|window={w}|overlap={o}|normalize={self.normalize}"
+        self.last_stats: dict[str, int] = {"windows": 0, "tokens_encoded": 0, "document_tokens": 0, "cache_hits": 0}
 
     def __repr__(self) -> str:
         return (
@@ -261,6 +295,8 @@ class LateChunkingEmbedder:
     @property
     def model_name(self) -> str:
         """The model id (canonical hub id for names), for cache keys and reports."""
+        if self._model_id is not None:
+            return self._model_id
         if isinstance(self._model_arg, str):
             from chunkwise.embeddings import canonical_model_id
 
@@ -380,10 +416,20 @@ class LateChunkingEmbedder:
         for s, e in spans:
             if not 0 <= s <= e <= len(text):
                 raise ValueError(f"span ({s}, {e}) is outside the text of {len(text)} characters.")
+        keys: list[str] = []
+        if self.cache is not None and spans:
+            from chunkwise.embeddings import cache_key
+
+            doc = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+            keys = [cache_key(self.name, f"{doc}:{s}:{e}") for s, e in spans]
+            found = self.cache.get_many(keys)
+            if all(k in found for k in keys):
+                self.last_stats = {"windows": 0, "tokens_encoded": 0, "document_tokens": 0, "cache_hits": len(keys)}
+                return np.stack([found[k] for k in keys]).astype(np.float32)
         st = self.model
         dim = int(st[0].auto_model.config.hidden_size)
         if not spans:
-            self.last_stats = {"windows": 0, "tokens_encoded": 0, "document_tokens": 0}
+            self.last_stats = {"windows": 0, "tokens_encoded": 0, "document_tokens": 0, "cache_hits": 0}
             return np.zeros((0, dim), dtype=np.float32)
         ids, offsets = self.tokenize(text)
         ranges = token_ranges(offsets, spans)
@@ -397,7 +443,10 @@ class LateChunkingEmbedder:
             "windows": len(windows),
             "tokens_encoded": int(sum(b - a for a, b in windows)),
             "document_tokens": len(ids),
+            "cache_hits": 0,
         }
+        if keys:
+            self.cache.put_many(zip(keys, out))
         return out
 
     def embed_chunks(self, text: str, chunks: Sequence[Chunk]) -> np.ndarray:
