@@ -9,12 +9,13 @@ token count of that text measured as a whole.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from chunkwise.tokens import TokenSpanner
 
-__all__ = ["make_counter", "pack_units"]
+__all__ = ["check_nonneg_int", "make_counter", "pack_units"]
 
 
 def make_counter(spanner: TokenSpanner) -> Callable[[str], int]:
@@ -98,8 +99,6 @@ def pack_units(
 
 def check_nonneg_int(name: str, value: Any, unit: str) -> int:
     """Return ``value`` if it is an int >= 0, else raise ``ValueError`` naming it and its unit."""
-    import numbers
-
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(f"{name} must be an int >= 0 ({unit}), got {value!r}.")
     return int(value)

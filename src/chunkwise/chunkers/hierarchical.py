@@ -19,7 +19,7 @@ def _check_chunker(name: str, chunker: Any) -> Any:
     if isinstance(chunker, (str, bytes)) or not callable(getattr(chunker, "split", None)):
         raise TypeError(
             f"{name} must have a split(text) -> list[Chunk] method, e.g. "
-            f"chunkwise.chunkers.RecursiveTokenChunker(256, 0); got {type(chunker).__name__}."
+            f"chunkwise.chunkers.RecursiveTokenChunker(200, 0); got {type(chunker).__name__}."
         )
     return chunker
 
@@ -45,7 +45,8 @@ class HierarchicalChunker:
         ``chunk_size=1024`` tokens (cl100k_base): Markdown sections or blank-line blocks.
     child_chunker : object with ``split(text) -> list[Chunk]``, optional
         Default :class:`~chunkwise.chunkers.recursive.RecursiveTokenChunker` with
-        ``chunk_size=256, chunk_overlap=0`` tokens (cl100k_base).
+        ``chunk_size=200, chunk_overlap=0`` tokens (cl100k_base; small enough for
+        all-MiniLM-L6-v2's 256 word pieces; a size the Chroma report also uses).
 
     Raises
     ------
@@ -76,7 +77,7 @@ class HierarchicalChunker:
             "parent_chunker", parent_chunker if parent_chunker is not None else StructureChunker(1024)
         )
         self.child_chunker = _check_chunker(
-            "child_chunker", child_chunker if child_chunker is not None else RecursiveTokenChunker(256, 0)
+            "child_chunker", child_chunker if child_chunker is not None else RecursiveTokenChunker(200, 0)
         )
 
     def __repr__(self) -> str:
@@ -117,7 +118,9 @@ class HierarchicalChunker:
             kids = self.child_chunker.split(p.text)
             for ci, c in enumerate(kids):
                 if p.text[c.start : c.end] != c.text:
-                    raise ValueError(f"child_chunker returned a chunk whose text is not parent.text[start:end].")
+                    raise ValueError(
+                        f"child_chunker returned chunk {ci} of parent {pid} whose text is not parent.text[start:end]."
+                    )
                 children.append(
                     Chunk(c.text, p.start + c.start, p.start + c.end, {
                         **c.metadata, "parent_id": pid, "parent_start": p.start, "parent_end": p.end,
