@@ -240,3 +240,13 @@ def test_structure_chunks_cover_a_corpus_in_order_under_budget():
     # Nothing but whitespace is left out.
     gaps = [text[a.end : b.start] for a, b in zip(chunks, chunks[1:])]
     assert all(not g.strip() for g in gaps)
+
+
+def test_docstring_examples_of_the_new_modules():
+    import doctest
+
+    from chunkwise.chunkers import hierarchical, late, sentence, structure
+
+    for module in (sentence, structure, hierarchical, late):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
