@@ -250,3 +250,16 @@ def test_docstring_examples_of_the_new_modules():
     for module in (sentence, structure, hierarchical, late):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_heading_stack_pops_to_the_right_level_and_crlf_lines():
+    text = "# A\n## B\n### C\n## D\n# E\n### F\n"
+    assert [s.path for s in parse_markdown_sections(text)] == [
+        ("A",), ("A", "B"), ("A", "B", "C"), ("A", "D"), ("E",), ("E", "F")
+    ]
+    crlf = "# Guide\r\n\r\nIntro.\r\n\r\n## Install\r\n```\r\n# no\r\n```\r\n"
+    chunks = StructureChunker(100, tokenizer=W).split(crlf)
+    assert [(c.text, c.metadata["headings"]) for c in chunks] == [
+        ("# Guide\r\n\r\nIntro.", ["Guide"]),
+        ("## Install\r\n```\r\n# no\r\n```", ["Guide", "Install"]),
+    ]
