@@ -185,11 +185,27 @@ def test_tilde_fence_needs_the_same_character_to_close():
     assert [s.path for s in parse_markdown_sections(text)] == [(), ("yes",)]
 
 
+def test_wikitext_headings_spaced_and_plain():
+    text = " = Kites = \n Kites fly .\n = = Flight = = \n Up .\n = = = Wind = = = \n Gusts .\n == Care ==\nDry them.\n"
+    secs = parse_markdown_sections(text)
+    assert [(s.start, s.level, s.path) for s in secs] == [
+        (0, 1, ("Kites",)),
+        (25, 2, ("Kites", "Flight")),
+        (48, 3, ("Kites", "Flight", "Wind")),
+        (76, 2, ("Kites", "Care")),
+    ]
+    assert [s.path for s in parse_markdown_sections(text, wikitext=False)] == [()]
+    # Not headings: unequal runs, no title, an equation.
+    assert [s.path for s in parse_markdown_sections("= x ==\n= = =\na = b = c\n")] == [()]
+
+
 def test_structure_bad_input():
     with pytest.raises(ValueError, match="chunk_size must be a positive int"):
         StructureChunker(-3)
     with pytest.raises(ValueError, match="setext must be True or False"):
         StructureChunker(10, setext="yes")
+    with pytest.raises(ValueError, match="wikitext must be True or False"):
+        StructureChunker(10, wikitext=1)
     with pytest.raises(TypeError, match="text must be a str"):
         StructureChunker(10).split(None)
     with pytest.raises(TypeError, match="text must be a str"):
@@ -235,6 +251,9 @@ def test_structure_chunks_cover_a_corpus_in_order_under_budget():
     text = _corpus("wikitexts")
     chunks = StructureChunker(400).split(text)
     assert_exact(chunks, text)
+    # The corpus's WikiText-103 headings give the sections their paths.
+    assert chunks[0].metadata["headings"] == ["Valkyria Chronicles III"]
+    assert ["Valkyria Chronicles III", "Development", "Music"] in [c.metadata["headings"] for c in chunks]
     assert all(a.end <= b.start for a, b in zip(chunks, chunks[1:]))
     assert all(c.metadata["n_tokens"] <= 400 for c in chunks if not c.metadata["oversized"])
     # Nothing but whitespace is left out.

@@ -19,6 +19,8 @@ _LINE = re.compile(r"[^\n]*\n|[^\n]+$")
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+# A MediaWiki heading, also in WikiText-103's spaced form: "== Plot ==" or " = = Plot = = ".
+_WIKI = re.compile(r"^[ \t]*(=(?:[ \t]?=)*)[ \t]*(\S.*?)[ \t]*(=(?:[ \t]?=)*)[ \t]*$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])(?:\s|$)")
 _TABLE_DELIM = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
@@ -58,12 +60,27 @@ def _lines(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def parse_markdown_sections(text: str, setext: bool = True) -> list[MarkdownSection]:
+def _wiki_heading(line: str) -> tuple[int, str] | None:
+    """``(level, title)`` if ``line`` is a MediaWiki heading (``== T ==`` or ``= = T = =``)."""
+    m = _WIKI.match(line)
+    if not m:
+        return None
+    level = m.group(1).count("=")
+    title = m.group(2).strip()
+    if m.group(3).count("=") != level or not title or set(title) <= {"=", " ", "\t"} or level > 6:
+        return None
+    return level, title
+
+
+def parse_markdown_sections(text: str, setext: bool = True, wikitext: bool = True) -> list[MarkdownSection]:
     """Cut a Markdown (or plain) text into heading sections.
 
     Headings are ATX lines (``#`` to ``######`` then a space or the line end; optional
-    closing ``#``s are not part of the title) and, with ``setext=True``, a single non-blank
-    line underlined by a line of ``=`` (level 1) or ``-`` (level 2). Inside a fenced code
+    closing ``#``s are not part of the title); with ``setext=True``, a single non-blank
+    line underlined by a line of ``=`` (level 1) or ``-`` (level 2); with ``wikitext=True``,
+    a MediaWiki heading line, the title between equal runs of ``=`` whose length is the
+    level (``== Plot ==``; WikiText-103, and so the Chroma ``wikitexts`` corpus, writes it
+    spaced: ``= = Plot = =``). Inside a fenced code
     block -- from a line starting with at least three backticks or tildes (up to three
     spaces of indent) to a line of at least as many of the same character, or to the end of
     the text when it is never closed (CommonMark) -- nothing is a heading. A table is a line
@@ -74,6 +91,7 @@ def parse_markdown_sections(text: str, setext: bool = True) -> list[MarkdownSect
     ----------
     text : str
     setext : bool, default True
+    wikitext : bool, default True
 
     Returns
     -------
@@ -91,7 +109,9 @@ def parse_markdown_sections(text: str, setext: bool = True) -> list[MarkdownSect
     ----------
     CommonMark Spec 0.31.2, sections 4.2 (ATX headings), 4.3 (setext headings) and 4.5
     (fenced code blocks), https://spec.commonmark.org/0.31.2/; GitHub Flavored Markdown
-    Spec, section 4.10 (tables), https://github.github.com/gfm/.
+    Spec, section 4.10 (tables), https://github.github.com/gfm/; MediaWiki, Help:Formatting
+    (section headings), https://www.mediawiki.org/wiki/Help:Formatting; Merity et al.
+    (2016), *Pointer Sentinel Mixture Models* (WikiText-103), arXiv:1609.07843.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}.")
@@ -124,6 +144,12 @@ def parse_markdown_sections(text: str, setext: bool = True) -> list[MarkdownSect
         m = _ATX.match(line)
         if m:
             headings.append((s, len(m.group(1)), (m.group(2) or "").strip()))
+            prev_kind = "other"
+            k += 1
+            continue
+        wiki = _wiki_heading(line) if wikitext else None
+        if wiki:
+            headings.append((s, wiki[0], wiki[1]))
             prev_kind = "other"
             k += 1
             continue
@@ -181,8 +207,8 @@ class StructureChunker:
     manner of LangChain's ``MarkdownHeaderTextSplitter`` followed by a size-bounded
     splitter, but with exact offsets and protected blocks:
 
-    1. the text is cut into heading sections by :func:`parse_markdown_sections` (ATX and
-       setext headings; a ``#`` inside a fenced code block is not a heading). A chunk never
+    1. the text is cut into heading sections by :func:`parse_markdown_sections` (ATX,
+       setext and MediaWiki headings; a ``#`` inside a fenced code block is not a heading). A chunk never
        spans two sections, and carries the section's heading path;
     2. inside a section, *blocks* are the runs of lines between blank lines; a blank line
        inside a fenced code block does not end a block, so a code block or a table is
@@ -211,11 +237,14 @@ class StructureChunker:
         Anything :func:`chunkwise.tokens.as_spanner` accepts.
     setext : bool, default True
         Also recognise setext headings (a line underlined by ``===`` or ``---``).
+    wikitext : bool, default True
+        Also recognise MediaWiki headings (``== Plot ==``, spaced ``= = Plot = =`` in
+        WikiText-103 and the Chroma ``wikitexts`` corpus).
 
     Raises
     ------
     ValueError
-        If ``chunk_size`` is not an int ``>= 1`` or ``setext`` is not a bool.
+        If ``chunk_size`` is not an int ``>= 1`` or ``setext``/``wikitext`` is not a bool.
     TypeError
         If the tokenizer is of an unknown kind.
 
@@ -247,11 +276,14 @@ class StructureChunker:
         encoding_name: str = DEFAULT_ENCODING,
         tokenizer: Any = None,
         setext: bool = True,
+        wikitext: bool = True,
     ) -> None:
         self.chunk_size = check_positive_int("chunk_size", chunk_size, "tokens")
-        if not isinstance(setext, bool):
-            raise ValueError(f"setext must be True or False, got {setext!r}.")
+        for name, value in (("setext", setext), ("wikitext", wikitext)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False, got {value!r}.")
         self.setext = setext
+        self.wikitext = wikitext
         self.encoding_name = encoding_name
         self.spanner: TokenSpanner = as_spanner(tokenizer, encoding_name)
         self._count = make_counter(self.spanner)
@@ -260,7 +292,10 @@ class StructureChunker:
         )
 
     def __repr__(self) -> str:
-        return f"StructureChunker(chunk_size={self.chunk_size}, tokenizer={self.spanner!r}, setext={self.setext})"
+        return (
+            f"StructureChunker(chunk_size={self.chunk_size}, tokenizer={self.spanner!r}, "
+            f"setext={self.setext}, wikitext={self.wikitext})"
+        )
 
     def split(self, text: str) -> list[Chunk]:
         """Split ``text`` into structure chunks.
@@ -287,7 +322,7 @@ class StructureChunker:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}.")
         out: list[Chunk] = []
-        for si, sec in enumerate(parse_markdown_sections(text, setext=self.setext)):
+        for si, sec in enumerate(parse_markdown_sections(text, setext=self.setext, wikitext=self.wikitext)):
             units = self._units(text, sec)
             meta = {"headings": list(sec.path), "heading_level": sec.level, "section": si}
             run: list[tuple[int, int]] = []
