@@ -123,6 +123,8 @@ def test_long_document_windows_and_shapes(minilm):
     assert late.embed_spans(doc, []).shape == (0, 384)
     with pytest.raises(ValueError, match="outside the text"):
         late.embed_spans(doc, [(0, len(doc) + 1)])
+    with pytest.raises(ValueError, match="reversed"):
+        late.embed_spans(doc, [(5, 2)])
     with pytest.raises(ValueError, match="covers no token"):
         late.embed_spans("a  b", [(1, 3)])
     with pytest.raises(ValueError, match="not text\\[start:end\\]"):

@@ -414,6 +414,8 @@ class LateChunkingEmbedder:
             raise TypeError(f"text must be a str, got {type(text).__name__}.")
         spans = [(int(s), int(e)) for s, e in spans]
         for s, e in spans:
+            if e < s:
+                raise ValueError(f"span ({s}, {e}) is reversed; spans are half-open (start, end) with start <= end.")
             if not 0 <= s <= e <= len(text):
                 raise ValueError(f"span ({s}, {e}) is outside the text of {len(text)} characters.")
         keys: list[str] = []
