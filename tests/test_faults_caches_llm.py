@@ -214,3 +214,187 @@ def test_disk_full_during_an_llm_cache_write(tmp_path: Path) -> None:
     with pytest.raises(CacheFileError, match=r"Disk full .*llm\.sqlite.*database or disk is full"):
         cache.put("big", text="x" * 200_000, model="m")
     assert len(cache) == 1 and cache.get("kept").text == "short"
+
+
+# -- LLM client ------------------------------------------------------------------------------
+
+LLM_ENV = ("CHUNKWISE_LLM_BASE_URL", "CHUNKWISE_LLM_MODEL", "CHUNKWISE_LLM_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "default-cache"))
+
+
+def _completion_body(text: str) -> bytes:
+    import json
+
+    return json.dumps(
+        {
+            "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    ).encode()
+
+
+class _Server:
+    """A local HTTP server on 127.0.0.1 answering every POST with ``reply(handler)``."""
+
+    def __init__(self, reply: Any) -> None:
+        self.stop = threading.Event()
+        self.client_closed = threading.Event()
+        self.posts = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                server.posts += 1
+                try:
+                    reply(self, server)
+                except (BrokenPipeError, ConnectionResetError):
+                    server.client_closed.set()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = False  # server_close() joins every handler thread
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05})
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> _Server:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()  # ends a trickle in progress
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+TRICKLE_BYTES = 130  # at one byte per 0.5 s: 65 s, far beyond the 1 s deadline
+TRICKLE_INTERVAL = 0.5
+
+
+def _trickle(phase: str) -> Any:
+    """Reply slowly: the first TRICKLE_BYTES of the headers or of the body one at a time."""
+
+    def reply(handler: BaseHTTPRequestHandler, server: _Server) -> None:
+        body = _completion_body("x" * 200)
+        head = (
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nX-Padding: {'p' * 150}\r\n\r\n"
+        ).encode()
+        data = head + body
+        slow_from = 0 if phase == "headers" else len(head)
+        handler.wfile.write(data[:slow_from])
+        handler.wfile.flush()
+        for i in range(slow_from, slow_from + TRICKLE_BYTES):
+            handler.wfile.write(data[i : i + 1])
+            handler.wfile.flush()
+            if server.stop.wait(TRICKLE_INTERVAL):
+                return
+        handler.wfile.write(data[slow_from + TRICKLE_BYTES :])
+        handler.wfile.flush()
+
+    return reply
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_llm_timeout_is_a_total_deadline_against_a_trickling_server(phase: str) -> None:
+    from chunkwise.llm import LLMClient, LLMRequestError
+
+    with _Server(_trickle(phase)) as server:
+        client = LLMClient(base_url=server.url, model="m", api_key="k", timeout=1.0, max_retries=0, cache=False)
+        start = time.monotonic()
+        with pytest.raises(LLMRequestError) as info:
+            client.chat("hi")
+        elapsed = time.monotonic() - start
+        # The trickle takes TRICKLE_BYTES * TRICKLE_INTERVAL = 65 s; the deadline is 1 s.
+        assert elapsed < 10, f"the call took {elapsed:.1f} s against a 1 s deadline"
+        msg = str(info.value)
+        assert "APITimeoutError" in msg and "within timeout=1 s" in msg and server.url in msg
+        # The client closed its connection: the server's next writes fail.
+        assert server.client_closed.wait(10)
+        assert server.posts == 1
+
+
+def test_llm_deadline_still_lets_a_prompt_reply_through() -> None:
+    from chunkwise.llm import LLMClient
+
+    def reply(handler: BaseHTTPRequestHandler, server: _Server) -> None:
+        body = _completion_body("fine")
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    with _Server(reply) as server:
+        client = LLMClient(base_url=server.url, model="m", api_key="k", timeout=1.0, max_retries=0, cache=False)
+        assert [client.chat(f"q{i}").text for i in range(3)] == ["fine"] * 3  # also over a kept-alive connection
+
+
+def test_llm_200_reply_with_malformed_json_names_the_endpoint_and_is_not_retried() -> None:
+    from chunkwise.llm import LLMClient, LLMRequestError
+
+    def reply(handler: BaseHTTPRequestHandler, server: _Server) -> None:
+        body = b'{"choices": [{"message": '
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    with _Server(reply) as server:
+        client = LLMClient(base_url=server.url, model="m", api_key="k", timeout=5.0, max_retries=3, backoff=0, cache=False)
+        with pytest.raises(LLMRequestError) as info:
+            client.chat("hi")
+        msg = str(info.value)
+        assert "\n" not in msg
+        assert server.url in msg and "body is not valid JSON" in msg and "'{\"choices\": [{\"message\": '" in msg
+        assert "OpenAI-compatible API" in msg
+        assert server.posts == 1
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8080/v1", "localhost:8080/v1", "ftp://x/v1"])
+def test_llm_base_url_without_scheme(url: str) -> None:
+    from chunkwise.llm import LLMClient
+
+    with pytest.raises(ValueError, match=r"base_url must start with http:// or https://, got ") as info:
+        LLMClient(base_url=url, model="m", cache=False)
+    if "://" not in url:
+        assert f"'http://{url}'" in str(info.value)
+
+
+def test_llm_base_url_without_scheme_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chunkwise.llm import LLMClient
+
+    monkeypatch.setenv("CHUNKWISE_LLM_BASE_URL", "127.0.0.1:8080/v1")
+    with pytest.raises(ValueError, match=r"base_url \(from \$CHUNKWISE_LLM_BASE_URL\) must start with http://"):
+        LLMClient.from_env(cache=False)
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"timeout": "abc"}, "timeout must be a finite number of seconds > 0, got 'abc'"),
+        ({"timeout": 0}, "timeout must be a finite number of seconds > 0, got 0"),
+        ({"timeout": float("nan")}, "timeout must be a finite number of seconds > 0, got nan"),
+        ({"timeout": float("inf")}, "timeout must be a finite number of seconds > 0, got inf"),
+        ({"timeout": True}, "timeout must be a finite number of seconds > 0, got True"),
+        ({"backoff": "0.5"}, "backoff must be a finite number of seconds >= 0, got '0.5'"),
+        ({"backoff": -1}, "backoff must be a finite number of seconds >= 0, got -1"),
+    ],
+)
+def test_llm_timeout_and_backoff_must_be_seconds(kw: dict[str, Any], expected: str) -> None:
+    from chunkwise.llm import LLMClient
+
+    with pytest.raises(ValueError) as info:
+        LLMClient(base_url="http://127.0.0.1:9/v1", model="m", cache=False, **kw)
+    assert str(info.value) == expected + "."
