@@ -398,3 +398,92 @@ def test_llm_timeout_and_backoff_must_be_seconds(kw: dict[str, Any], expected: s
     with pytest.raises(ValueError) as info:
         LLMClient(base_url="http://127.0.0.1:9/v1", model="m", cache=False, **kw)
     assert str(info.value) == expected + "."
+
+
+# -- lone surrogates -------------------------------------------------------------------------
+
+
+def test_a_lone_surrogate_is_named_before_the_model_is_loaded(tmp_path: Path) -> None:
+    from chunkwise.embeddings import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder(cache_dir=tmp_path)
+    with pytest.raises(ValueError) as info:
+        emb.embed(["fine", "bro\ud800ken"])
+    msg = str(info.value)
+    assert msg.startswith("texts[1] holds a lone surrogate code point '\\ud800' at character 3;")
+    assert "errors='replace'" in msg and "TypeError" not in msg
+    assert not emb._model.loaded  # checked before any model work
+
+
+def test_semantic_chunker_names_a_lone_surrogate() -> None:
+    from chunkwise.chunkers.semantic import SemanticChunker
+
+    model = ScriptedEmbedder({})  # never called
+    text = "First sentence. Second \udc80 sentence. Third one."
+    with pytest.raises(ValueError, match=r"lone surrogate code point '\\udc80' at character 23;.*errors='replace'"):
+        SemanticChunker(model).split(text)
+    assert model.calls == []
+
+
+# -- loaders and metrics -------------------------------------------------------------------------
+
+
+def _questions(references: list[Any]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(
+        {"question_id": [f"q{i}" for i in range(len(references))], "corpus_id": ["doc"] * len(references), "references": references}
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "expected"),
+    [
+        ('[{"start_index": 0, "end_index": 4', r"question 'q1': references is not valid JSON \("),
+        ([{"start_index": 0, "end": 4}], r"question 'q1': references\[0\] = .* has no 'end_index'; each reference needs"),
+        ('[{"start": 0, "end_index": 4}]', r"question 'q1': references\[0\] = .* has no 'start_index'"),
+        (float("nan"), r"question 'q1': references must be a list of spans, got float nan"),
+        ({"start_index": 0, "end_index": 4}, r"question 'q1': references must be a list of spans, got dict"),
+    ],
+)
+def test_score_questions_names_the_question_with_malformed_references(bad: Any, expected: str) -> None:
+    from chunkwise.evaluation.spans import score_questions
+
+    questions = _questions(['[{"start_index": 0, "end_index": 10}]', bad])
+    with pytest.raises(ValueError, match=expected) as info:
+        score_questions(questions, [[(0, 10)], [(0, 4)]])
+    assert "\n" not in str(info.value)
+
+
+def test_score_questions_still_reads_json_and_pairs() -> None:
+    from chunkwise.evaluation.spans import score_questions
+
+    questions = _questions(['[{"start_index": 0, "end_index": 10}]', [(5, 15)], []])
+    out = score_questions(questions, [[(0, 5)], [(10, 20)], [(0, 1)]])
+    # q0: 5 of 10 reference chars found, all 5 retrieved relevant; q1: 5 of 10, 5 of 10.
+    assert out["recall"].tolist()[:2] == [0.5, 0.5]
+    assert out["precision"].tolist()[:2] == [1.0, 0.5]
+    assert out["question_id"].tolist() == ["q0", "q1", "q2"]
+
+
+@pytest.mark.parametrize("bad", [5, 2.5, object()])
+def test_load_chroma_corpora_rejects_a_non_iterable(bad: Any) -> None:
+    from chunkwise.datasets.chroma import CHROMA_CORPORA, load_chroma_corpora
+
+    with pytest.raises(TypeError) as info:
+        load_chroma_corpora(bad)
+    msg = str(info.value)
+    assert msg.startswith("corpora must be a corpus name or a list of names from ")
+    assert str(CHROMA_CORPORA) in msg and "not iterable" not in msg
+
+
+def test_llm_weights_model_path_that_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from chunkwise import cli
+    from chunkwise.llm.weights import resolve_gguf
+
+    (tmp_path / "qwen.gguf").write_bytes(b"GGUF")
+    with pytest.raises(FileNotFoundError, match=r"is a directory: .* \(it holds qwen\.gguf\); pass the path of the \.gguf file itself"):
+        resolve_gguf(path=tmp_path, allow_hub=False)
+    assert cli.main(["llm", "weights", "--model-path", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "is a directory" in err and "does not exist" not in err and err.count("\n") == 1

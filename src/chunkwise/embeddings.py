@@ -379,6 +379,25 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
     return items
 
 
+def _check_unicode(texts: Sequence[str], items: Sequence[str], name: str) -> None:
+    """Raise ValueError if a text of ``texts`` holds a lone surrogate (not valid Unicode text).
+
+    Such a string has no UTF-8 form, so no model's tokenizer can encode it (the Hugging Face
+    tokenizers raise a cryptic ``TypeError``). The message gives the text's index in ``items``
+    (the caller's list) and the surrogate's position.
+    """
+    for t in texts:
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"texts[{items.index(t)}] holds a lone surrogate code point {t[exc.start]!r} at "
+                f"character {exc.start}; it is not valid Unicode text (it has no UTF-8 form), so "
+                f"embedder {name!r} cannot encode it. Decode the source with errors='replace' "
+                "(or fix it) first."
+            ) from None
+
+
 def _check_output(
     out: Any, n_sent: int, name: str, dim: int | None, texts: Sequence[str] | None = None
 ) -> np.ndarray:
@@ -525,7 +544,9 @@ class CachedEmbedder:
             If ``texts`` is a single string or an item is not a ``str`` (the message names
             the index).
         ValueError
-            If the inner embedder returns a number of vectors different from the number of
+            If a text to be computed holds a lone surrogate code point (no UTF-8 form: no
+            tokenizer can encode it; checked before the model is called), or
+            if the inner embedder returns a number of vectors different from the number of
             texts sent (e.g. it silently dropped one), a non-2-D array, vectors whose
             dimension differs from earlier/cached ones under the same name, or a vector holding
             NaN or infinity (checked before anything of that batch is cached).
@@ -559,6 +580,7 @@ class CachedEmbedder:
             self._dim = dims.pop()
 
         missing = [t for t in unique if t not in vectors]
+        _check_unicode(missing, items, name)
         if missing:
             bar = None
             if self.show_progress_bar:
@@ -835,7 +857,8 @@ class SentenceTransformerEmbedder:
         TypeError
             If ``texts`` is a single string or an item is not a ``str``.
         ValueError
-            If the model returns a different number of vectors than texts sent.
+            If a text holds a lone surrogate code point (the message names it and says how to
+            fix the input), or the model returns a wrong number of vectors or NaN/infinity.
         RuntimeError
             If the model cannot be loaded.
         """
