@@ -487,3 +487,34 @@ def test_llm_weights_model_path_that_is_a_directory(tmp_path: Path, capsys: pyte
     assert cli.main(["llm", "weights", "--model-path", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "is a directory" in err and "does not exist" not in err and err.count("\n") == 1
+
+
+# -- saved indexes holding vectors -------------------------------------------------------------
+
+
+def test_a_saved_kgp_graph_with_nan_embeddings_is_refused_on_load(tmp_path: Path) -> None:
+    from fakes import CharEmbedder
+
+    from chunkwise.rag.kgp import PassageGraph
+
+    corpus = [("A", "tea at noon"), ("B", "rain at night"), ("C", "tea in the rain")]
+    graph = PassageGraph.build(corpus, CharEmbedder([t for _, t in corpus]), lexical_threshold=0.2, semantic_k=1)
+    graph.save(tmp_path / "g")
+    assert PassageGraph.load(tmp_path / "g").ids == ["A", "B", "C"]  # a healthy save loads
+    emb = np.load(tmp_path / "g" / "embeddings.npy")
+    emb[1, 0] = np.nan
+    np.save(tmp_path / "g" / "embeddings.npy", emb)
+    with pytest.raises(ValueError, match=r"embeddings\.npy holds NaN or infinite values .*delete the folder and build"):
+        PassageGraph.load(tmp_path / "g")
+
+
+def test_a_saved_pseudo_graph_with_nan_embeddings_is_refused_on_load(tmp_path: Path) -> None:
+    from chunkwise.pgrag.graph import GraphNode, PseudoGraph
+
+    nodes = [GraphNode(0, "d", "topic", "topic", -1, 0, "topic"), GraphNode(1, "d", "fact", "fact", 0, 1, "topic > fact")]
+    graph = PseudoGraph(nodes, [[0, 1]], np.eye(2, dtype=np.float32), [], {})
+    graph.save(tmp_path / "g")
+    assert len(PseudoGraph.load(tmp_path / "g").nodes) == 2
+    np.save(tmp_path / "g" / "node_emb.npy", np.asarray([[1.0, 0.0], [np.inf, 0.0]], dtype=np.float32))
+    with pytest.raises(ValueError, match=r"node_emb\.npy holds NaN or infinite values .*rebuild the graph"):
+        PseudoGraph.load(tmp_path / "g")
