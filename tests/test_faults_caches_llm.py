@@ -2,8 +2,10 @@
 
 Every test feeds one bad input or fault a new user met (a NaN vector, a garbage cache file,
 a full disk, a server that trickles its reply, ...) and asserts the result is right and the
-error is one line that names the input and says what to do. All run in well under a second
-of work each, except the deadline test, which waits about one second for its deadline.
+error is one line that names the input and says what to do. Each case takes a second or two
+at most: the disk-full cases use a small real SQLite file made "full" with
+``PRAGMA max_page_count``, and the deadline cases wait for a 1 s deadline against a local
+server that would trickle its reply for 65 s.
 """
 
 from __future__ import annotations
@@ -518,3 +520,14 @@ def test_a_saved_pseudo_graph_with_nan_embeddings_is_refused_on_load(tmp_path: P
     np.save(tmp_path / "g" / "node_emb.npy", np.asarray([[1.0, 0.0], [np.inf, 0.0]], dtype=np.float32))
     with pytest.raises(ValueError, match=r"node_emb\.npy holds NaN or infinite values .*rebuild the graph"):
         PseudoGraph.load(tmp_path / "g")
+
+
+def test_deadline_install_warns_when_the_transport_cannot_take_it() -> None:
+    from chunkwise.llm import _deadline
+
+    client = _deadline.httpx.Client(transport=_deadline.httpx.MockTransport(lambda request: None))
+    try:
+        with pytest.warns(RuntimeWarning, match="bounds each read, not the whole request"):
+            assert _deadline.install(client) is False
+    finally:
+        client.close()
