@@ -272,7 +272,7 @@ class PassageGraph:
     @classmethod
     def load(cls, folder: str | Path) -> PassageGraph:
         """Read a graph written by :meth:`save`. FileNotFoundError when a file is missing;
-        ValueError when the embeddings do not match the passages."""
+        ValueError when the embeddings do not match the passages or hold NaN/infinity."""
         import networkx as nx
 
         folder = Path(folder)
@@ -280,6 +280,11 @@ class PassageGraph:
         emb = np.load(folder / "embeddings.npy")
         if emb.ndim != 2 or emb.shape[0] != len(doc["ids"]):
             raise ValueError(f"embeddings.npy has shape {emb.shape} for {len(doc['ids'])} passages")
+        if not np.isfinite(emb).all():
+            raise ValueError(
+                f"{folder / 'embeddings.npy'} holds NaN or infinite values (an embedder failed when it "
+                "was built); delete the folder and build the graph again."
+            )
         graph = nx.Graph()
         for r, cid in enumerate(doc["ids"]):
             graph.add_node(cid, row=r)
