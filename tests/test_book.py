@@ -641,3 +641,13 @@ def test_ctrl_c_on_run_notebooks_end_to_end(tmp_path, monkeypatch):
     finally:
         if kernel_pid is not None and _alive(kernel_pid):
             os.kill(kernel_pid, signal.SIGKILL)
+
+
+def test_toc_fallback_scan_skips_dot_files(tmp_path):
+    """When _toc.yml cannot be parsed, the error-output scan falls back to every notebook: never a
+    run's temporary (.<name>.<pid>-<random>.running.ipynb) nor a checkpoint copy."""
+    (tmp_path / "_toc.yml").write_text("format: [not a toc\n", encoding="utf-8")
+    for rel in ("generated/ch.ipynb", "generated/.ch.12-ab.running.ipynb", ".ipynb_checkpoints/ch-checkpoint.ipynb",
+                "_build/jupyter_execute/ch.ipynb"):
+        _write_notebook(tmp_path / rel, [new_code_cell("1")])
+    assert cli._toc_notebooks(tmp_path) == [tmp_path / "generated" / "ch.ipynb"]

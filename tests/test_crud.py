@@ -650,6 +650,13 @@ def test_load_pool_keeps_only_what_a_subset_of_items_pooled(tmp_path):
         assert set(pool.ids) == set(fresh.ids) and len(pool.ids) == len(set(pool.ids))
         assert dict(zip(pool.ids, pool.texts)) == dict(zip(fresh.ids, fresh.texts))
         assert pool.gold == fresh.gold and pool.retrieved == fresh.retrieved
+    for subset in (items, items[1:]):  # a smaller top_n: the first documents of each best-first list
+        fresh = crud.pooled_corpus(subset, corpus, top_n=1, tokenizer="char")
+        pool = crud.load_pool(path, subset, corpus, top_n=1)
+        assert dict(zip(pool.ids, pool.texts)) == dict(zip(fresh.ids, fresh.texts)) and pool.top_n == 1
+        assert pool.retrieved == fresh.retrieved and len(pool) < len(crud.load_pool(path, subset, corpus))
+    with pytest.raises(ValueError, match="top_n must be an int from 1 to the pool's 2, got 3"):
+        crud.load_pool(path, items, corpus, top_n=3)
     only_b = crud.load_pool(path, items[2:], corpus)
     assert only_b.origin.count("gold") == 2 and "启明行动新闻全文" not in only_b.texts
     assert path.read_bytes() == before  # the committed file is not rewritten for a subset
@@ -672,8 +679,11 @@ def test_load_pool_names_another_items_gold_article_retrieved_for_the_subset(tmp
 
 
 @needs_mirror
-@pytest.mark.parametrize(("tasks", "n_items"), [(["questanswer_1doc"], None), (None, 3), (["questanswer_3docs"], 1)])
-def test_build_pool_takes_any_subset_of_the_committed_pool(tasks, n_items):
+@pytest.mark.parametrize(
+    ("tasks", "n_items", "top_n"),
+    [(["questanswer_1doc"], None, 2), (None, 3, 2), (["questanswer_3docs"], 1, 2), (None, None, 1)],
+)
+def test_build_pool_takes_any_subset_of_the_committed_pool(tasks, n_items, top_n):
     import warnings
 
     from chunkwise.experiments import crud as cx
@@ -685,12 +695,15 @@ def test_build_pool_takes_any_subset_of_the_committed_pool(tasks, n_items):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the mirror-subset warning
         items = cx.load_items(tasks, n_items)
-    pool = cx.build_pool(items, 2, pool_file=pool_file)
+    pool = cx.build_pool(items, top_n, pool_file=pool_file)
+    assert pool.top_n == top_n and all(len(r) == top_n for r in pool.retrieved.values())
     keys = [f"{i['task']}/{i['ID']}" for i in items]
     assert sorted(pool.gold) == sorted(keys) and sorted(pool.retrieved) == sorted(keys)
     needed = {d for k in keys for d in pool.gold[k] + pool.retrieved[k]}
     assert set(pool.ids) == needed and len(pool.texts) == len(needed)
     assert pool_file.read_bytes() == before
+    with pytest.raises(ValueError, match="pool_top_n"):
+        cx.build_pool(items, 0, pool_file=pool_file)
 
 
 def test_build_retrievers_with_given_embedders_and_reranker():

@@ -784,12 +784,18 @@ def save_pool(pool: PooledCorpus, path: PathLike) -> Path:
     return path
 
 
-def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequence[str] | None = None) -> PooledCorpus:
+def load_pool(
+    path: PathLike,
+    items: Iterable[Mapping[str, Any]],
+    corpus: Sequence[str] | None = None,
+    top_n: int | None = None,
+) -> PooledCorpus:
     """Rebuild a pooled corpus from :func:`save_pool`'s file, the QA items and the corpus.
 
-    The pool is rebuilt *for the given items*: when they are a subset of the items the file was
-    pooled for (fewer tasks, or the first ``n`` items of each), only the documents those items
-    pooled -- their gold news and their top-N BM25 documents -- are kept, which is what
+    The pool is rebuilt *for the given items* (and ``top_n``): when they are a subset of the
+    items the file was pooled for (fewer tasks, or the first ``n`` items of each), or ``top_n``
+    is smaller than the file's, only the documents those items pooled -- their gold news and
+    their first ``top_n`` BM25 documents (the lists are best first) -- are kept, which is what
     :func:`pooled_corpus` over the subset would have pooled (documents in file order). Gold
     texts come from the items' ``news``; retrieved documents from ``corpus`` by id (its
     ``.ids``, e.g. :func:`load_crud_corpus`). Every text is checked against the recorded sha1.
@@ -802,6 +808,8 @@ def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequen
         be one of the file's items.
     corpus : sequence of str, optional
         Needed when the kept documents include retrieved (``"bm25"``) ones.
+    top_n : int, optional
+        BM25 documents per question to keep, at most the file's ``top_n``; default: the file's.
 
     Returns
     -------
@@ -811,7 +819,8 @@ def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequen
     Raises
     ------
     ValueError
-        If the file is not a pool file, an item is not in it, a kept document is missing from
+        If the file is not a pool file, ``top_n`` exceeds the file's, an item is not in it, a
+        kept document is missing from
         the items or the corpus, or a text's sha1 differs (the corpus or QA data changed:
         rebuild the pool with :func:`pooled_corpus`).
     """
@@ -827,8 +836,15 @@ def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequen
             f"{path}: item(s) {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''} are not in this pool "
             f"({len(doc['gold'])} items); rebuild the pool for these items with pooled_corpus"
         )
+    file_top_n = int(doc["top_n"])
+    if top_n is None:
+        top_n = file_top_n
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or not 1 <= top_n <= file_top_n:
+        raise ValueError(f"{path}: top_n must be an int from 1 to the pool's {file_top_n}, got {top_n!r}; "
+                         f"a larger pool needs pooled_corpus")
     keys = [k for k in doc["gold"] if k in wanted]  # file order
-    keep = {d for k in keys for d in doc["gold"][k] + doc["retrieved"][k]}
+    retrieved = {k: list(doc["retrieved"][k][:top_n]) for k in keys}
+    keep = {d for k in keys for d in doc["gold"][k] + retrieved[k]}
     gold_text = {}
     for item in items:
         for text in item["news"]:
@@ -859,6 +875,6 @@ def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequen
         kept_origin.append(origin)
     return PooledCorpus(
         texts=texts, ids=kept_ids, origin=kept_origin, gold={k: list(doc["gold"][k]) for k in keys},
-        retrieved={k: list(doc["retrieved"][k]) for k in keys}, top_n=int(doc["top_n"]),
+        retrieved=retrieved, top_n=top_n,
         n_corpus_docs=int(doc["n_corpus_docs"]), timings={"index": 0.0, "search": 0.0},
     )

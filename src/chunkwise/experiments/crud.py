@@ -69,30 +69,38 @@ def build_pool(
 ) -> Any:
     """The retrieval pool of the chapter: reuse ``pool_file`` when it matches, else search and save.
 
-    A pool file (:func:`chunkwise.datasets.crud.save_pool`) is reused when its ``top_n``
-    matches and it holds every one of these items; for a subset of its items (fewer tasks, a
-    smaller ``n_items``) only the documents those items pooled are kept
-    (:func:`chunkwise.datasets.crud.load_pool`). Otherwise the whole available corpus is
+    A pool file (:func:`chunkwise.datasets.crud.save_pool`) is reused when its ``top_n`` is at
+    least ``top_n`` and it holds every one of these items; for a subset of its items (fewer
+    tasks, a smaller ``n_items``) or a smaller ``top_n``, only the documents those items pooled
+    are kept (:func:`chunkwise.datasets.crud.load_pool`). Otherwise the whole available corpus is
     BM25-searched (minutes, ~1.2 GB; the index is kept under ``cache_dir``, default
     ``$CHUNKWISE_CACHE_DIR/bm25`` or ``~/.cache/chunkwise/bm25``) and the file is (re)written.
 
     Returns
     -------
     chunkwise.datasets.crud.PooledCorpus
+
+    Raises
+    ------
+    ValueError
+        If ``top_n`` is not a positive int, or the pool file does not match the data
+        (:func:`chunkwise.datasets.crud.load_pool`).
     """
     from chunkwise.datasets.crud import _item_key, load_crud_corpus, load_pool, pooled_corpus, save_pool
 
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise ValueError(f"top_n (the chapter's pool_top_n) must be a positive int, got {top_n!r}")
     if pool_file is not None and Path(pool_file).is_file():
         import json
 
         doc = json.loads(Path(pool_file).read_text(encoding="utf-8"))
         wanted = {_item_key(i) for i in items}
         gold, retrieved = doc.get("gold", {}), doc.get("retrieved", {})
-        if int(doc.get("top_n", -1)) == top_n and wanted <= set(gold):
-            keep = {d for k in wanted for d in gold[k] + retrieved.get(k, [])}
+        if int(doc.get("top_n", -1)) >= top_n and wanted <= set(gold):
+            keep = {d for k in wanted for d in gold[k] + retrieved.get(k, [])[:top_n]}
             needs_corpus = any(o != "gold" for d, o in zip(doc.get("ids", []), doc.get("origin", [])) if d in keep)
             corpus = load_crud_corpus(mirror, warn=False) if needs_corpus else None
-            return load_pool(pool_file, items, corpus)  # only the documents these items pooled
+            return load_pool(pool_file, items, corpus, top_n)  # only the documents these items pooled
     corpus = load_crud_corpus(mirror)
     cache = Path(cache_dir) if cache_dir is not None else chunkwise_cache_dir() / "bm25"
     pool = pooled_corpus(items, corpus, top_n, cache_dir=cache, show_progress=show_progress)
