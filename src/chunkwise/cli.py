@@ -163,7 +163,7 @@ def _toc_notebooks(book_dir: Path) -> list[Path]:
             p
             for p in sorted(book_dir.rglob("*.ipynb"))
             if "_build" not in p.relative_to(book_dir).parts
-            # dot-files: e.g. a run's temporary .<name>.<random>.running.ipynb, never a page
+            # dot-files: e.g. a run's temporary .<name>.<pid>-<random>.running.ipynb, never a page
             and not any(part.startswith(".") for part in p.relative_to(book_dir).parts)
         ]
 
@@ -502,7 +502,6 @@ def _cell_timeout(raw: str) -> int | None:
         raise argparse.ArgumentTypeError(
             f"expected a whole number of seconds >= 1, or 'none' for no limit; got {raw!r}"
         ) from None
-
 
 
 def _parser() -> argparse.ArgumentParser:
