@@ -100,8 +100,9 @@ def test_percentile_break_table_matches_formula():
 def test_parse_spec():
     assert ch.parse_spec("Recursive:250:125") == ch.ChunkerSpec("Recursive", 250, 125)
     assert ch.parse_spec("Kamradt") == ch.ChunkerSpec("Kamradt", None, 0)
+    assert ch.parse_spec("Sentence:10") == ch.ChunkerSpec("Sentence", 10, 0)
     with pytest.raises(ValueError, match="unknown chunker"):
-        ch.parse_spec("Sentence:10")
+        ch.parse_spec("Paragraph:10")
     with pytest.raises(ValueError, match="needs a size"):
         ch.parse_spec("TokenText")
 

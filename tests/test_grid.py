@@ -263,3 +263,18 @@ def test_dense_cell_matches_chapter_2_protocol(tmp_path):
         mine = grid.per_question[grid.per_question["chunker"] == r.spec.label].reset_index(drop=True)
         for m in ("recall", "precision", "iou", "precision_omega"):
             np.testing.assert_allclose(mine[m].to_numpy(), r.per_question[m].to_numpy(), err_msg=f"{r.spec.label} {m}")
+
+
+def test_sentence_and_structure_specs_run_their_chunkers(tmp_path):
+    from chunkwise.chunkers import SentenceChunker, StructureChunker
+
+    docs = {"n.md": "# Tea\n\nTea grows on hills. It is picked by hand.\n\n# Coffee\n\nCoffee grows in the tropics.\n"}
+    q = pd.DataFrame({"question": ["where does coffee grow"], "corpus_id": ["n.md"],
+                      "references": [[{"start_index": docs["n.md"].index("Coffee grows"), "end_index": len(docs["n.md"]) - 1}]]})
+    cfg = GridConfig(chunkers=["Sentence:8", "Structure:20"], retrievers=["bm25"], top_k=[1])
+    res = run_grid(docs, q, cfg, None, cache_dir=tmp_path, show_progress=False)
+    assert res.chunks["Sentence 8"]["n.md"] == [c.span for c in SentenceChunker(8).split(docs["n.md"])]
+    assert res.chunks["Structure 20"]["n.md"] == [c.span for c in StructureChunker(20).split(docs["n.md"])]
+    assert res.table.set_index("chunker").loc["Structure 20", "recall"] == 1.0
+    with pytest.raises(ValueError, match="Structure takes no overlap"):
+        GridConfig(chunkers=["Structure:20:5"])
