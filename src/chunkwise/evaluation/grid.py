@@ -143,7 +143,7 @@ class GridConfig:
         Spec strings as :func:`chunkwise.experiments.chroma.parse_spec` reads them:
         ``"TokenText:200"``, ``"Recursive:400:100"`` (size and overlap in cl100k_base tokens),
         ``"Kamradt"`` (semantic chunker, LangChain defaults), ``"KamradtMod:300"``,
-        ``"Cluster:200"``, ``"LLM"``. A TOML table ``{chunker, size, overlap}`` also works.
+        ``"Cluster:200"``, ``"Sentence:200"``, ``"Structure:400"``, ``"LLM"``. A TOML table ``{chunker, size, overlap}`` also works.
     retrievers : sequence of {"dense", "bm25", "hybrid"}
     top_k : sequence of int >= 1
     mode : {"chroma", "union"}, default "chroma"
