@@ -3,9 +3,11 @@
 Usage::
 
     chunkwise questions validate --docs D --questions Q [--encoding E]
+    chunkwise questions generate --docs D -n N [--out Q.jsonl] [--seed S] [--llm-cache F]
     chunkwise evaluate --docs D --questions Q [--config grid.toml] [--out DIR] [--embedder NAME]
                        [--metric recall] [--baseline CELL] [--resamples N] [--seed S]
 
+``generate`` writes a question set with an LLM (:mod:`chunkwise.experiments.questions`).
 ``validate`` reads the documents and the questions, locates every excerpt and prints every
 problem (exit code 1 on errors) before anything is embedded. ``evaluate`` runs the same check
 first, then the grid (:func:`chunkwise.evaluation.grid.run_grid`; the default grid when no
@@ -115,6 +117,45 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from chunkwise.datasets.local import load_documents
+    from chunkwise.experiments import questions as qg
+
+    try:
+        if args.n is None or args.n < 1:
+            return _fail("-n must be a number of candidate questions >= 1, e.g. -n 40.")
+        if not str(args.out).lower().endswith(".jsonl"):
+            return _fail(f"--out {args.out!r} must end in .jsonl (the questions file is JSON Lines).")
+        docs = load_documents(args.docs, encoding=args.encoding)
+        llm = qg.llm_for_generation(cache=args.llm_cache, cache_mode=args.llm_cache_mode)
+        embedder = None
+        if not args.no_dedup:
+            embedder, _ = _make_embedders(args.embedder)
+        print(
+            f"{PROG}: {args.n} candidate questions from {len(docs)} document(s) with {llm.model_identity}; "
+            f"prompt {qg.PROMPT_VERSION} (sha256 {qg.PROMPT_SHA256[:12]}); LLM cache {llm.cache.path if llm.cache else 'off'}",
+            file=sys.stderr,
+        )
+        try:
+            result = qg.generate_questions(
+                docs, args.n, llm, embedder, seed=args.seed, window_chars=args.window_chars,
+                allocation=args.allocation, dedup_threshold=None if args.no_dedup else args.dedup_threshold,
+                progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
+            )
+        finally:
+            close = getattr(llm, "close", None)
+            if callable(close):
+                close()
+        paths = result.write(args.out)
+    except (ValueError, RuntimeError) as exc:
+        return _fail(str(exc))
+    stats = result.llm_stats
+    print(result.describe())
+    print(f"LLM calls: {stats['calls']}, from cache: {stats['cache_hits']}")
+    print(f"wrote {paths[0]} (reviewed: false; check it with `chunkwise questions validate`) and {paths[1]}")
+    return 0 if result.questions else 1
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docs", required=True, metavar="D", help="folder of .txt/.md documents (searched recursively) or one file")
     p.add_argument("--questions", required=True, metavar="Q",
@@ -124,7 +165,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any) -> None:
     """Add ``questions validate`` and ``evaluate`` to the ``chunkwise`` command's subparsers."""
-    questions = sub.add_parser("questions", help="check an evaluation question set against its documents")
+    questions = sub.add_parser("questions", help="check an evaluation question set against its documents, or generate one")
     q_sub = questions.add_subparsers(dest="questions_command", required=True, metavar="SUBCOMMAND")
     validate = q_sub.add_parser(
         "validate",
@@ -137,6 +178,37 @@ def add_parsers(sub: Any) -> None:
     )
     _add_common(validate)
     validate.set_defaults(func=_cmd_validate)
+
+    gen = q_sub.add_parser(
+        "generate",
+        help="write a question set with an LLM (Chroma's synthetic method), marked as not reviewed",
+        description=(
+            "Sample passages from the documents, ask an LLM for a question and verbatim excerpts that answer it "
+            "(JSON), keep the excerpts found in the document (true offsets recorded), drop near-duplicate "
+            "questions, and write a JSONL questions file that `chunkwise evaluate` reads. The LLM is the one "
+            "configured with CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL, else the embedded local model "
+            "(started only when a reply is not cached). Rerunning resumes from the LLM cache."
+        ),
+    )
+    gen.add_argument("--docs", required=True, metavar="D", help="folder of .txt/.md documents or one file")
+    gen.add_argument("-n", type=int, required=True, metavar="N", help="candidate questions to ask for (fewer are kept)")
+    gen.add_argument("--out", default="questions.generated.jsonl", metavar="Q.jsonl",
+                     help="questions file to write (default questions.generated.jsonl; a .generation.json summary goes beside it)")
+    gen.add_argument("--seed", type=int, default=0, help="seed of the passage sampling (default 0)")
+    gen.add_argument("--window-chars", type=int, default=2000, help="passage length in characters (default 2000)")
+    gen.add_argument("--allocation", choices=("equal", "proportional"), default="equal",
+                     help="candidates per document: round robin (equal, default) or proportional to length")
+    gen.add_argument("--dedup-threshold", type=float, default=0.85,
+                     help="cosine above which a question is a near duplicate (default 0.85 with all-MiniLM-L6-v2)")
+    gen.add_argument("--no-dedup", action="store_true", help="skip the embedding near-duplicate filter")
+    gen.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of the near-duplicate filter")
+    gen.add_argument("--llm-cache", default=None, metavar="SQLITE",
+                     help="LLM response cache file (default chunkwise's cache, ~/.cache/chunkwise/llm.sqlite)")
+    gen.add_argument("--llm-cache-mode", choices=("use", "refresh", "off"), default="use",
+                     help="use (default): replay cached replies; refresh: ask again and overwrite")
+    gen.add_argument("--encoding", default="utf-8", help="encoding of the documents (default utf-8)")
+    gen.add_argument("--quiet", action="store_true", help="no line per candidate")
+    gen.set_defaults(func=_cmd_generate)
 
     ev = sub.add_parser(
         "evaluate",

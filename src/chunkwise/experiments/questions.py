@@ -1,0 +1,783 @@
+"""An evaluation set written by an LLM, and how far its rankings agree with another set's.
+
+Generation (:func:`generate_questions`, ``chunkwise questions generate``)
+-------------------------------------------------------------------------
+The method of Chroma's *synthetic evaluation* (Smith & Troynikov, 2024, section 4; their
+``SyntheticEvaluation`` class), written with chunkwise's :class:`~chunkwise.llm.LLMClient`:
+
+1. **sample a passage** -- candidate ``i`` picks a document (round robin over the documents,
+   or with probability proportional to their length) and a window of ``window_chars``
+   characters at a uniformly random start, both drawn from ``numpy.random.default_rng([seed,
+   i])``; the window is trimmed to whole words. Chroma samples 4,000-character windows; the
+   default here is 2,000 so that a small local model reads the passage in seconds;
+2. **ask for a question and verbatim excerpts** -- one chat request (temperature 0.3, a
+   sampling seed per candidate; the prompt below, with up
+   to ``n_previous`` questions already accepted for the same document so the model does not
+   repeat itself), answered as JSON ``{"question": str, "excerpts": [str, ...]}`` and
+   validated against :data:`RESPONSE_SCHEMA` by :meth:`LLMClient.chat_json
+   <chunkwise.llm.LLMClient.chat_json>` (which re-asks with the error up to ``max_repairs``
+   times);
+3. **keep only excerpts that occur in the document** -- each excerpt is located in the window
+   with :func:`chunkwise.datasets.local.locate_excerpt` (exact match first, then ignoring
+   differences in whitespace) and recorded with its true character offsets in the document
+   (the document's text at those offsets is the recorded ``content``). Quote marks and
+   ellipses the model puts around an excerpt are stripped first. A candidate with an excerpt
+   that is not in the passage is dropped (Chroma drops it too); excerpts shorter than
+   ``min_excerpt_chars`` are left out (the candidate drops when none is left); a question that
+   talks about "the passage" is dropped;
+4. **drop near-duplicate questions** -- exact repeats (case and whitespace folded), then, in
+   candidate order, every question whose cosine similarity to an already kept question of the
+   same document exceeds ``dedup_threshold`` under the given embedder. Chroma used 0.78 with
+   OpenAI's text-embedding-3-large; the default here, 0.85 with all-MiniLM-L6-v2, is a
+   different scale (MiniLM's cosines run higher for related sentences).
+
+Every candidate's fate is recorded (:attr:`GenerationResult.candidates`) and counted by
+reason (:attr:`GenerationResult.dropped`): ``request_failed``, ``malformed_json``,
+``excerpt_not_found``, ``excerpt_too_short``, ``refers_to_passage``, ``duplicate``.
+
+The output (:meth:`GenerationResult.write`) is a JSONL questions file that ``chunkwise
+evaluate`` and ``chunkwise questions validate`` read (``question_id``, ``question``,
+``corpus_id``, ``references`` = ``[{content, start_index, end_index}]``), each record marked
+``"reviewed": false`` and carrying the model identity, the prompt version and the prompt's
+sha256; a ``<name>.generation.json`` file beside it holds the run's settings and counts.
+
+Cached and resumable: every request goes through the client's SQLite response cache, and a
+candidate's request depends only on the seed, its index and the questions accepted before it
+(themselves replayed from the cache), so an interrupted run, rerun with the same settings,
+replays every answered request and asks only for the rest; a larger ``n`` extends a smaller
+run's candidates without changing them.
+
+Agreement between two question sets (:func:`rank_agreement`)
+------------------------------------------------------------
+Whether a cheap question set ranks grid cells the way another set does: Spearman's rho and
+Kendall's tau-b between the cells' mean scores under each set, with percentile bootstrap
+intervals that resample the questions of each set independently (the two sets are different
+questions, so nothing is paired).
+
+References
+----------
+.. [1] B. Smith and A. Troynikov, "Evaluating Chunking Strategies for Retrieval", Chroma
+   technical report, 2024, https://research.trychroma.com/evaluating-chunking (the
+   synthetic-evaluation pipeline; our prompt and code are our own).
+.. [2] M. G. Kendall, "The treatment of ties in ranking problems", Biometrika 33, 1945
+   (tau-b); C. Spearman, "The proof and measurement of association between two things",
+   Am. J. Psychol. 15, 1904.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from chunkwise.datasets.local import locate_excerpt
+
+__all__ = [
+    "DROP_REASONS",
+    "PROMPT_SHA256",
+    "PROMPT_VERSION",
+    "RESPONSE_SCHEMA",
+    "GenerationResult",
+    "RankAgreement",
+    "build_messages",
+    "generate_questions",
+    "rank_agreement",
+    "sample_window",
+]
+
+#: Why a candidate question can be dropped, in the order the checks run.
+DROP_REASONS: tuple[str, ...] = (
+    "request_failed",
+    "malformed_json",
+    "excerpt_not_found",
+    "excerpt_too_short",
+    "refers_to_passage",
+    "duplicate",
+)
+
+#: Bump when the prompt or the schema changes (it is also part of every cache key).
+PROMPT_VERSION = "qgen-1"
+
+_SYSTEM = (
+    "You write test questions for a search system. You get a passage taken from the document "
+    "{document!r}. Write ONE question that a reader of the whole document could ask and that "
+    "the passage answers, and copy the sentences of the passage that hold the answer.\n"
+    "Rules:\n"
+    "- The excerpts are copied from the passage character for character: no rewording, no "
+    "ellipsis, no added quotes. Give 1 to 3 excerpts, each at least a full sentence.\n"
+    "- The question must make sense on its own: name its subject, never say 'the passage', "
+    "'the text' or 'the excerpt'.\n"
+    "- Ask something different from the earlier questions listed.\n"
+    'Answer with JSON only, in this form: {{"question": "...", "excerpts": ["...", "..."]}}'
+)
+_USER = "Earlier questions about this document:\n{previous}\n\nPassage:\n<<<\n{passage}\n>>>"
+
+#: JSON schema of a reply.
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "question": {"type": "string", "minLength": 8},
+        "excerpts": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "maxItems": 5,
+        },
+    },
+    "required": ["question", "excerpts"],
+}
+
+#: sha256 of the prompt templates and the schema: recorded with every generated question.
+PROMPT_SHA256 = hashlib.sha256(
+    json.dumps([PROMPT_VERSION, _SYSTEM, _USER, RESPONSE_SCHEMA], sort_keys=True).encode("utf-8")
+).hexdigest()
+
+_REFERS = re.compile(r"\b(the|this|above|given|following)\s+(passage|text|excerpt|paragraph)s?\b", re.IGNORECASE)
+_STRIP = " \t\r\n\"'`\u201c\u201d\u2018\u2019"
+_ELLIPSIS = ("...", "\u2026")
+
+
+# --------------------------------------------------------------------------------------
+# sampling and prompting
+# --------------------------------------------------------------------------------------
+
+
+def sample_window(text: str, window_chars: int, rng: np.random.Generator) -> tuple[int, int]:
+    """A random window of ``text``, trimmed to whole words.
+
+    The start is uniform in ``[0, len(text) - window_chars]``; a start inside a word moves
+    forward past the next whitespace, an end inside a word moves back to the previous
+    whitespace (when that leaves a non-empty window). A text no longer than ``window_chars``
+    is taken whole.
+
+    Parameters
+    ----------
+    text : str
+    window_chars : int >= 1
+        Window length in characters.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    (start, end) : tuple of int
+        Half-open character offsets into ``text``.
+    """
+    n = len(text)
+    if n <= window_chars:
+        return 0, n
+    start = int(rng.integers(0, n - window_chars + 1))
+    end = start + window_chars
+    if start > 0 and not text[start - 1].isspace():
+        m = re.compile(r"\s+").search(text, start, end)
+        if m is not None and m.end() < end:
+            start = m.end()
+    if end < n and not text[end].isspace():
+        cut = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+        if cut > start:
+            end = cut
+    return start, end
+
+
+def build_messages(document: str, passage: str, previous: Sequence[str] = ()) -> list[dict[str, str]]:
+    """The chat messages of one candidate (system rules, earlier questions, the passage).
+
+    Parameters
+    ----------
+    document : str
+        The document's name (shown to the model).
+    passage : str
+        The sampled window.
+    previous : sequence of str
+        Questions already accepted for this document ("(none)" when empty).
+    """
+    prev = "\n".join(f"- {q}" for q in previous) if previous else "(none)"
+    return [
+        {"role": "system", "content": _SYSTEM.format(document=document)},
+        {"role": "user", "content": _USER.format(previous=prev, passage=passage)},
+    ]
+
+
+def _clean_excerpt(excerpt: str) -> str:
+    s = excerpt.strip(_STRIP)
+    changed = True
+    while changed:
+        changed = False
+        for e in _ELLIPSIS:
+            if s.startswith(e):
+                s, changed = s[len(e):].strip(_STRIP), True
+            if s.endswith(e):
+                s, changed = s[: -len(e)].strip(_STRIP), True
+    return s
+
+
+def _norm_question(q: str) -> str:
+    return " ".join(q.casefold().split())
+
+
+# --------------------------------------------------------------------------------------
+# generation
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class GenerationResult:
+    """What :func:`generate_questions` produced.
+
+    Attributes
+    ----------
+    questions : list of dict
+        Kept questions, in candidate order: ``question_id`` (``gen-<candidate index>``),
+        ``question``, ``corpus_id``, ``references`` (``[{content, start_index, end_index}]``,
+        half-open character offsets into the document), ``reviewed`` (False), ``model``,
+        ``prompt_version``, ``prompt_sha256``, ``window`` (``[start, end]`` of the passage).
+    candidates : DataFrame
+        One row per candidate: ``candidate``, ``document``, ``window_start``, ``window_end``,
+        ``question`` (None when there was no valid reply), ``kept`` (bool), ``reason`` (one of
+        :data:`DROP_REASONS` or None), ``detail`` (text), ``cached`` (bool: the reply came from
+        the cache).
+    settings : dict
+        The generation settings, the model identity and the prompt version / sha256.
+    llm_stats : dict
+        :meth:`LLMClient.stats` over the run (``calls``, ``cache_hits``, ...).
+    """
+
+    questions: list[dict[str, Any]]
+    candidates: pd.DataFrame
+    settings: dict[str, Any]
+    llm_stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Number of dropped candidates per reason (every reason of :data:`DROP_REASONS`)."""
+        counts = Counter(r for r in self.candidates["reason"] if r is not None and r == r)
+        return {r: int(counts.get(r, 0)) for r in DROP_REASONS}
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The kept questions as the DataFrame :func:`chunkwise.evaluation.grid.run_grid` takes."""
+        cols = ["question_id", "question", "corpus_id", "references"]
+        return pd.DataFrame([{c: q[c] for c in cols} for q in self.questions], columns=cols)
+
+    def summary(self) -> dict[str, Any]:
+        """Settings and counts, JSON-ready (what ``<out>.generation.json`` holds)."""
+        return {
+            **self.settings,
+            "n_candidates": int(len(self.candidates)),
+            "n_kept": len(self.questions),
+            "dropped": self.dropped,
+            "kept_per_document": {
+                str(k): int(v) for k, v in Counter(q["corpus_id"] for q in self.questions).items()
+            },
+            "llm_calls": int(self.llm_stats.get("calls", 0)),
+            "llm_cache_hits": int(self.llm_stats.get("cache_hits", 0)),
+        }
+
+    def describe(self) -> str:
+        """One line: kept / candidates and the drops by reason."""
+        drops = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in self.dropped.items() if n)
+        return (
+            f"{len(self.questions)} of {len(self.candidates)} candidate questions kept"
+            + (f"; dropped: {drops}" if drops else "; none dropped")
+        )
+
+    def write(self, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+        """Write the questions (JSONL) and the summary (``<stem>.generation.json``) beside it.
+
+        Returns
+        -------
+        (questions path, summary path)
+        """
+        out = Path(path)
+        if out.suffix.lower() not in (".jsonl", ".json"):
+            raise ValueError(f"output {str(path)!r} must end in .jsonl (the questions file is JSON Lines).")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for q in self.questions:
+                f.write(json.dumps(q, ensure_ascii=False) + "\n")
+        os.replace(tmp, out)
+        meta = out.with_name(out.name.rsplit(".", 1)[0] + ".generation.json")
+        meta.write_text(json.dumps(self.summary(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        return out, meta
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+    return int(value)
+
+
+def generate_questions(
+    docs: Mapping[str, str],
+    n: int,
+    llm: Any,
+    embedder: Any = None,
+    *,
+    seed: int = 0,
+    window_chars: int = 2000,
+    allocation: str = "equal",
+    n_previous: int = 5,
+    min_excerpt_chars: int = 20,
+    dedup_threshold: float | None = 0.85,
+    max_repairs: int = 1,
+    temperature: float = 0.3,
+    max_tokens: int = 400,
+    max_consecutive_failures: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> GenerationResult:
+    """Ask an LLM for ``n`` candidate questions with verbatim excerpts; keep the good ones.
+
+    The method and every rule are described in the module docstring.
+
+    Parameters
+    ----------
+    docs : mapping str -> str
+        Document name -> text (e.g. :func:`chunkwise.datasets.local.load_documents`).
+    n : int >= 1
+        Candidate questions to ask for (one LLM request each, plus repairs). Fewer are kept.
+    llm : LLMClient
+        Any chunkwise LLM client (:class:`~chunkwise.llm.OnDemandLocalClient` for the local
+        model, :meth:`LLMClient.from_env <chunkwise.llm.LLMClient.from_env>` for an endpoint).
+        Its response cache makes the run resumable.
+    embedder : Embedder, optional
+        Embeds the questions for the near-duplicate filter (e.g.
+        :class:`~chunkwise.embeddings.SentenceTransformerEmbedder`); ``None`` keeps only the
+        exact-repeat filter.
+    seed : int, default 0
+        Seeds the choice of documents and windows.
+    window_chars : int, default 2000
+        Passage length in characters.
+    allocation : {"equal", "proportional"}, default "equal"
+        ``"equal"``: candidate ``i`` uses document ``i mod (number of documents)`` (documents
+        in name order); ``"proportional"``: a document drawn with probability proportional to
+        its length in characters.
+    n_previous : int, default 5
+        Earlier accepted questions of the same document shown to the model.
+    min_excerpt_chars : int, default 20
+        Excerpts shorter than this (characters, after stripping) are left out of the
+        references; a candidate with no excerpt left is dropped (``excerpt_too_short``).
+    dedup_threshold : float or None, default 0.85
+        Cosine similarity above which a question is a near duplicate of a kept one of the same
+        document; ``None`` disables the embedding filter.
+    max_repairs : int, default 1
+        Re-asks after a reply that is not valid JSON for :data:`RESPONSE_SCHEMA`.
+    temperature : float, default 0.3
+        Sampling temperature. Every request also carries its own sampling seed (from ``seed``
+        and the candidate index), which is part of its cache key: two candidates with the same
+        passage (a document shorter than the window) are two samples, not one cached reply.
+    max_tokens : int, default 400
+        Reply length limit (tokens of the model's tokenizer).
+    max_consecutive_failures : int, default 3
+        Raise after this many requests in a row fail (a dead server), instead of dropping
+        every remaining candidate. Answered requests stay in the cache.
+    progress : callable, optional
+        Called with one line per candidate.
+
+    Returns
+    -------
+    GenerationResult
+
+    Raises
+    ------
+    ValueError
+        For no documents, an empty document, ``n < 1``, an unknown ``allocation``, a
+        ``dedup_threshold`` outside (0, 1], or an embedder that returns the wrong number of
+        vectors.
+    chunkwise.llm.LLMRequestError
+        After ``max_consecutive_failures`` failed requests in a row.
+    """
+    from chunkwise.llm import LLMJSONError, LLMRequestError
+
+    if not docs:
+        raise ValueError("no documents to generate questions from; load a folder with load_documents first.")
+    empty = [name for name, text in docs.items() if not str(text).strip()]
+    if empty:
+        raise ValueError(f"document {empty[0]!r} is empty; remove it from the documents folder.")
+    n = _check_int("n", n, 1)
+    window_chars = _check_int("window_chars", window_chars, 200)
+    n_previous = _check_int("n_previous", n_previous, 0)
+    min_excerpt_chars = _check_int("min_excerpt_chars", min_excerpt_chars, 1)
+    max_consecutive_failures = _check_int("max_consecutive_failures", max_consecutive_failures, 1)
+    if allocation not in ("equal", "proportional"):
+        raise ValueError(f"allocation must be 'equal' or 'proportional', got {allocation!r}.")
+    if dedup_threshold is not None and not (0.0 < float(dedup_threshold) <= 1.0):
+        raise ValueError(f"dedup_threshold must be in (0, 1] or None, got {dedup_threshold!r}.")
+
+    names = sorted(docs)
+    lengths = np.array([len(docs[d]) for d in names], dtype=float)
+    probs = lengths / lengths.sum()
+    identity = llm.model_identity
+    llm.reset_stats()
+    rows: list[dict[str, Any]] = []
+    accepted: dict[str, list[str]] = {d: [] for d in names}
+    kept: list[dict[str, Any]] = []
+    failures = 0
+    for i in range(n):
+        rng = np.random.default_rng([int(seed), i])
+        if allocation == "equal":
+            doc = names[i % len(names)]
+            rng.random()  # keep the stream aligned with "proportional"
+        else:
+            doc = names[int(rng.choice(len(names), p=probs))]
+        text = docs[doc]
+        ws, we = sample_window(text, window_chars, rng)
+        passage = text[ws:we]
+        row: dict[str, Any] = {
+            "candidate": i, "document": doc, "window_start": ws, "window_end": we,
+            "question": None, "kept": False, "reason": None, "detail": "", "cached": False,
+        }
+        rows.append(row)
+        messages = build_messages(doc, passage, accepted[doc][-n_previous:] if n_previous else [])
+        try:
+            value, response = llm.chat_json(
+                messages, schema=RESPONSE_SCHEMA, max_repairs=max_repairs, temperature=temperature,
+                max_tokens=max_tokens, seed=(int(seed) * 1_000_003 + i) % 2**31,
+            )
+            failures = 0
+        except LLMJSONError as exc:
+            failures = 0
+            row.update(reason="malformed_json", detail=str(exc.error)[:300], cached=exc.response.cached)
+            _report(progress, row)
+            continue
+        except LLMRequestError as exc:
+            failures += 1
+            row.update(reason="request_failed", detail=str(exc)[:300])
+            _report(progress, row)
+            if failures >= max_consecutive_failures:
+                raise
+            continue
+        question = " ".join(str(value["question"]).split())
+        row.update(question=question, cached=response.cached)
+        if _REFERS.search(question):
+            row.update(reason="refers_to_passage", detail=_REFERS.search(question).group(0))
+            _report(progress, row)
+            continue
+        refs: list[dict[str, Any]] = []
+        problem: tuple[str, str] | None = None
+        short: list[str] = []
+        for raw in value["excerpts"]:
+            excerpt = _clean_excerpt(str(raw))
+            spans, _how = locate_excerpt(passage, excerpt, limit=1) if excerpt else ([], "")
+            if not spans:
+                problem = ("excerpt_not_found", f"not in the passage: {excerpt[:120]!r}")
+                break
+            s, e = ws + spans[0][0], ws + spans[0][1]
+            if e - s < min_excerpt_chars:
+                short.append(text[s:e])
+                continue
+            if all((r["start_index"], r["end_index"]) != (s, e) for r in refs):
+                refs.append({"content": text[s:e], "start_index": s, "end_index": e})
+        if problem is None and not refs:
+            problem = ("excerpt_too_short", "every excerpt is shorter than min_excerpt_chars: "
+                       + ", ".join(repr(x) for x in short[:3]))
+        if problem is not None:
+            row.update(reason=problem[0], detail=problem[1])
+            _report(progress, row)
+            continue
+        refs.sort(key=lambda r: r["start_index"])
+        accepted[doc].append(question)
+        kept.append({"candidate": i, "document": doc, "question": question, "references": refs, "window": [ws, we]})
+        row["kept"] = True
+        _report(progress, row)
+
+    # duplicates: exact repeats, then near duplicates by embedding similarity (same document)
+    survivors: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], int] = {}
+    for k in kept:
+        key = (k["document"], _norm_question(k["question"]))
+        if key in seen:
+            _drop(rows, k["candidate"], "duplicate", f"same question as candidate {seen[key]}")
+            continue
+        seen[key] = k["candidate"]
+        survivors.append(k)
+    nearest: dict[int, float] = {}
+    if embedder is not None and dedup_threshold is not None and len(survivors) > 1:
+        from chunkwise.evaluation.grid import _embed
+
+        vecs = _embed(embedder, [k["question"] for k in survivors], "generated question")
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        vecs = vecs / norms
+        final: list[int] = []
+        for j, k in enumerate(survivors):
+            same = [f for f in final if survivors[f]["document"] == k["document"]]
+            if same:
+                sims = vecs[same] @ vecs[j]
+                best = int(np.argmax(sims))
+                nearest[k["candidate"]] = float(sims[best])
+                if sims[best] > float(dedup_threshold):
+                    other = survivors[same[best]]
+                    _drop(rows, k["candidate"], "duplicate",
+                          f"cosine {sims[best]:.3f} to candidate {other['candidate']}: {other['question']!r}")
+                    continue
+            final.append(j)
+        survivors = [survivors[j] for j in final]
+
+    questions = [
+        {
+            "question_id": f"gen-{k['candidate']:04d}",
+            "question": k["question"],
+            "corpus_id": k["document"],
+            "references": k["references"],
+            "reviewed": False,
+            "model": identity,
+            "prompt_version": PROMPT_VERSION,
+            "prompt_sha256": PROMPT_SHA256,
+            "window": k["window"],
+        }
+        for k in survivors
+    ]
+    frame = pd.DataFrame(rows, columns=[
+        "candidate", "document", "window_start", "window_end", "question", "kept", "reason", "detail", "cached",
+    ])
+    for col in ("question", "reason"):  # keep None (pandas' string inference would make it NaN)
+        frame[col] = pd.Series([r[col] for r in rows], dtype=object, index=frame.index)
+    if nearest:
+        frame["nearest_kept_cosine"] = frame["candidate"].map(nearest)
+    settings = {
+        "model": identity,
+        "prompt_version": PROMPT_VERSION,
+        "prompt_sha256": PROMPT_SHA256,
+        "n": n,
+        "seed": int(seed),
+        "window_chars": window_chars,
+        "allocation": allocation,
+        "n_previous": n_previous,
+        "min_excerpt_chars": min_excerpt_chars,
+        "dedup_threshold": None if dedup_threshold is None else float(dedup_threshold),
+        "dedup_embedder": None if embedder is None or dedup_threshold is None else str(getattr(embedder, "name", type(embedder).__name__)),
+        "max_repairs": max_repairs,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "documents": names,
+    }
+    return GenerationResult(questions, frame, settings, llm.stats())
+
+
+def _drop(rows: list[dict[str, Any]], candidate: int, reason: str, detail: str) -> None:
+    row = rows[candidate]
+    row.update(kept=False, reason=reason, detail=detail)
+
+
+def _report(progress: Callable[[str], None] | None, row: Mapping[str, Any]) -> None:
+    if progress is None:
+        return
+    status = "kept" if row["kept"] else row["reason"]
+    src = " (cache)" if row["cached"] else ""
+    q = f": {row['question']}" if row["question"] else ""
+    progress(f"candidate {row['candidate']} [{row['document']}] {status}{src}{q}")
+
+
+# --------------------------------------------------------------------------------------
+# rank agreement between two question sets
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankAgreement:
+    """Agreement between the cell rankings of two question sets (:func:`rank_agreement`).
+
+    Attributes
+    ----------
+    cells : list of str
+        The cells compared (present in both score tables).
+    means_a, means_b : ndarray
+        Each cell's mean score under set A and under set B, in ``cells`` order.
+    spearman, kendall : float
+        Spearman's rho and Kendall's tau-b of ``means_a`` against ``means_b``.
+    spearman_ci, kendall_ci : (float, float)
+        Percentile bootstrap intervals.
+    confidence : float
+    n_resamples : int
+    n_questions_a, n_questions_b : int
+    """
+
+    cells: list[str]
+    means_a: np.ndarray
+    means_b: np.ndarray
+    spearman: float
+    kendall: float
+    spearman_ci: tuple[float, float]
+    kendall_ci: tuple[float, float]
+    confidence: float
+    n_resamples: int
+    n_questions_a: int
+    n_questions_b: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_cells": len(self.cells),
+            "n_questions_a": self.n_questions_a,
+            "n_questions_b": self.n_questions_b,
+            "spearman": self.spearman,
+            "spearman_ci": list(self.spearman_ci),
+            "kendall": self.kendall,
+            "kendall_ci": list(self.kendall_ci),
+            "confidence": self.confidence,
+            "n_resamples": self.n_resamples,
+        }
+
+    def describe(self) -> str:
+        pct = round(100 * self.confidence)
+        return (
+            f"over {len(self.cells)} cells: Spearman rho = {self.spearman:.2f} "
+            f"({pct}% CI {self.spearman_ci[0]:.2f} to {self.spearman_ci[1]:.2f}), Kendall tau-b = "
+            f"{self.kendall:.2f} ({pct}% CI {self.kendall_ci[0]:.2f} to {self.kendall_ci[1]:.2f}); "
+            f"{self.n_questions_a} vs {self.n_questions_b} questions"
+        )
+
+
+def _rankdata(x: np.ndarray) -> np.ndarray:
+    """Average ranks along the last axis (ties share their mean rank)."""
+    from scipy.stats import rankdata
+
+    return rankdata(x, axis=-1)
+
+
+def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    ra, rb = _rankdata(a), _rankdata(b)
+    ra = ra - ra.mean(axis=-1, keepdims=True)
+    rb = rb - rb.mean(axis=-1, keepdims=True)
+    den = np.sqrt((ra * ra).sum(axis=-1) * (rb * rb).sum(axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (ra * rb).sum(axis=-1) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def _kendall_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b per row (pairs over the last axis)."""
+    i, j = np.triu_indices(a.shape[-1], k=1)
+    da = np.sign(a[..., i] - a[..., j])
+    db = np.sign(b[..., i] - b[..., j])
+    num = (da * db).sum(axis=-1)
+    den = np.sqrt(np.abs(da).sum(axis=-1) * np.abs(db).sum(axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def _as_scores(scores: Any, name: str) -> pd.DataFrame:
+    if not isinstance(scores, pd.DataFrame):
+        raise ValueError(f"{name} must be a DataFrame of per-question scores (rows = questions, columns = cells), "
+                         f"e.g. GridResult.scores('recall'); got {type(scores).__name__}.")
+    if scores.shape[0] < 2:
+        raise ValueError(f"{name} has {scores.shape[0]} question(s); at least 2 are needed to resample.")
+    values = scores.to_numpy(dtype=float)
+    if np.isnan(values).any():
+        raise ValueError(f"{name} has missing scores; drop the questions or cells with NaN first.")
+    return scores
+
+
+def rank_agreement(
+    scores_a: pd.DataFrame,
+    scores_b: pd.DataFrame,
+    *,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> RankAgreement:
+    """Do two question sets rank the same cells alike? Spearman and Kendall with bootstrap CIs.
+
+    Each set's questions are resampled with replacement independently (``numpy`` generator
+    seeded with ``seed``); in each resample the cells' means are recomputed under both sets
+    and correlated. The intervals are the percentile intervals of those correlations.
+
+    Parameters
+    ----------
+    scores_a, scores_b : DataFrame
+        Per-question scores, rows = questions, columns = cells (e.g.
+        :meth:`GridResult.scores <chunkwise.evaluation.grid.GridResult.scores>`). The cells
+        both have are compared, in ``scores_a``'s order.
+    n_resamples : int, default 2000
+    confidence : float, default 0.95
+    seed : int, default 0
+
+    Returns
+    -------
+    RankAgreement
+        Correlations are NaN when one set gives every cell the same mean.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 shared cells, fewer than 2 questions, missing scores, or bad settings.
+    """
+    a = _as_scores(scores_a, "scores_a")
+    b = _as_scores(scores_b, "scores_b")
+    cells = [c for c in a.columns if c in set(b.columns)]
+    if len(cells) < 3:
+        raise ValueError(f"the two score tables share {len(cells)} cell(s); a rank correlation needs at least 3.")
+    n_resamples = _check_int("n_resamples", n_resamples, 1)
+    if not 0.0 < float(confidence) < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
+    xa = a[cells].to_numpy(dtype=float)
+    xb = b[cells].to_numpy(dtype=float)
+    ma, mb = xa.mean(axis=0), xb.mean(axis=0)
+    rho = float(_spearman_rows(ma[None], mb[None])[0])
+    tau = float(_kendall_rows(ma[None], mb[None])[0])
+    rng = np.random.default_rng(seed)
+    rhos, taus = [], []
+    batch = 200
+    for start in range(0, n_resamples, batch):
+        size = min(batch, n_resamples - start)
+        ia = rng.integers(0, xa.shape[0], size=(size, xa.shape[0]))
+        ib = rng.integers(0, xb.shape[0], size=(size, xb.shape[0]))
+        ra = np.stack([np.bincount(r, minlength=xa.shape[0]) for r in ia]) @ xa / xa.shape[0]
+        rb = np.stack([np.bincount(r, minlength=xb.shape[0]) for r in ib]) @ xb / xb.shape[0]
+        rhos.append(_spearman_rows(ra, rb))
+        taus.append(_kendall_rows(ra, rb))
+    alpha = (1.0 - float(confidence)) / 2.0
+
+    def ci(v: list[np.ndarray]) -> tuple[float, float]:
+        arr = np.concatenate(v)
+        arr = arr[~np.isnan(arr)]
+        if arr.size == 0:
+            return (math.nan, math.nan)
+        return float(np.quantile(arr, alpha)), float(np.quantile(arr, 1.0 - alpha))
+
+    return RankAgreement(
+        cells=cells, means_a=ma, means_b=mb, spearman=rho, kendall=tau,
+        spearman_ci=ci(rhos), kendall_ci=ci(taus), confidence=float(confidence),
+        n_resamples=n_resamples, n_questions_a=int(xa.shape[0]), n_questions_b=int(xb.shape[0]),
+    )
+
+
+def llm_for_generation(cache: str | os.PathLike[str] | None = None, cache_mode: str = "use", n_threads: int = 2) -> Any:
+    """The LLM :func:`generate_questions` uses by default.
+
+    The endpoint configured with ``CHUNKWISE_LLM_BASE_URL`` / ``CHUNKWISE_LLM_MODEL`` when set
+    (:meth:`LLMClient.from_env <chunkwise.llm.LLMClient.from_env>`), else the embedded local
+    model (:class:`~chunkwise.llm.OnDemandLocalClient`: the server starts on the first cache
+    miss only, with ``n_threads`` CPU threads).
+
+    Parameters
+    ----------
+    cache : path, optional
+        The SQLite response cache (default: chunkwise's default cache file).
+    cache_mode : {"use", "refresh", "off"}
+    n_threads : int, default 2
+    """
+    from chunkwise.llm import LLMClient, LocalLLMServer, OnDemandLocalClient
+
+    client = LLMClient.from_env(cache=cache, cache_mode=cache_mode)
+    if client is not None:
+        return client
+    return OnDemandLocalClient(server=LocalLLMServer(n_threads=n_threads), cache=cache, cache_mode=cache_mode)
+
+
+def iter_candidates(result: GenerationResult, reason: str | None = None) -> Iterable[dict[str, Any]]:
+    """Rows of :attr:`GenerationResult.candidates` as dicts, optionally only one drop reason."""
+    frame = result.candidates
+    if reason is not None:
+        if reason not in DROP_REASONS:
+            raise ValueError(f"unknown reason {reason!r}; use one of {', '.join(DROP_REASONS)}.")
+        frame = frame[frame["reason"] == reason]
+    return frame.to_dict("records")
