@@ -195,7 +195,7 @@ def add_parsers(sub: Any) -> None:
     gen.add_argument("--out", default="questions.generated.jsonl", metavar="Q.jsonl",
                      help="questions file to write (default questions.generated.jsonl; a .generation.json summary goes beside it)")
     gen.add_argument("--seed", type=int, default=0, help="seed of the passage sampling (default 0)")
-    gen.add_argument("--window-chars", type=int, default=2000, help="passage length in characters (default 2000)")
+    gen.add_argument("--window-chars", type=int, default=1000, help="passage length in characters (default 1000)")
     gen.add_argument("--allocation", choices=("equal", "proportional"), default="equal",
                      help="candidates per document: round robin (equal, default) or proportional to length")
     gen.add_argument("--dedup-threshold", type=float, default=0.85,
