@@ -1,6 +1,7 @@
 # chunkwise: two commands for a fresh machine.
 #   make book   create the environment, execute every notebook with papermill, build the HTML book
 #   make test   create the environment and run the test suite
+#   make lab    create the environment and open notebooks/ in JupyterLab (project kernel, machine facts set)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -18,7 +19,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: venv test book notebooks html bench clean
+.PHONY: venv test book notebooks html bench lab clean
 
 venv: $(VENV)/.stamp
 
@@ -45,6 +46,13 @@ html: venv
 book: venv
 	$(BIN)/chunkwise run-notebooks
 	$(BIN)/chunkwise build-book
+
+# JupyterLab in notebooks/ (the folder papermill runs the chapters in, so their relative paths
+# hold), with the kernel installed above and the machine facts exported at the top of this file.
+# Extra options: make lab LAB_ARGS="--no-browser --port 8890".
+LAB_ARGS ?=
+lab: venv
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
 
 bench: venv
 	$(BIN)/python benchmarks/bench_semantic_sweep.py
