@@ -431,3 +431,20 @@ def test_intro_status_is_generated_from_the_toc():
     assert "```{include} generated/status.md" in intro and "will follow" not in intro
     files = [r["file"] for r in book.chapter_status(REPO / "book")]
     assert files == [f"generated/{Path(n).stem}" for n in book.NOTEBOOKS]
+
+
+def test_citation_file_and_reproduction_notes_cover_the_book():
+    yaml = pytest.importorskip("yaml")
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
+    # CFF 1.2.0's required keys, and each reference's (authors, title, type).
+    assert cff["cff-version"] == "1.2.0"
+    assert all(cff.get(k) for k in ("message", "title", "authors"))
+    refs = cff["references"]
+    assert all(r.get("authors") and r.get("title") and r.get("type") for r in refs)
+    ids = {i["value"] for r in refs for i in r.get("identifiers", [])}
+    assert ids == {"arXiv:2405.16933", "arXiv:2401.17043"}  # PG-RAG and CRUD-RAG
+    assert {"Evaluating Chunking Strategies for Retrieval",
+            "Semantic Chunking for RAG: Methods, Trade-Offs, and Testing"} <= {r["title"] for r in refs}
+    notes = (REPO / "REPRODUCING.md").read_text(encoding="utf-8")
+    for name in book.NOTEBOOKS:  # every chapter has its row of needs and times
+        assert f"(`{Path(name).stem}`)" in notes, name
