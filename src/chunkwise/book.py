@@ -32,7 +32,6 @@ __all__ = [
     "NOTEBOOKS",
     "NotebookCheckError",
     "NotebookExecutionError",
-    "chapter_status",
     "check_notebook",
     "coerce_parameter",
     "execute_notebook",
@@ -41,6 +40,7 @@ __all__ = [
     "parameters_cell_names",
     "registered_notebooks",
     "resolve_notebook",
+    "chapter_status",
     "status_markdown",
     "write_status_page",
 ]

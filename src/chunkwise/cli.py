@@ -204,12 +204,12 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
             f"Sphinx extension(s) {', '.join(missing)} named in {book_dir / '_config.yml'} are "
             f"not installed; reinstall the book extra: pip install -e '.[book]'"
         )
+    reports_dir = book_dir / REPORTS
+    shutil.rmtree(reports_dir, ignore_errors=True)  # never judge this build by old reports
     try:  # the intro's status section includes this page (what this build holds)
         book.write_status_page(book_dir)
     except (OSError, ValueError) as exc:
         return _fail(f"could not write the book's status page: {exc}")
-    reports_dir = book_dir / REPORTS
-    shutil.rmtree(reports_dir, ignore_errors=True)  # never judge this build by old reports
 
     cmd = [
         sys.executable,
