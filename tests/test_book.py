@@ -379,4 +379,3 @@ def test_book_config_is_offline_and_explicit():
     assert "sphinx-mathjax-offline" in sphinx["extra_extensions"]
     assert "://" not in sphinx["config"]["mathjax_path"]
     assert not config["launch_buttons"]["thebe"] and not config["launch_buttons"]["binderhub_url"]
-
