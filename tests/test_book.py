@@ -379,3 +379,275 @@ def test_book_config_is_offline_and_explicit():
     assert "sphinx-mathjax-offline" in sphinx["extra_extensions"]
     assert "://" not in sphinx["config"]["mathjax_path"]
     assert not config["launch_buttons"]["thebe"] and not config["launch_buttons"]["binderhub_url"]
+
+
+# ------------------------------------------- issue 13: interrupted, concurrent, bad input
+
+
+def _tiny_repo(tmp_path: Path, monkeypatch, cells=None) -> Path:
+    """A repository with one registered notebook, ``tiny.ipynb``, found through CHUNKWISE_ROOT."""
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "chunkwise"\n', encoding="utf-8")
+    if cells is None:
+        tiny_notebook(root / "notebooks" / "tiny.ipynb")
+    else:
+        _write_notebook(root / "notebooks" / "tiny.ipynb", cells)
+    monkeypatch.setenv("CHUNKWISE_ROOT", str(root))
+    monkeypatch.setattr(book, "NOTEBOOKS", ("tiny.ipynb",))
+    return root
+
+
+def test_interrupted_execution_leaves_no_temporary_and_keeps_the_chapter(tmp_path, monkeypatch):
+    """Issue 13 bug 3: Ctrl-C (KeyboardInterrupt is not an Exception) left .<name>.running.ipynb,
+    which Sphinx then read."""
+    import papermill
+
+    source = tiny_notebook(tmp_path / "nb" / "tiny.ipynb")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tiny.ipynb").write_text("the last good chapter", encoding="utf-8")
+
+    def interrupted(input_path, output_path, **kw):
+        Path(output_path).write_text("half a chapter", encoding="utf-8")  # papermill saves as it goes
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        book.execute_notebook(source, {}, out, progress_bar=False)
+    assert sorted(p.name for p in out.iterdir()) == ["tiny.ipynb"]
+    assert (out / "tiny.ipynb").read_text(encoding="utf-8") == "the last good chapter"
+
+
+def test_cli_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, capsys):
+    root = _tiny_repo(tmp_path, monkeypatch)
+    generated = root / "book" / "generated"
+    generated.mkdir(parents=True)
+    (generated / "tiny.ipynb").write_text("good", encoding="utf-8")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(book, "execute_notebook", interrupted)
+    try:
+        rc = cli.main(["run-notebooks", "--no-progress"])
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt escaped run-notebooks (a traceback for the user)")
+    assert rc == 130
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 2 and err[0].startswith("chunkwise: executing tiny.ipynb")
+    assert err[1] == f"chunkwise: interrupted while executing tiny.ipynb: the last good chapter {generated / 'tiny.ipynb'} is kept"
+
+
+def test_concurrent_runs_do_not_share_a_temporary_and_the_later_one_says_it_won(tmp_path, caplog):
+    """Issue 13: two runs of one chapter wrote the same .<name>.running.ipynb; the later silently
+    replaced the other's chapter."""
+    out = tmp_path / "out"
+    out.mkdir()
+    other_running = out / ".tiny.running.ipynb"  # another run's temporary (the old fixed name)
+    other_running.write_text("another run in progress", encoding="utf-8")
+    chapter = (out / "tiny.ipynb").resolve()
+    source = _write_notebook(
+        tmp_path / "nb" / "tiny.ipynb",
+        [
+            _params_cell("n = 1"),
+            # While this run executes, another run finishes and writes the chapter.
+            new_code_cell(f"open({str(chapter)!r}, 'w').write('the other run')"),
+            new_code_cell("import glob, os\nprint(sorted(os.path.basename(p) for p in glob.glob("
+                          f"{str(out)!r} + '/.tiny.*.running.ipynb')))"),
+        ],
+    )
+    with caplog.at_level(logging.WARNING, logger="chunkwise.book"):
+        result = book.execute_notebook(source, {"n": 2}, out, progress_bar=False)
+    assert result == chapter
+    nb = nbformat.read(str(chapter), as_version=4)  # this run's executed copy, not 'the other run'
+    own = json.loads(nb.cells[-1].outputs[0]["text"].replace("'", '"'))
+    assert len(own) == 1 and own[0] != other_running.name  # a temporary of its own
+    assert other_running.read_text(encoding="utf-8") == "another run in progress"
+    assert not (out / own[0]).exists()
+    warned = [r.getMessage() for r in caplog.records if r.name == "chunkwise.book"]
+    assert len(warned) == 1 and "another run wrote" in warned[0] and str(chapter) in warned[0]
+
+
+@pytest.mark.parametrize("raw", ["0.5", "0", "-5", "abc", "1e3"])
+def test_cli_cell_timeout_must_be_whole_seconds(tmp_path, monkeypatch, capsys, raw):
+    """Issue 13: 0.5 failed with a traitlets TraitError after a kernel started; 0 and -5 meant no limit."""
+    root = _tiny_repo(tmp_path, monkeypatch)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run-notebooks", "--cell-timeout", raw])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --cell-timeout: expected a whole number of seconds >= 1, or 'none' for no limit; got {raw!r}" in err
+    assert not (root / "book").exists()
+
+
+def test_cell_timeout_values(tmp_path):
+    assert cli._cell_timeout("none") is None and cli._cell_timeout("30") == 30
+    assert book.check_cell_timeout(None) is None and book.check_cell_timeout(60.0) == 60
+    source = tiny_notebook(tmp_path / "tiny.ipynb")
+    for bad in (0.5, 0, -5, True, "10"):
+        with pytest.raises(ValueError, match="cell_timeout must be a whole number of seconds >= 1"):
+            book.execute_notebook(source, {}, tmp_path / "out", progress_bar=False, cell_timeout=bad)
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_cli_out_that_is_a_file_or_unwritable_is_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 13: --out at a file or an unwritable place gave a raw FileExistsError / PermissionError."""
+    root = _tiny_repo(tmp_path, monkeypatch)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x", encoding="utf-8")
+    assert cli.main(["run-notebooks", "--out", str(a_file)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"chunkwise: error: --out: output folder {a_file} is a file, not a folder; pass a folder (or a new path)"
+    assert cli.main(["run-notebooks", "--out", str(a_file / "sub")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"output folder {a_file / 'sub'} cannot be created or written (a parent of it is a file)" in err
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", denied)
+    assert cli.main(["run-notebooks", "--out", str(tmp_path / "locked")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"chunkwise: error: --out: output folder {tmp_path / 'locked'} cannot be created or written "
+                   "(Permission denied); pass a folder you can write to")
+    assert not (root / "book").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not UTF-8 text (byte 0x89 at offset 0)"), (b"hello", "not JSON"),
+     (b"[1, 2]", "not a notebook (")],
+    ids=["binary", "text", "json-list"],
+)
+def test_check_notebook_names_a_file_that_is_not_a_notebook(tmp_path, capsys, content, reason):
+    path = tmp_path / "picture.ipynb"
+    path.write_bytes(content)
+    assert cli.main(["check-notebook", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"chunkwise: error: {path}: not a notebook") and reason in err and "\n" not in err
+    with pytest.raises(book.NotebookCheckError, match="pass a .ipynb file"):
+        book.execute_notebook(path, {}, tmp_path / "out", progress_bar=False)
+
+
+def _copy_of_the_real_book(tmp_path: Path) -> Path:
+    pytest.importorskip("jupyter_book", reason="the book extra is not installed")
+    root = tmp_path / "book"
+    root.mkdir()
+    for name in ("_config.yml", "_toc.yml", "intro.md"):
+        (root / name).write_text((REPO / "book" / name).read_text(encoding="utf-8"), encoding="utf-8")
+    return root
+
+
+def test_build_book_before_run_notebooks_says_what_to_do(tmp_path, capsys):
+    """Issue 13: three 'nonexisting document' warnings, and --no-strict reported 'book built'."""
+    root = _copy_of_the_real_book(tmp_path)
+    for flag in ("--strict", "--no-strict"):
+        assert cli.main(["build-book", flag, "--book", str(root)]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err == (
+            f"chunkwise: error: 3 page(s) of {root.resolve() / '_toc.yml'} do not exist yet (generated/01_handbook_boundaries, "
+            "generated/02_chroma_recall, generated/03_crud_pgrag): run `chunkwise run-notebooks` first "
+            f"(it executes the notebooks into {root.resolve() / 'generated'})"
+        )
+    assert not (root / "_build").exists()  # refused before Sphinx ran
+
+
+def test_strict_build_ignores_a_leftover_temporary_chapter(tmp_path, capsys):
+    """Issue 13 bug 3: Sphinx read book/generated/.<name>.running.ipynb ("document isn't included in
+    any toctree": strict builds failed, --no-strict published a hidden page)."""
+    root = _copy_of_the_real_book(tmp_path)
+    generated = root / "generated"
+    generated.mkdir()
+    for name in book.NOTEBOOKS:
+        stem = Path(name).stem
+        _write_notebook(generated / name, [new_markdown_cell(f"# {stem}"), new_code_cell("1 + 1")])
+    _write_notebook(generated / ".01_handbook_boundaries.running.ipynb", [new_markdown_cell("# half a chapter")])
+    _write_notebook(generated / ".02_chroma_recall.k2j4x8.running.ipynb", [new_markdown_cell("# another")])
+    assert cli.main(["build-book", "--book", str(root)]) == 0, capsys.readouterr().err
+    html = root / "_build" / "html"
+    assert (html / "generated" / "01_handbook_boundaries.html").is_file()
+    assert not [p for p in html.rglob("*") if "running" in p.name]
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.integration
+def test_ctrl_c_on_run_notebooks_end_to_end(tmp_path, monkeypatch):
+    """Issue 13, the slow case: Ctrl-C in a terminal during `run-notebooks` (SIGINT to the
+    foreground process group) printed a 40-line KeyboardInterrupt traceback and left the
+    temporary chapter behind. Now: one line, exit code 130, the last good chapter kept, nothing
+    left in book/generated, the kernel stopped. Bounds are generous (kernel start on a busy machine)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = _tiny_repo(
+        tmp_path, monkeypatch,
+        cells=[_params_cell("n = 1"),
+               new_code_cell("import os, time\nopen('started', 'w').write(str(os.getpid()))\ntime.sleep(300)")],
+    )
+    generated = root / "book" / "generated"
+    generated.mkdir(parents=True)
+    (generated / "tiny.ipynb").write_text("the last good chapter", encoding="utf-8")
+    marker = root / "notebooks" / "started"  # the kernel runs in notebooks/
+    env = dict(os.environ, CHUNKWISE_ROOT=str(root), PYTHONPATH=os.pathsep.join(
+        [str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    # book.NOTEBOOKS is monkeypatched only in this process: run the CLI with the tiny registry.
+    code = ("import sys; from chunkwise import book, cli; book.NOTEBOOKS = ('tiny.ipynb',); "
+            "sys.exit(cli.main(['run-notebooks', '--no-progress']))")
+    out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    kernel_pid = None
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=err, env=env,
+                                cwd=root, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            while not (marker.is_file() and marker.read_text()) and proc.poll() is None:
+                assert time.monotonic() < deadline, "the kernel did not start the cell within 240 s"
+                time.sleep(0.2)
+            assert proc.poll() is None, err_path.read_text(encoding="utf-8", errors="replace")
+            kernel_pid = int(marker.read_text())
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+            rc = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    stderr = err_path.read_text(encoding="utf-8", errors="replace")
+    try:
+        assert rc == 130, stderr
+        assert "Traceback" not in stderr, stderr
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        assert lines[-1] == (f"chunkwise: interrupted while executing tiny.ipynb: the last good chapter "
+                             f"{generated / 'tiny.ipynb'} is kept"), stderr
+        assert len(lines) <= 3, stderr
+        assert sorted(p.name for p in generated.iterdir()) == ["tiny.ipynb"]
+        assert (generated / "tiny.ipynb").read_text(encoding="utf-8") == "the last good chapter"
+        deadline = time.monotonic() + 60
+        while _alive(kernel_pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(kernel_pid), "the kernel outlived the interrupted run"
+    finally:
+        if kernel_pid is not None and _alive(kernel_pid):
+            os.kill(kernel_pid, signal.SIGKILL)
+
+
+def test_toc_fallback_scan_skips_dot_files(tmp_path):
+    """When _toc.yml cannot be parsed, the error-output scan falls back to every notebook: never a
+    run's temporary (.<name>.<pid>-<random>.running.ipynb) nor a checkpoint copy."""
+    (tmp_path / "_toc.yml").write_text("format: [not a toc\n", encoding="utf-8")
+    for rel in ("generated/ch.ipynb", "generated/.ch.12-ab.running.ipynb", ".ipynb_checkpoints/ch-checkpoint.ipynb",
+                "_build/jupyter_execute/ch.ipynb"):
+        _write_notebook(tmp_path / rel, [new_code_cell("1")])
+    assert cli._toc_notebooks(tmp_path) == [tmp_path / "generated" / "ch.ipynb"]

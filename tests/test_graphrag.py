@@ -16,7 +16,7 @@ from chunkwise.rag.graphrag import (
     GraphRAGLocalRetriever,
     normalise_name,
 )
-from chunkwise.rag.retrievers import Hit, Retriever
+from chunkwise.retrieval import Hit, Retriever
 from fakes import CharEmbedder
 
 SPORTS = [

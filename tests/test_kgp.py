@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from chunkwise.rag.kgp import NEXT_EVIDENCE_PROMPT, KGPRetriever, PassageGraph
-from chunkwise.rag.retrievers import Hit, Retriever, tokenize_zh
+from chunkwise.retrieval import Hit, Retriever, tokenize_zh
 from fakes import CharEmbedder
 
 # A: the amount, B: the venues, D: when to claim -- all about the same entity (上海体育消费券);

@@ -304,7 +304,7 @@ def test_real_local_model_indexes_resumes_and_walks(tmp_path):
     from chunkwise.llm.local import LocalLLMServer, llama_cpp_available
     from chunkwise.llm.weights import WeightsNotFoundError, default_models_dir, resolve_gguf
     from chunkwise.pgrag import PGIndexer, PGRetriever
-    from chunkwise.rag import make_dense_embedders
+    from chunkwise.embeddings import make_dense_embedders
 
     if not llama_cpp_available():
         pytest.skip("llama-cpp-python is not installed (pip install 'chunkwise[llm]')")

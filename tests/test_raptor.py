@@ -15,7 +15,7 @@ from chunkwise.rag.raptor import (
     TreeTraversalRetriever,
     reducer_name,
 )
-from chunkwise.rag.retrievers import Hit, Retriever
+from chunkwise.retrieval import Hit, Retriever
 from chunkwise.tokens import count_tokens
 from fakes import CharEmbedder
 

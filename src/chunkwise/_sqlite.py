@@ -6,11 +6,40 @@ journal so several readers can work while one process writes, and picklable by p
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+
+class CacheFileError(RuntimeError):
+    """A cache file cannot be created, read or written.
+
+    The message names the file, says what went wrong (a file that is not an SQLite
+    database, a full disk, a path under a regular file, ...) and what to do. Caches only
+    hold results that can be recomputed, so deleting a broken one is always safe.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The cache file.
+    """
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def _file_ancestor(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` that is not a directory, if any."""
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
 
 
 class SQLiteStore:
@@ -27,10 +56,16 @@ class SQLiteStore:
     ------
     ValueError
         If ``path`` is an existing directory.
+    CacheFileError
+        From any read or write (see :meth:`_guard`): the file is not an SQLite database
+        (garbage or corrupted), lies under a regular file, the disk is full, or the database
+        stays locked; the message names the file and what to do.
     """
 
     SCHEMA: str = ""
     FILENAME: str = "cache.sqlite"
+    #: Words naming the cache in messages (e.g. "embedding cache").
+    KIND: str = "cache"
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
         self.path = Path(path).expanduser()
@@ -47,23 +82,108 @@ class SQLiteStore:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
 
+    @contextlib.contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Turn SQLite and file-system errors met while ``action`` into one-line :class:`CacheFileError`.
+
+        ``action`` is a verb phrase for the message (``"reading"``, ``"writing"``).
+        """
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._error(action, exc) from exc
+        except OSError as exc:
+            raise self._error(action, exc) from exc
+
+    def _error(self, action: str, exc: BaseException) -> CacheFileError:
+        """The one-line error for ``exc``, met while ``action`` the file (see :meth:`_guard`)."""
+        name = f"{self.KIND} {os.path.abspath(self.path)!r}"
+        reason = str(exc).strip() or type(exc).__name__
+        low = reason.lower() if isinstance(exc, sqlite3.Error) else ""
+        blocker = _file_ancestor(self.path) if isinstance(exc, OSError) else None
+        if blocker is not None:
+            msg = (
+                f"Cannot create the {name}: {str(blocker)!r} is a regular file, not a folder; "
+                "choose another cache path (or set CHUNKWISE_CACHE_DIR to a folder)."
+            )
+        elif isinstance(exc, sqlite3.DatabaseError) and any(
+            word in low for word in ("not a database", "malformed", "encrypted")
+        ):
+            msg = (
+                f"The {name} is not a readable SQLite database ({reason}); it only holds results "
+                "that can be recomputed, so it is safe to delete: remove it (with any '-wal' and "
+                "'-shm' file beside it) and rerun, or restore a committed copy with `git checkout`."
+            )
+        elif "disk is full" in low or "disk i/o" in low or getattr(exc, "errno", None) in (
+            errno.ENOSPC, errno.EIO, errno.EDQUOT
+        ):
+            msg = (
+                f"Disk full or I/O error while {action} the {name}: {reason}; what earlier calls "
+                "stored is kept. Free disk space, or point CHUNKWISE_CACHE_DIR (or the cache path) "
+                "at another disk, and rerun."
+            )
+        elif "locked" in low or "busy" in low:
+            msg = (
+                f"The {name} stayed locked by another process for more than {self.timeout:g} s "
+                f"while {action} it ({reason}); wait for that process to finish, or use another "
+                "cache path."
+            )
+        else:
+            msg = (
+                f"Error while {action} the {name}: {type(exc).__name__}: {reason}; check that the "
+                "file and its folder are writable (the cache is safe to delete)."
+            )
+        return CacheFileError(msg, path=self.path)
+
     def _connect(self) -> sqlite3.Connection:
+        """The open connection (opened, with the schema created, on first use).
+
+        Raises
+        ------
+        CacheFileError
+            If the file cannot be created or is not an SQLite database.
+        """
         # A connection must not cross a fork: reopen in a child process.
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
+        with self._guard("opening"):
+            return self._open()
+
+    def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
             str(self.path), timeout=self.timeout, check_same_thread=False, isolation_level=None
         )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.OperationalError:  # e.g. a file system without shared memory
-            pass
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(self.SCHEMA)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError:  # e.g. a file system without shared memory
+                pass
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(self.SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
         self._conn, self._pid = conn, os.getpid()
         return conn
+
+    def _write(self, conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run ``sql`` over ``rows`` in one transaction; on failure roll back and re-raise the real error.
+
+        SQLite rolls a transaction back by itself on some errors (``SQLITE_FULL``,
+        ``SQLITE_IOERR``); an explicit ``ROLLBACK`` then fails with "no transaction is
+        active", which must not hide the error that caused it.
+        """
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(sql, rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         """Close the connection (it is reopened on next use)."""

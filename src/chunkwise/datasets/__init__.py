@@ -9,6 +9,9 @@
   spans, half-open character offsets) of Smith & Troynikov (2024), "Evaluating Chunking
   Strategies for Retrieval", Chroma technical report.
 
+- :mod:`chunkwise.datasets.local` -- a reader's own folder of ``.txt`` / ``.md`` documents and
+  a questions file (Chroma's CSV or verbatim excerpts), with :func:`validate_questions`.
+
 Nothing is copied into the repository: the data stay upstream (or in a mirror), and
 ``data/README.md`` in the repository describes the manifest, mirrors and licences.
 """
@@ -21,6 +24,12 @@ from chunkwise.datasets.chroma import (
     chroma_corpus_path,
     load_chroma_corpora,
     load_chroma_questions,
+)
+from chunkwise.datasets.local import (
+    load_documents,
+    load_questions,
+    read_questions,
+    validate_questions,
 )
 from chunkwise.datasets.fetch import (
     CACHE_ENV,
@@ -45,6 +54,10 @@ __all__ = [
     "default_cache_dir",
     "load_chroma_corpora",
     "load_chroma_questions",
+    "load_documents",
+    "load_questions",
+    "read_questions",
+    "validate_questions",
     "load_manifest",
     "sha256_file",
 ]

@@ -131,7 +131,16 @@ def chroma_corpus_name(corpus_id: object) -> str:
 def _select(corpora: str | Iterable[str] | None) -> tuple[str, ...]:
     if corpora is None:
         return CHROMA_CORPORA
-    names = (corpora,) if isinstance(corpora, str) else tuple(corpora)
+    if isinstance(corpora, str):
+        names: tuple[str, ...] = (corpora,)
+    else:
+        try:
+            names = tuple(corpora)
+        except TypeError:
+            raise TypeError(
+                f"corpora must be a corpus name or a list of names from {CHROMA_CORPORA}, "
+                f"got {type(corpora).__name__} {corpora!r:.80}."
+            ) from None
     unknown = [n for n in names if n not in CHROMA_CORPORA]
     if unknown:
         raise ValueError(f"unknown Chroma corpora {unknown}; expected names from {CHROMA_CORPORA}")
@@ -166,6 +175,8 @@ def load_chroma_corpora(
 
     Raises
     ------
+    TypeError
+        If ``corpora`` is neither a name nor an iterable of names (e.g. an int).
     ValueError
         On an unknown corpus name, or a mirror file whose sha256 is wrong.
     RuntimeError

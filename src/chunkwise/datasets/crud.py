@@ -668,10 +668,10 @@ def pooled_corpus(
         Documents retrieved per question.
     ids : sequence of str, optional
         Document ids; default ``corpus.ids`` when present, else ``"corpus:<index>"``.
-    bm25 : chunkwise.rag.BM25Retriever, optional
+    bm25 : chunkwise.retrieval.BM25Retriever, optional
         A BM25 index already built over ``corpus`` (same order); built here otherwise.
     tokenizer : {"jieba", "char"}, default "jieba"
-        Tokenizer of the BM25 index built here (see :class:`chunkwise.rag.BM25Retriever`).
+        Tokenizer of the BM25 index built here (see :class:`chunkwise.retrieval.BM25Retriever`).
     n_jobs : int, default 1
         Processes used to tokenize the corpus.
     cache_dir : str or os.PathLike, optional
@@ -687,7 +687,7 @@ def pooled_corpus(
     ValueError
         If ``top_n < 1`` or the ids do not match the corpus.
     """
-    from chunkwise.rag.retrievers import BM25Retriever
+    from chunkwise.retrieval import BM25Retriever
 
     if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
         raise ValueError(f"top_n must be a positive int, got {top_n!r}")
@@ -701,7 +701,7 @@ def pooled_corpus(
     t0 = time.perf_counter()
     if bm25 is None:
         bm25 = BM25Retriever(
-            list(zip(ids, corpus)), tokenizer=tokenizer, n_jobs=n_jobs, cache_dir=cache_dir,
+            list(zip(ids, corpus)), language="zh", tokenizer=tokenizer, n_jobs=n_jobs, cache_dir=cache_dir,
             show_progress=show_progress, name="bm25-pool",
         )
         t_index = time.perf_counter() - t0
@@ -784,19 +784,32 @@ def save_pool(pool: PooledCorpus, path: PathLike) -> Path:
     return path
 
 
-def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequence[str] | None = None) -> PooledCorpus:
+def load_pool(
+    path: PathLike,
+    items: Iterable[Mapping[str, Any]],
+    corpus: Sequence[str] | None = None,
+    top_n: int | None = None,
+) -> PooledCorpus:
     """Rebuild a pooled corpus from :func:`save_pool`'s file, the QA items and the corpus.
 
-    Gold texts come from the items' ``news``; retrieved documents from ``corpus`` by id (its
+    The pool is rebuilt *for the given items* (and ``top_n``): when they are a subset of the
+    items the file was pooled for (fewer tasks, or the first ``n`` items of each), or ``top_n``
+    is smaller than the file's, only the documents those items pooled -- their gold news and
+    their first ``top_n`` BM25 documents (the lists are best first) -- are kept, which is what
+    :func:`pooled_corpus` over the subset would have pooled (documents in file order). Gold
+    texts come from the items' ``news``; retrieved documents from ``corpus`` by id (its
     ``.ids``, e.g. :func:`load_crud_corpus`). Every text is checked against the recorded sha1.
 
     Parameters
     ----------
     path : str or os.PathLike
     items : iterable of mapping
-        QA items holding (at least) every gold news text of the pool.
+        QA items with ``ID`` (and ``task``, as when the pool was made) and ``news``; each must
+        be one of the file's items.
     corpus : sequence of str, optional
-        Needed when the pool has retrieved (``"bm25"``) documents.
+        Needed when the kept documents include retrieved (``"bm25"``) ones.
+    top_n : int, optional
+        BM25 documents per question to keep, at most the file's ``top_n``; default: the file's.
 
     Returns
     -------
@@ -806,13 +819,32 @@ def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequen
     Raises
     ------
     ValueError
-        If the file is not a pool file, a document is missing, or a text's sha1 differs
-        (the corpus or QA data changed: rebuild the pool with :func:`pooled_corpus`).
+        If the file is not a pool file, ``top_n`` exceeds the file's, an item is not in it, a
+        kept document is missing from
+        the items or the corpus, or a text's sha1 differs (the corpus or QA data changed:
+        rebuild the pool with :func:`pooled_corpus`).
     """
     path = Path(path)
     doc = json.loads(path.read_text(encoding="utf-8"))
     if doc.get("format") != "chunkwise-crud-pool/1":
         raise ValueError(f"{path} is not a chunkwise pool file (format {doc.get('format')!r})")
+    items = list(items)
+    wanted = {_item_key(item) for item in items}
+    absent = sorted(wanted - set(doc["gold"]))
+    if absent:
+        raise ValueError(
+            f"{path}: item(s) {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''} are not in this pool "
+            f"({len(doc['gold'])} items); rebuild the pool for these items with pooled_corpus"
+        )
+    file_top_n = int(doc["top_n"])
+    if top_n is None:
+        top_n = file_top_n
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or not 1 <= top_n <= file_top_n:
+        raise ValueError(f"{path}: top_n must be an int from 1 to the pool's {file_top_n}, got {top_n!r}; "
+                         f"a larger pool needs pooled_corpus")
+    keys = [k for k in doc["gold"] if k in wanted]  # file order
+    retrieved = {k: list(doc["retrieved"][k][:top_n]) for k in keys}
+    keep = {d for k in keys for d in doc["gold"][k] + retrieved[k]}
     gold_text = {}
     for item in items:
         for text in item["news"]:
@@ -821,8 +853,10 @@ def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequen
     if corpus is not None:
         ids = getattr(corpus, "ids", None) or [f"corpus:{i}" for i in range(len(corpus))]
         by_id = {d: i for i, d in enumerate(ids)}
-    texts = []
+    texts, kept_ids, kept_origin = [], [], []
     for doc_id, origin, sha in zip(doc["ids"], doc["origin"], doc["sha1"], strict=True):
+        if doc_id not in keep:
+            continue
         if origin == "gold":
             text = gold_text.get(doc_id)
             where = "the QA items' gold news"
@@ -830,12 +864,17 @@ def load_pool(path: PathLike, items: Iterable[Mapping[str, Any]], corpus: Sequen
             text = corpus[by_id[doc_id]] if doc_id in by_id else None
             where = "the corpus" if corpus is not None else "the corpus (none was given)"
         if text is None:
+            owners = [k for k, g in doc["gold"].items() if doc_id in g and k not in wanted]
+            if origin == "gold" and owners:  # BM25 found another item's gold article for these items
+                where += f" (it is the gold news of {owners[0]}, which BM25 retrieved for these items: load that item too)"
             raise ValueError(f"{path}: document {doc_id!r} is not in {where}; load the same items/corpus parts, or rebuild the pool")
         if hashlib.sha1(text.encode("utf-8")).hexdigest() != sha:
             raise ValueError(f"{path}: document {doc_id!r} differs from the one pooled (sha1 mismatch); rebuild the pool with pooled_corpus")
         texts.append(text)
+        kept_ids.append(doc_id)
+        kept_origin.append(origin)
     return PooledCorpus(
-        texts=texts, ids=list(doc["ids"]), origin=list(doc["origin"]), gold=dict(doc["gold"]),
-        retrieved=dict(doc["retrieved"]), top_n=int(doc["top_n"]), n_corpus_docs=int(doc["n_corpus_docs"]),
-        timings={"index": 0.0, "search": 0.0},
+        texts=texts, ids=kept_ids, origin=kept_origin, gold={k: list(doc["gold"][k]) for k in keys},
+        retrieved=retrieved, top_n=top_n,
+        n_corpus_docs=int(doc["n_corpus_docs"]), timings={"index": 0.0, "search": 0.0},
     )

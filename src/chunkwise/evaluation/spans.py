@@ -440,6 +440,42 @@ def _pairs_to_arrays(
     return starts, ends
 
 
+def _reference_pairs(raw: object, qid: object) -> list:
+    """One question's references as a list of ``(start, end)`` items (checked later).
+
+    ``raw`` is a list of ``{"start_index", "end_index"}`` mappings or of pairs, or that list as
+    JSON text (the Chroma CSV). Errors name the question ``qid``.
+    """
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(
+                f"question {qid!r}: references is not valid JSON ({exc}): {raw!r:.80}; expected a "
+                'list of {"start_index": s, "end_index": e} objects or of (start, end) pairs.'
+            ) from None
+    if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, (Sequence, np.ndarray)):
+        raise ValueError(
+            f"question {qid!r}: references must be a list of spans, got {type(raw).__name__} "
+            f"{raw!r:.80}; give a list of {{\"start_index\", \"end_index\"}} objects or of "
+            "(start, end) pairs (an empty list for none)."
+        )
+    try:
+        return [
+            (r["start_index"], r["end_index"]) if type(r) is dict or isinstance(r, Mapping) else r
+            for r in raw
+        ]
+    except KeyError as exc:
+        pos, item = next(
+            ((i, r) for i, r in enumerate(raw) if isinstance(r, Mapping) and exc.args[0] not in r),
+            (0, raw[0]),
+        )
+        raise ValueError(
+            f"question {qid!r}: references[{pos}] = {item!r:.80} has no {exc.args[0]!r}; each "
+            "reference needs 'start_index' and 'end_index' (character offsets)."
+        ) from None
+
+
 def score_questions(
     questions: pd.DataFrame,
     retrieved: Sequence[Sequence[Sequence[object]]],
@@ -475,7 +511,8 @@ def score_questions(
     ------
     ValueError
         On an unknown mode, missing columns, ``len(retrieved) != len(questions)``, an invalid
-        span, or a corpus missing from ``chunks``.
+        span, references that are not valid JSON, not a list, or lack ``start_index`` /
+        ``end_index`` (the message names the question id), or a corpus missing from ``chunks``.
     """
     mode = _check_mode(mode)
     if not isinstance(questions, pd.DataFrame):
@@ -499,14 +536,9 @@ def score_questions(
     # ---- flatten (the only per-span Python work) ----
     q_code = np.asarray([codes[c] for c in corpora], dtype=_I64)
     arange = np.arange(n_q, dtype=np.intp)
-    ref_lists = [
-        json.loads(r) if isinstance(r, str) else r for r in questions["references"].tolist()
-    ]
+    ref_lists = [_reference_pairs(r, q) for r, q in zip(questions["references"].tolist(), qids)]
     rq = np.repeat(arange, [len(r) for r in ref_lists])
-    ref_pairs = [
-        (r["start_index"], r["end_index"]) if type(r) is dict or isinstance(r, Mapping) else r
-        for r in chain.from_iterable(ref_lists)
-    ]
+    ref_pairs = list(chain.from_iterable(ref_lists))
     rs, re_ = _pairs_to_arrays("references", ref_pairs, rq, qids)
 
     flat = list(chain.from_iterable(retrieved))

@@ -39,7 +39,9 @@ class ChunkerSpec:
     Attributes
     ----------
     chunker : str
-        The report's label: "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM".
+        The report's label: "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM";
+        beyond the report, "Sentence" (whole sentences packed to ``size`` tokens) and "Structure"
+        (Markdown sections / blank-line blocks up to ``size`` tokens).
     size : int or None
         Chunk size in cl100k_base tokens (max size for Cluster, target average for KamradtMod,
         None for Kamradt and LLM).
@@ -93,9 +95,10 @@ def parse_spec(text: str) -> ChunkerSpec:
     """
     parts = text.split(":")
     name = parts[0]
-    if name not in ("TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM"):
+    if name not in ("TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM", "Sentence", "Structure"):
         raise ValueError(
-            f"unknown chunker {name!r} in {text!r}; use TokenText, Recursive, Kamradt, KamradtMod, Cluster or LLM."
+            f"unknown chunker {name!r} in {text!r}; use TokenText, Recursive, Kamradt, KamradtMod, Cluster, LLM, "
+            "Sentence or Structure."
         )
     if len(parts) > 3:
         raise ValueError(f"{text!r} has too many fields; use 'Name:size_tokens:overlap_tokens'.")
@@ -104,11 +107,11 @@ def parse_spec(text: str) -> ChunkerSpec:
         overlap = int(parts[2]) if len(parts) > 2 else 0
     except ValueError as exc:
         raise ValueError(f"size and overlap in {text!r} must be integers (tokens).") from exc
-    if name in ("TokenText", "Recursive", "Cluster", "KamradtMod") and size is None:
+    if name in ("TokenText", "Recursive", "Cluster", "KamradtMod", "Sentence", "Structure") and size is None:
         raise ValueError(f"{name} needs a size in tokens, e.g. '{name}:250'.")
     if name in ("Kamradt", "LLM") and (size is not None or overlap):
         raise ValueError(f"{name} takes no size or overlap (LangChain / report defaults); got {text!r}.")
-    if name in ("Cluster", "KamradtMod") and overlap:
+    if name in ("Cluster", "KamradtMod", "Sentence", "Structure") and overlap:
         raise ValueError(f"{name} takes no overlap; got {text!r}.")
     if size is not None and size < 1:
         raise ValueError(f"size in {text!r} must be >= 1 token.")
@@ -146,6 +149,14 @@ def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
         return KamradtModifiedChunker(embedder, avg_chunk_size=spec.size)
     if spec.chunker == "Cluster":
         return ClusterSemanticChunker(embedder, max_chunk_size=spec.size)
+    if spec.chunker == "Sentence":
+        from chunkwise.chunkers import SentenceChunker
+
+        return SentenceChunker(spec.size)
+    if spec.chunker == "Structure":
+        from chunkwise.chunkers import StructureChunker
+
+        return StructureChunker(spec.size)
     if spec.chunker == "LLM":
         if llm is None:
             raise ValueError("The LLM chunker needs an LLM client (chunkwise.llm.LLMClient).")

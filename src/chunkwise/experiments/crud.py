@@ -23,6 +23,22 @@ from chunkwise.evaluation.generation import QuestEval, score_generation
 CRUD_POOL_TOP_N = 2
 
 
+def chunkwise_cache_dir() -> Path:
+    """The machine's chunkwise cache folder: ``$CHUNKWISE_CACHE_DIR`` when set and non-empty,
+    else ``~/.cache/chunkwise`` (the rule of the embedding and LLM caches)."""
+    root = os.environ.get("CHUNKWISE_CACHE_DIR")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "chunkwise"
+
+
+def default_checkpoint() -> Path:
+    """Default answers checkpoint of the chapter: ``<chunkwise_cache_dir()>/crud_answers.jsonl``.
+
+    Its rows are keyed by the generation request (see :func:`chunkwise.rag.run_baselines`), so
+    one file serves every parameter setting without mixing their answers.
+    """
+    return chunkwise_cache_dir() / "crud_answers.jsonl"
+
+
 def load_items(tasks: Sequence[str], n_items: int | None = None, mirror: Any = None) -> list[dict[str, Any]]:
     """The first ``n_items`` QA items of each task (all when ``None``), each with its ``task``.
 
@@ -53,37 +69,40 @@ def build_pool(
 ) -> Any:
     """The retrieval pool of the chapter: reuse ``pool_file`` when it matches, else search and save.
 
-    A pool file (:func:`chunkwise.datasets.crud.save_pool`) is reused when its ``top_n`` and
-    gold ids match these items; otherwise the whole available corpus is BM25-searched (minutes,
-    ~1.2 GB; the index is kept under ``cache_dir``) and the file is (re)written.
+    A pool file (:func:`chunkwise.datasets.crud.save_pool`) is reused when its ``top_n`` is at
+    least ``top_n`` and it holds every one of these items; for a subset of its items (fewer
+    tasks, a smaller ``n_items``) or a smaller ``top_n``, only the documents those items pooled
+    are kept (:func:`chunkwise.datasets.crud.load_pool`). Otherwise the whole available corpus is
+    BM25-searched (minutes, ~1.2 GB; the index is kept under ``cache_dir``, default
+    ``$CHUNKWISE_CACHE_DIR/bm25`` or ``~/.cache/chunkwise/bm25``) and the file is (re)written.
 
     Returns
     -------
     chunkwise.datasets.crud.PooledCorpus
+
+    Raises
+    ------
+    ValueError
+        If ``top_n`` is not a positive int, or the pool file does not match the data
+        (:func:`chunkwise.datasets.crud.load_pool`).
     """
     from chunkwise.datasets.crud import _item_key, load_crud_corpus, load_pool, pooled_corpus, save_pool
 
-    corpus = None
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise ValueError(f"top_n (the chapter's pool_top_n) must be a positive int, got {top_n!r}")
     if pool_file is not None and Path(pool_file).is_file():
         import json
 
         doc = json.loads(Path(pool_file).read_text(encoding="utf-8"))
         wanted = {_item_key(i) for i in items}
-        if int(doc.get("top_n", -1)) == top_n and wanted <= set(doc.get("gold", {})):
-            needs_corpus = any(o != "gold" for o in doc.get("origin", []))
+        gold, retrieved = doc.get("gold", {}), doc.get("retrieved", {})
+        if int(doc.get("top_n", -1)) >= top_n and wanted <= set(gold):
+            keep = {d for k in wanted for d in gold[k] + retrieved.get(k, [])[:top_n]}
+            needs_corpus = any(o != "gold" for d, o in zip(doc.get("ids", []), doc.get("origin", [])) if d in keep)
             corpus = load_crud_corpus(mirror, warn=False) if needs_corpus else None
-            pool = load_pool(pool_file, items, corpus)
-            keep = {d for k in wanted for d in pool.gold[k] + pool.retrieved[k]}
-            if keep != set(pool.ids):  # a pool for more items: keep only what these items pooled
-                idx = [i for i, d in enumerate(pool.ids) if d in keep]
-                pool.texts = [pool.texts[i] for i in idx]
-                pool.ids = [pool.ids[i] for i in idx]
-                pool.origin = [pool.origin[i] for i in idx]
-                pool.gold = {k: v for k, v in pool.gold.items() if k in wanted}
-                pool.retrieved = {k: v for k, v in pool.retrieved.items() if k in wanted}
-            return pool
+            return load_pool(pool_file, items, corpus, top_n)  # only the documents these items pooled
     corpus = load_crud_corpus(mirror)
-    cache = Path(cache_dir) if cache_dir is not None else Path(os.environ.get("CHUNKWISE_CACHE_DIR", Path.home() / ".cache" / "chunkwise")) / "bm25"
+    cache = Path(cache_dir) if cache_dir is not None else chunkwise_cache_dir() / "bm25"
     pool = pooled_corpus(items, corpus, top_n, cache_dir=cache, show_progress=show_progress)
     if pool_file is not None:
         save_pool(pool, pool_file)
@@ -472,7 +491,7 @@ def build_tree_graph_retrievers(
     llm : LLMClient-like
         ``chat`` (RAPTOR summaries, KGP steps) and ``chat_json`` (Graph RAG).
     passage_embedder, query_embedder : objects with ``embed(texts) -> ndarray (n, d)``
-        The dense retriever's pair (:func:`chunkwise.rag.retrievers.make_dense_embedders`).
+        The dense retriever's pair (:func:`chunkwise.embeddings.make_dense_embedders`).
     store_root : path
     methods : sequence of str, default all four
         Any of :data:`TREE_GRAPH_METHODS`; ``tree_traversal`` and ``collapsed_tree`` share one tree.

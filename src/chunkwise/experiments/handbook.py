@@ -12,6 +12,7 @@ algorithms themselves live in :mod:`chunkwise.chunkers` and :mod:`chunkwise.eval
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,34 @@ class HandbookText:
         return len(self.sentences)
 
 
+def _read_input(path: Path, parameter: str) -> str:
+    """Read a UTF-8 text file given as ``parameter``; one clear line when it cannot be used."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{parameter} {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); pass a plain-text file saved as UTF-8"
+        ) from None
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{parameter} {str(path)!r} is a folder; pass a file") from None
+    except FileNotFoundError:
+        pass
+    where = Path.cwd()
+    hint = "pass an absolute path or one relative to that folder"
+    if not path.is_absolute():
+        try:
+            root = project_root()
+        except FileNotFoundError:
+            root = None
+        if root is not None and (root / path).is_file() and where.resolve() != root.resolve():
+            hint = f"from the repository root it is {os.path.relpath(root / path, where)!r}: pass that or an absolute path"
+    raise FileNotFoundError(
+        f"{parameter} {str(path)!r} not found; relative paths resolve from the working directory "
+        f"{where} (run-notebooks and Jupyter run a chapter in notebooks/): {hint}"
+    )
+
+
 def load_handbook(
     handbook_path: str | Path | None = None,
     control_path: str | Path | None = None,
@@ -91,9 +120,10 @@ def load_handbook(
     Raises
     ------
     FileNotFoundError
-        If a file is missing.
+        If a file is missing (the message names the parameter, the folder relative paths
+        resolve from, and the right relative path when the file exists from the repository root).
     ValueError
-        If the gold file's sentence count disagrees with the robust split of the text
+        If a file is not UTF-8 text (or the gold file not JSON), or the gold file's sentence count disagrees with the robust split of the text
         (the gold boundaries would then point at the wrong sentences).
     """
     base = None
@@ -104,10 +134,16 @@ def load_handbook(
         "control": Path(control_path) if control_path else base / "control.txt",  # type: ignore[operator]
     }
     gpath = Path(gold_path) if gold_path else base / "gold.json"  # type: ignore[operator]
-    gold = json.loads(gpath.read_text(encoding="utf-8"))
+    try:
+        gold = json.loads(_read_input(gpath, "gold_path"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"gold_path {str(gpath)!r}: not JSON (line {exc.lineno}: {exc.msg}); pass the gold file "
+            f"data/handbook/gold.json or one of the same form"
+        ) from None
     out: dict[str, HandbookText] = {}
     for name, path in paths.items():
-        text = path.read_text(encoding="utf-8")
+        text = _read_input(path, f"{name}_path")
         sents = split_sentences(text, mode="robust")
         g = gold[name]
         if g["n_sentences"] != len(sents):

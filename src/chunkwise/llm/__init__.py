@@ -20,6 +20,7 @@ Examples
 from chunkwise.llm.cache import (
     CACHE_MODES,
     CacheEntry,
+    CacheFileError,
     LLMCache,
     cache_key,
     default_cache_path,
@@ -46,6 +47,7 @@ __all__ = [
     "resolve_gguf",
     "CACHE_MODES",
     "CacheEntry",
+    "CacheFileError",
     "LLMCache",
     "LLMClient",
     "LLMError",

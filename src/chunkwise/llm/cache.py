@@ -40,13 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chunkwise._sqlite import SQLiteStore
+from chunkwise._sqlite import CacheFileError, SQLiteStore
 
 __all__ = [
     "CACHE_FILENAME",
     "CACHE_MODES",
     "KEY_VERSION",
     "CacheEntry",
+    "CacheFileError",
     "LLMCache",
     "cache_key",
     "canonical_json",
@@ -256,6 +257,12 @@ class LLMCache(SQLiteStore):
     timeout : float, default 30.0
         Seconds to wait for a lock held by another connection before failing.
 
+    Raises
+    ------
+    CacheFileError
+        From any read or write when the file is not an SQLite database (garbage or corrupted:
+        the message says it is safe to delete), lies under a regular file, or the disk is full.
+
     Examples
     --------
     >>> import tempfile, pathlib
@@ -279,6 +286,7 @@ class LLMCache(SQLiteStore):
         ") WITHOUT ROWID"
     )
     FILENAME = CACHE_FILENAME
+    KIND = "LLM response cache"
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
         super().__init__(path if path is not None else default_cache_path(), timeout=timeout)
@@ -299,7 +307,7 @@ class LLMCache(SQLiteStore):
             The stored reply, or ``None`` on a miss (also when the file does not exist yet,
             which is not created by a read).
         """
-        with self._lock:
+        with self._lock, self._guard("reading"):
             if self._conn is None and not self.path.exists():
                 return None
             row = (
@@ -376,7 +384,7 @@ class LLMCache(SQLiteStore):
             float(time.time() if created_at is None else created_at),
             canonical_json(dict(request)) if request is not None else None,
         )
-        with self._lock:
+        with self._lock, self._guard("writing"):
             self._connect().execute(
                 "INSERT OR REPLACE INTO responses"
                 " (key, model_identity, model, text, finish_reason, usage, latency_s, created_at, request)"
@@ -386,7 +394,7 @@ class LLMCache(SQLiteStore):
 
     def delete(self, key: str) -> bool:
         """Remove one entry; return whether it existed."""
-        with self._lock:
+        with self._lock, self._guard("writing"):
             if self._conn is None and not self.path.exists():
                 return False
             cur = self._connect().execute("DELETE FROM responses WHERE key = ?", (key,))
@@ -396,7 +404,7 @@ class LLMCache(SQLiteStore):
         return isinstance(key, str) and self.get(key) is not None
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._guard("reading"):
             if self._conn is None and not self.path.exists():
                 return 0
             return int(self._connect().execute("SELECT COUNT(*) FROM responses").fetchone()[0])

@@ -33,6 +33,8 @@ References
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import re
 import threading
@@ -44,6 +46,7 @@ from typing import Any
 
 import openai
 
+from chunkwise.llm import _deadline
 from chunkwise.llm.cache import (
     CACHE_MODES,
     LLMCache,
@@ -376,7 +379,9 @@ class LLMClient:
         to a non-default endpoint when no key is set (local servers need none); the OpenAI
         API itself requires a key.
     timeout : float, default 60.0
-        Seconds per request.
+        Seconds per request attempt, as a total deadline: connecting, sending, and receiving the
+        whole reply must end within it (a server that trickles its reply cannot hold a call
+        longer). A timed-out attempt is retried like a connection error.
     max_retries : int, default 3
         Retries after the first attempt on connection errors, timeouts, HTTP 429 and 5xx
         (so at most ``1 + max_retries`` requests per call). Other errors are not retried.
@@ -401,6 +406,13 @@ class LLMClient:
     base_url : str
     cache : LLMCache or None
     cache_mode : str
+
+    Raises
+    ------
+    ValueError
+        At construction: a base URL without ``http://`` or ``https://``, a ``timeout`` or
+        ``backoff`` that is not a finite number of seconds (``timeout > 0``, ``backoff >= 0``),
+        a negative ``max_retries``, an unknown ``cache_mode``, or no API key for the OpenAI API.
 
     Notes
     -----
@@ -434,6 +446,7 @@ class LLMClient:
         env = os.environ
         resolved_url = base_url or _env_value(env, ENV_BASE_URL, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.base_url = str(resolved_url).rstrip("/")
+        _check_base_url(self.base_url, env=env)
         self._model = model or _env_value(env, ENV_MODEL)
         key = api_key or _env_value(env, ENV_API_KEY, "OPENAI_API_KEY")
         if key is None:
@@ -445,10 +458,8 @@ class LLMClient:
             key = _PLACEHOLDER_KEY
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}.")
-        if not (float(timeout) > 0):
-            raise ValueError(f"timeout must be > 0, got {timeout!r}.")
-        if not (float(backoff) >= 0):
-            raise ValueError(f"backoff must be >= 0, got {backoff!r}.")
+        _check_seconds("timeout", timeout, positive=True)
+        _check_seconds("backoff", backoff, positive=False)
         if cache_mode not in CACHE_MODES:
             raise ValueError(f"cache_mode must be one of {CACHE_MODES}, got {cache_mode!r}.")
         if model_identity is not None and (not isinstance(model_identity, str) or not model_identity):
@@ -468,8 +479,11 @@ class LLMClient:
             self.cache = LLMCache(Path(cache))
         else:
             raise TypeError(f"cache must be an LLMCache, a path, None or False, got {type(cache).__name__}.")
+        http_client = _HTTPClient(timeout=self.timeout)
+        _deadline.install(http_client)  # `timeout` is a deadline per attempt, not per read
         self._client = openai.OpenAI(
-            base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0
+            base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0,
+            http_client=http_client,
         )
         self._sleep: Callable[[float], None] = time.sleep
         self._lock = threading.Lock()
@@ -608,7 +622,20 @@ class LLMClient:
             self._count(requests=1)
             start = time.perf_counter()
             try:
-                result = fn()
+                with _deadline.deadline(self.timeout):
+                    result = fn()
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                # A 200 reply whose body is not JSON: not an OpenAI-compatible endpoint (or a
+                # broken proxy); retrying would not help.
+                body = getattr(exc, "doc", None)
+                quoted = f": {_quote(body, 200)}" if isinstance(body, str) else ""
+                raise LLMRequestError(
+                    f"LLM {what} to {self.base_url} (model {model!r}): the server answered but its "
+                    f"body is not valid JSON ({exc}){quoted}; check that the base URL is the "
+                    "root of an OpenAI-compatible API (usually ending in /v1).",
+                    endpoint=self.base_url, model=model, attempts=attempt, status_code=None,
+                    last_error=exc,
+                ) from exc
             except openai.OpenAIError as exc:
                 last = exc
                 if self._retryable(exc) and attempt < attempts:
@@ -620,6 +647,11 @@ class LLMClient:
                         f"{attempt} attempt{'s' if attempt != 1 else ''} "
                         f"(max_retries={self.max_retries}): {_describe(exc)}"
                     )
+                    if isinstance(exc, openai.APITimeoutError):
+                        msg += (
+                            f" No complete reply within timeout={self.timeout:g} s (a deadline per "
+                            "attempt); pass a larger timeout= for a slow model or server."
+                        )
                 else:
                     msg = (
                         f"LLM {what} to {self.base_url} (model {model!r}) failed on attempt "
@@ -851,6 +883,42 @@ class LLMClient:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+class _HTTPClient(openai.DefaultHttpxClient):  # type: ignore[misc,valid-type]
+    """openai's default HTTP client, closed (sockets released) when the LLMClient is dropped."""
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def _check_base_url(url: str, *, env: Mapping[str, str]) -> None:
+    """Raise ValueError, naming where the URL came from, when it lacks http:// or https://."""
+    if url.lower().startswith(("http://", "https://")):
+        return
+    where = "base_url"
+    for name in (ENV_BASE_URL, "OPENAI_BASE_URL"):
+        value = _env_value(env, name)
+        if value is not None and value.rstrip("/") == url:
+            where = f"base_url (from ${name})"
+            break
+    raise ValueError(
+        f"{where} must start with http:// or https://, got {url!r}; e.g. "
+        f"'http://{url.split('://')[-1].lstrip('/')}' for a local server."
+    )
+
+
+def _check_seconds(name: str, value: Any, *, positive: bool) -> None:
+    """Raise ValueError unless ``value`` is a finite real number of seconds (> 0 or >= 0)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and (value > 0 if positive else value >= 0):
+        return
+    bound = "> 0" if positive else ">= 0"
+    raise ValueError(f"{name} must be a finite number of seconds {bound}, got {value!r}.")
+
 
 
 def _describe(exc: BaseException) -> str:

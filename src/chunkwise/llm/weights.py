@@ -355,8 +355,15 @@ def _variant(variant: str | ModelVariant) -> ModelVariant:
 
 def _from_path(path: str | os.PathLike[str], source: str, name: str | None, cache_dir: Any) -> GGUFWeights:
     p = Path(path).expanduser()
+    where = f"${ENV_GGUF}" if source == "env" else "path"
+    if p.is_dir():
+        found = sorted(q.name for q in p.glob("*.gguf"))[:5]
+        hint = f" (it holds {', '.join(found)})" if found else " (it holds no .gguf file)"
+        raise FileNotFoundError(  # no GGUF file at this path (callers catch FileNotFoundError)
+            f"GGUF file given by {where} is a directory: {p}{hint}; pass the path of the .gguf "
+            "file itself, e.g. --model-path DIR/model.gguf."
+        )
     if not p.is_file():
-        where = f"${ENV_GGUF}" if source == "env" else "path"
         raise FileNotFoundError(f"GGUF file given by {where} does not exist: {p}")
     p = p.resolve()
     _check_gguf(p)
@@ -530,7 +537,8 @@ def resolve_gguf(
     Raises
     ------
     FileNotFoundError
-        An explicit path that does not exist.
+        An explicit path that does not exist, or that is a directory (the message lists the
+        ``.gguf`` files in it).
     ValueError
         An explicit path that is not a GGUF file, or an unknown variant.
     WeightsChecksumError

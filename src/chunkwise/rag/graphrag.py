@@ -16,7 +16,7 @@ graphrag, "Local Search"): the question is embedded, the most similar entities a
 (entity embeddings of ``"name: description"``), expanded to their 1-hop neighbours, and the
 text units that mention the selected entities are ranked by how many of them they mention;
 the top entity's community report leads the context. :class:`GraphRAGLocalRetriever`
-implements it behind the :class:`~chunkwise.rag.retrievers.Retriever` interface.
+implements it behind the :class:`~chunkwise.retrieval.Retriever` interface.
 
 What differs from the paper: the prompts are our own (they ask for the text's language, so the
 Chinese CRUD-RAG corpus gets Chinese descriptions); extraction is one JSON reply per chunk
@@ -44,7 +44,8 @@ from chunkwise._jsonl import JSONLStore
 
 from chunkwise.llm.client import LLMJSONError
 from chunkwise.rag.chunking import id_text_pairs
-from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, unit_rows
+from chunkwise.rag.retrievers import CRUD_TOP_K
+from chunkwise.retrieval import Hit, check_top_k, unit_rows
 
 __all__ = [
     "COMMUNITY_PROMPT",
@@ -560,7 +561,7 @@ class GraphRAGLocalRetriever:
             For an empty question, a ``top_k`` that is not an int >= 0, or a query embedding
             whose dimension differs from the entities'.
         """
-        top_k = _check_top_k(top_k)
+        top_k = check_top_k(top_k)
         sims = self.similarities(question)
         if top_k == 0 or sims.size == 0:
             return []

@@ -8,7 +8,7 @@ Wang et al., 2024, "Knowledge Graph Prompting for Multi-Document Question Answer
    compares are a lexical one (TF-IDF keywords shared by two passages) and semantic kNN ones
    (each passage linked to its most similar passages in an embedding space).
    :class:`PassageGraph` builds both kinds of edge: (a) *lexical* -- the cosine of two
-   passages' TF-IDF vectors over jieba tokens (:func:`chunkwise.rag.retrievers.tokenize_zh`,
+   passages' TF-IDF vectors over jieba tokens (:func:`chunkwise.retrieval.tokenize_zh`,
    which also splits English into lower-cased words) is at least ``lexical_threshold``; (b)
    *semantic* -- each passage is linked to its ``semantic_k`` nearest passages by embedding
    cosine. The graph is an undirected :class:`networkx.Graph`; an edge's ``rules`` attribute
@@ -17,7 +17,7 @@ Wang et al., 2024, "Knowledge Graph Prompting for Multi-Document Question Answer
    step by step, a model reads the question and the evidence gathered so far and writes the
    *next evidence needed*; the neighbours of the visited passages are ranked by their
    similarity to that text and the best ones are visited. :class:`KGPRetriever` implements it
-   behind the :class:`~chunkwise.rag.retrievers.Retriever` interface.
+   behind the :class:`~chunkwise.retrieval.Retriever` interface.
 
 What differs from the paper: the paper's next-evidence generator is a fine-tuned T5 (its
 "reasoning" LLM is instruction-tuned on supporting-fact chains); here it is the project's
@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from chunkwise.rag.chunking import id_text_pairs
-from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, tokenize_zh, unit_rows
+from chunkwise.rag.retrievers import CRUD_TOP_K
+from chunkwise.retrieval import Hit, check_top_k, tokenize_zh, unit_rows
 
 __all__ = [
     "NEXT_EVIDENCE_PROMPT",
@@ -271,7 +272,7 @@ class PassageGraph:
     @classmethod
     def load(cls, folder: str | Path) -> PassageGraph:
         """Read a graph written by :meth:`save`. FileNotFoundError when a file is missing;
-        ValueError when the embeddings do not match the passages."""
+        ValueError when the embeddings do not match the passages or hold NaN/infinity."""
         import networkx as nx
 
         folder = Path(folder)
@@ -279,6 +280,11 @@ class PassageGraph:
         emb = np.load(folder / "embeddings.npy")
         if emb.ndim != 2 or emb.shape[0] != len(doc["ids"]):
             raise ValueError(f"embeddings.npy has shape {emb.shape} for {len(doc['ids'])} passages")
+        if not np.isfinite(emb).all():
+            raise ValueError(
+                f"{folder / 'embeddings.npy'} holds NaN or infinite values (an embedder failed when it "
+                "was built); delete the folder and build the graph again."
+            )
         graph = nx.Graph()
         for r, cid in enumerate(doc["ids"]):
             graph.add_node(cid, row=r)
@@ -413,7 +419,7 @@ class KGPRetriever:
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question must be a non-empty string")
-        top_k = _check_top_k(top_k)
+        top_k = check_top_k(top_k)
         trace: dict[str, Any] = {"question": question, "seeds": [], "seed_scores": [], "steps": [], "stop": ""}
         self.last_trace = trace
         if top_k == 0:

@@ -15,7 +15,7 @@ Sarthi et al., 2024, "RAPTOR: Recursive Abstractive Processing for Tree-Organize
 Querying (section 3, "Querying") has two modes: *tree traversal* (top-down, the top-k nodes per
 level, descending into the children of the chosen ones) and *collapsed tree* (all nodes in one
 pool, ranked by cosine, taken until a token budget is filled). :class:`TreeTraversalRetriever`
-and :class:`CollapsedTreeRetriever` implement them behind the :class:`~chunkwise.rag.retrievers.Retriever`
+and :class:`CollapsedTreeRetriever` implement them behind the :class:`~chunkwise.retrieval.Retriever`
 interface; a hit's id is the node id (the chunk id for leaves, ``"raptor:<level>:<hash>"`` for
 summaries).
 
@@ -44,7 +44,8 @@ import numpy as np
 from chunkwise._jsonl import JSONLStore
 
 from chunkwise.rag.chunking import id_text_pairs
-from chunkwise.rag.retrievers import CRUD_TOP_K, Hit, _check_top_k, unit_rows
+from chunkwise.rag.retrievers import CRUD_TOP_K
+from chunkwise.retrieval import Hit, check_top_k, unit_rows
 from chunkwise.tokens import DEFAULT_ENCODING, count_tokens
 
 __all__ = [
@@ -462,7 +463,7 @@ class TreeTraversalRetriever:
             For an empty question, a ``top_k`` that is not an int >= 0, or a query embedding
             whose dimension differs from the tree's.
         """
-        top_k = _check_top_k(top_k)
+        top_k = check_top_k(top_k)
         if top_k == 0:
             return []
         per_level = self.top_k_per_level or top_k
@@ -533,7 +534,7 @@ class CollapsedTreeRetriever:
             For an empty question, a ``top_k`` that is not an int >= 0, or a query embedding
             whose dimension differs from the tree's.
         """
-        top_k = _check_top_k(top_k)
+        top_k = check_top_k(top_k)
         if top_k == 0:
             return []
         sims = _cosines(self.query_embedder, question, self._matrix)

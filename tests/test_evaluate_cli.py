@@ -1,0 +1,84 @@
+"""Tests for `chunkwise questions validate` and `chunkwise evaluate` (BM25-only grids: no model needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from chunkwise.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "data" / "examples" / "garden"
+
+
+def test_validate_the_committed_example(capsys):
+    status = main(["questions", "validate", "--docs", str(EXAMPLE / "docs"), "--questions", str(EXAMPLE / "questions.jsonl")])
+    out = capsys.readouterr()
+    assert status == 0
+    assert "20 questions, 27 excerpts: 0 error(s) in 0 question(s), 0 warning(s); 20 question(s) usable." in out.out
+    assert "3 document(s)" in out.err
+
+
+def test_validate_reports_errors_and_exits_1(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The kettle boils at noon. Tea follows.", encoding="utf-8")
+    q = tmp_path / "q.csv"
+    q.write_text("question,document,excerpt\nWhen?,a.txt,The kettle boil at noon\nWho?,b.txt,Tea\n", encoding="utf-8")
+    status = main(["questions", "validate", "--docs", str(docs), "--questions", str(q)])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "ERROR q1 (row 1) excerpt 1 in a.txt: excerpt 'The kettle boil at noon' was not found; closest source text at offset 0" in err
+    assert "ERROR q2 (row 2): document 'b.txt' is not in the documents folder." in err
+    assert "2 error(s)" in err
+
+
+def test_validate_clear_error_for_bad_folder(tmp_path, capsys):
+    (tmp_path / "x.md").write_bytes("naïve".encode("latin-1"))
+    q = tmp_path / "q.csv"
+    q.write_text("question,excerpt\nA?,b\n")
+    status = main(["questions", "validate", "--docs", str(tmp_path), "--questions", str(q)])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith("chunkwise: error: x.md is not valid utf-8") and "--encoding" in err
+    assert "Traceback" not in err
+
+
+def test_evaluate_bm25_grid_writes_report(tmp_path, capsys):
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text('chunkers = ["TokenText:50", "Recursive:50"]\nretrievers = ["bm25"]\ntop_k = [1, 3]\nn_resamples = 500\n')
+    out = tmp_path / "report"
+    status = main([
+        "evaluate", "--docs", str(EXAMPLE / "docs"), "--questions", str(EXAMPLE / "questions.jsonl"),
+        "--config", str(cfg), "--out", str(out), "--no-progress",
+    ])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "grid from" in captured.err and "2 chunkers (TokenText 50, Recursive 50) x 1 retrievers (bm25) x k in {1, 3} = 4 cells" in captured.err
+    assert "recall over 20 questions, 500 paired bootstrap resamples (seed 0)." in captured.out
+    table = pd.read_csv(out / "table.csv")
+    assert len(table) == 4 and set(table["retriever"]) == {"bm25"}
+    report = json.loads((out / "report.json").read_text())
+    assert report["n_questions"] == 20 and report["bootstrap"]["n_resamples"] == 500
+    assert (out / "boundaries.html").read_text().count("<h2>") == 2
+
+
+def test_evaluate_stops_before_embedding_on_question_errors(tmp_path, capsys):
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "x?", "document": "soil.md", "excerpt": "not in the text at all, surely"}\n')
+    status = main(["evaluate", "--docs", str(EXAMPLE / "docs"), "--questions", str(q), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "1 question error(s) (listed above); nothing was embedded." in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_evaluate_bad_config_is_one_line(tmp_path, capsys):
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text('chunkers = ["Recursive:0"]\n')
+    status = main(["evaluate", "--docs", str(EXAMPLE / "docs"), "--questions", str(EXAMPLE / "questions.jsonl"), "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.strip().splitlines() == ["chunkwise: error: size in 'Recursive:0' must be >= 1 token."]

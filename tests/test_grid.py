@@ -1,0 +1,280 @@
+"""Tests for chunkwise.evaluation.grid (the chunker x retriever x top_k engine) and chunkwise.report.
+
+The hand example: two documents cut by TokenText:2 (two cl100k_base tokens per chunk):
+
+    a = "one two three four five six"  -> a0 "one two" (0,7), a1 " three four" (7,18), a2 " five six" (18,27)
+    b = "seven eight nine ten"         -> b0 "seven eight" (0,11), b1 " nine ten" (11,20)
+
+The embedder is a bag of the words one..ten, so cosine ranks are known:
+
+    Q1 "three four"   (doc a, reference (8,18) "three four"): dense a1 (cos 1), then a0, a2, b0, b1 (cos 0,
+                      ties by index); BM25 only a1 scores > 0.
+    Q2 "one two nine" (doc b, reference (12,20) "nine ten"): dense a0 (2/sqrt(6)), b1 (1/sqrt(6)), then a1,
+                      a2, b0; BM25 a0 (two matching words) then b1 (one).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from chunkwise.embeddings import CachedEmbedder
+from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, format_table, run_grid
+from chunkwise.report import chunk_boundaries_html
+
+WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+DOCS = {"a.txt": "one two three four five six", "b.txt": "seven eight nine ten"}
+
+
+class WordEmbedder:
+    name = "test-words"
+
+    def __init__(self):
+        self.calls = []
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        out = np.zeros((len(texts), len(WORDS)), dtype=np.float32)
+        for r, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                if w in WORDS:
+                    out[r, WORDS.index(w)] += 1
+        return out
+
+
+def questions():
+    return pd.DataFrame(
+        {
+            "question_id": ["Q1", "Q2"],
+            "question": ["three four", "one two nine"],
+            "corpus_id": ["a.txt", "b.txt"],
+            "references": [
+                [{"content": "three four", "start_index": 8, "end_index": 18}],
+                [{"content": "nine ten", "start_index": 12, "end_index": 20}],
+            ],
+        }
+    )
+
+
+@pytest.fixture()
+def result(tmp_path):
+    cfg = GridConfig(chunkers=["TokenText:2"], top_k=[1, 2])
+    return run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+
+
+def cell(result, retriever, k):
+    t = result.table
+    return t[(t["retriever"] == retriever) & (t["k"] == k)].iloc[0]
+
+
+def test_dense_cells_by_hand(result):
+    k1, k2 = cell(result, "dense", 1), cell(result, "dense", 2)
+    # k=1: Q1 gets a1 (7,18): N=10, recall 1, precision 10/11; Q2 gets a0 from the other document: 0.
+    assert k1["recall"] == pytest.approx(0.5)
+    assert k1["precision"] == pytest.approx((10 / 11) / 2)
+    assert k1["iou"] == pytest.approx((10 / 11) / 2)
+    assert k1["hit_rate"] == pytest.approx(0.5)
+    assert k1["mrr"] == pytest.approx(0.5)
+    assert k1["retrieved_tokens"] == pytest.approx(2.0)
+    # k=2: Q1 a1 + a0 -> precision 10/18; Q2 a0 (7 other chars) + b1 (11,20): N=8, precision 8/16,
+    # first relevant chunk at rank 2 -> rr 1/2.
+    assert k2["recall"] == pytest.approx(1.0)
+    assert k2["precision"] == pytest.approx((10 / 18 + 0.5) / 2)
+    assert k2["iou"] == pytest.approx((10 / 18 + 0.5) / 2)
+    assert k2["mrr"] == pytest.approx(0.75)
+    assert k2["retrieved_tokens"] == pytest.approx(4.0)
+    assert k2["n_chunks"] == 5 and k2["embedded_tokens"] == 10
+
+
+def test_precision_omega_both_modes_by_hand(result):
+    row = cell(result, "dense", 1)
+    # chroma: Q1's reference (8,18) is touched by a1 and abutted by a2 -> union (7,27): 10/20;
+    #         Q2's (12,20) by b1 only -> 8/9.  union: a1 only -> 10/11; b1 -> 8/9.
+    assert row["precision_omega_chroma"] == pytest.approx((0.5 + 8 / 9) / 2)
+    assert row["precision_omega_union"] == pytest.approx((10 / 11 + 8 / 9) / 2)
+    assert row["precision_omega"] == row["precision_omega_chroma"]
+
+
+def test_bm25_returns_only_matching_chunks(result):
+    k2 = cell(result, "bm25", 2)
+    # Q1: only a1 matches "three four" -> precision stays 10/11 at k=2, 2 tokens retrieved.
+    # Q2: a0 then b1, as dense.
+    assert k2["precision"] == pytest.approx((10 / 11 + 0.5) / 2)
+    assert k2["retrieved_tokens"] == pytest.approx((2 + 4) / 2)
+    assert k2["mrr"] == pytest.approx(0.75)
+    assert k2["embedded_tokens"] == 0
+    hy = cell(result, "hybrid", 2)
+    assert hy["precision"] == pytest.approx(cell(result, "dense", 2)["precision"])
+
+
+def test_per_question_scores_and_bootstrap(result):
+    wide = result.scores("mrr")
+    assert list(wide.index) == ["Q1", "Q2"]
+    assert wide.loc["Q2", "TokenText 2 | dense | k=2"] == pytest.approx(0.5)
+    assert wide.shape == (2, 6)  # 1 chunker x 3 retrievers x 2 k
+    boot = result.bootstrap("recall", n_resamples=200)
+    assert boot.table.loc["TokenText 2 | dense | k=2", "mean"] == pytest.approx(1.0)
+    assert set(boot.table.index) == set(result.cells)
+    text = format_table(result.table, boot)
+    assert text.splitlines()[1].lstrip().startswith("TokenText 2 |")
+    with pytest.raises(ValueError, match="not a cell"):
+        result.bootstrap("recall", baseline="nope")
+
+
+def test_each_chunking_is_embedded_once(tmp_path):
+    inner = WordEmbedder()
+    emb = CachedEmbedder(inner, None)
+    cfg = GridConfig(chunkers=["TokenText:2", "TokenText:3"], top_k=[1, 2, 3])
+    run_grid(DOCS, questions(), cfg, emb, cache_dir=tmp_path, show_progress=False)
+    # 2 questions + 5 chunks (TokenText:2) + 4 chunks (TokenText:3: "one two three", " four five six",
+    # "seven eight nine", " ten"), for 3 retrievers x 3 k each.
+    assert emb.n_embedded == 2 + 5 + 4
+    # questions once, each chunking once (the uncached latency sample goes to the model directly)
+    assert [len(c) for c in inner.calls if not set(c) <= {"three four", "one two nine"}] == [5, 4]
+
+
+def test_rerun_reads_chunk_cache(tmp_path):
+    cfg = GridConfig(chunkers=["TokenText:2"], top_k=[1])
+    first = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    files = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert len(files) == 2  # one span file per document
+    second = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    pd.testing.assert_frame_equal(
+        first.table.drop(columns=["index_seconds", "query_ms"]), second.table.drop(columns=["index_seconds", "query_ms"])
+    )
+
+
+def test_save_writes_the_report_folder(result, tmp_path):
+    boot = result.bootstrap("recall", n_resamples=100)
+    paths = result.save(tmp_path / "out", boot, DOCS)
+    data = json.loads(paths["report"].read_text())
+    assert data["bootstrap"]["verdict"] == boot.verdict
+    assert len(data["cells"]) == 6 and data["grid"]["top_k"] == [1, 2]
+    assert pd.read_csv(paths["table"]).shape[0] == 6
+    assert paths["figure_cost"].stat().st_size > 0
+    html = paths["boundaries"].read_text()
+    assert "<script" not in html and "TokenText 2: 3 chunks" in html
+    # a long document is drawn around its first excerpt: a.txt's starts at 8 -> window (8 - 10 // 4, 6 + 10)
+    html = result.save(tmp_path / "out2", boot, DOCS, document="a.txt", max_chars=10)["boundaries"].read_text()
+    assert "27 characters; showing 6-16." in html
+
+
+class WrongCount(WordEmbedder):
+    def embed(self, texts):
+        out = super().embed(texts)
+        return out[:-1] if len(texts) == 5 else out  # drops a vector of the chunks only
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: GridConfig(chunkers=["TokenText:2"], top_k=[0]), "top_k values must be ints >= 1"),
+        (lambda: GridConfig(chunkers=["TokenText:2"], top_k=[]), "top_k is empty"),
+        (lambda: GridConfig(chunkers=["Recursive:abc"]), "must be integers"),
+        (lambda: GridConfig(chunkers=["Recursive:200:300"]), "overlap"),
+        (lambda: GridConfig(chunkers=["Nope:200"]), "unknown chunker 'Nope'"),
+        (lambda: GridConfig(chunkers=[]), "no chunker"),
+        (lambda: GridConfig(chunkers=["TokenText:2"], retrievers=["sparse"]), "unknown retriever"),
+        (lambda: GridConfig(chunkers=["TokenText:2"], placement="fuzzy"), "placement"),
+        (lambda: GridConfig.from_dict({"chunkers": ["TokenText:2"], "topk": [1]}), "unknown grid setting"),
+    ],
+)
+def test_bad_config_gets_one_clear_error(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_bad_run_inputs(tmp_path):
+    cfg = GridConfig(chunkers=["TokenText:2"], top_k=[1])
+    with pytest.raises(ValueError, match="returned 4 vectors for 5 chunks"):
+        run_grid(DOCS, questions(), cfg, WrongCount(), cache_dir=tmp_path, show_progress=False)
+    q = questions()
+    q.loc[1, "corpus_id"] = "c.txt"
+    with pytest.raises(ValueError, match="question 'Q2' refers to document 'c.txt'"):
+        run_grid(DOCS, q, cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    with pytest.raises(ValueError, match="needs an embedder"):
+        run_grid(DOCS, questions(), cfg, None, cache_dir=tmp_path, show_progress=False)
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        run_grid({}, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+
+
+def test_report_placement_needs_place_spans(tmp_path):
+    import chunkwise.evaluation.spans as spans
+
+    if hasattr(spans, "place_spans"):
+        pytest.skip("place_spans is available")
+    cfg = GridConfig(chunkers=["TokenText:2"], top_k=[1], placement="report")
+    with pytest.raises(ValueError, match="place_spans"):
+        run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+
+
+def test_bm25_only_grid_needs_no_embedder(tmp_path):
+    cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["bm25"], top_k=[1])
+    res = run_grid(DOCS, questions(), cfg, None, cache_dir=tmp_path, show_progress=False)
+    assert res.table["recall"].tolist() == [0.5]
+
+
+def test_toml_config(tmp_path):
+    p = tmp_path / "grid.toml"
+    p.write_text(
+        'chunkers = ["TokenText:2", {chunker = "Recursive", size = 50, overlap = 10}]\n'
+        'retrievers = ["bm25"]\ntop_k = [3, 1]\nmetric = "mrr"\nseed = 4\n'
+    )
+    cfg, run = GridConfig.from_toml(p)
+    assert [s.label for s in cfg.chunkers] == ["TokenText 2", "Recursive 50 overlap 10"]
+    assert cfg.top_k == (1, 3) and cfg.retrievers == ("bm25",)
+    assert run["metric"] == "mrr" and run["seed"] == 4 and run["n_resamples"] == 10_000
+    assert DEFAULT_GRID.n_cells == 84
+    p.write_text("chunkers = [")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        GridConfig.from_toml(p)
+
+
+def test_boundaries_html_escapes_and_marks_chunks():
+    text = "<b>x</b> & more text"
+    html = chunk_boundaries_html(text, {"A <1>": [(0, 8), (8, 20)], "B": [(0, 12), (6, 20)]}, [(3, 8)], title="t&t")
+    assert "<b>" not in html and "</b>" not in html and "&lt;b&gt;" in html and "&amp; m" in html
+    assert "<h1>t&amp;t</h1>" in html and "A &lt;1&gt;: 2 chunks; 0 of 1 excerpts cut by a boundary" in html
+    assert "B: 2 chunks; 1 of 1 excerpts cut by a boundary" in html
+    assert html.count('class="b"') == 4 + 1  # 4 chunk markers + the legend's sample
+    assert 'class="ov"' in html.split("<h2>B")[1]  # characters 6-12 lie in two chunks
+    assert "<script" not in html and "http" not in html
+    with pytest.raises(ValueError, match=r"chunkings\['B'\]\[0\] = \(0, 99\) is outside the text"):
+        chunk_boundaries_html(text, {"B": [(0, 99)]})
+    assert math.isfinite(len(html))
+
+
+def test_dense_cell_matches_chapter_2_protocol(tmp_path):
+    # The engine's dense cells at k are chapter 2's evaluate_spec at top_k = k (same chunk cache,
+    # one index over all documents, chroma metrics): per-question scores identical.
+    from chunkwise.experiments.chroma import run_comparison
+
+    q = questions().rename(columns={"corpus_id": "corpus"})
+    emb = WordEmbedder()
+    cfg = GridConfig(chunkers=["TokenText:2", "Recursive:3"], retrievers=["dense"], top_k=[2])
+    grid = run_grid(DOCS, q, cfg, emb, cache_dir=tmp_path, show_progress=False)
+    old = run_comparison(list(cfg.chunkers), DOCS, q, emb, top_k=2, mode="chroma", cache_dir=tmp_path, show_progress=False)
+    for r in old:
+        mine = grid.per_question[grid.per_question["chunker"] == r.spec.label].reset_index(drop=True)
+        for m in ("recall", "precision", "iou", "precision_omega"):
+            np.testing.assert_allclose(mine[m].to_numpy(), r.per_question[m].to_numpy(), err_msg=f"{r.spec.label} {m}")
+
+
+def test_sentence_and_structure_specs_run_their_chunkers(tmp_path):
+    from chunkwise.chunkers import SentenceChunker, StructureChunker
+
+    docs = {"n.md": "# Tea\n\nTea grows on hills. It is picked by hand.\n\n# Coffee\n\nCoffee grows in the tropics.\n"}
+    q = pd.DataFrame({"question": ["where does coffee grow"], "corpus_id": ["n.md"],
+                      "references": [[{"start_index": docs["n.md"].index("Coffee grows"), "end_index": len(docs["n.md"]) - 1}]]})
+    cfg = GridConfig(chunkers=["Sentence:8", "Structure:20"], retrievers=["bm25"], top_k=[1])
+    res = run_grid(docs, q, cfg, None, cache_dir=tmp_path, show_progress=False)
+    assert res.chunks["Sentence 8"]["n.md"] == [c.span for c in SentenceChunker(8).split(docs["n.md"])]
+    assert res.chunks["Structure 20"]["n.md"] == [c.span for c in StructureChunker(20).split(docs["n.md"])]
+    assert res.table.set_index("chunker").loc["Structure 20", "recall"] == 1.0
+    with pytest.raises(ValueError, match="Structure takes no overlap"):
+        GridConfig(chunkers=["Structure:20:5"])
