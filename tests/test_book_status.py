@@ -88,3 +88,19 @@ def test_citation_file_and_reproduction_notes_cover_the_book():
     notes = (REPO / "REPRODUCING.md").read_text(encoding="utf-8")
     for name in book.NOTEBOOKS:  # every chapter has its row of needs and times
         assert f"(`{Path(name).stem}`)" in notes, name
+
+
+def test_html_frame_carries_a_whole_page_in_srcdoc():
+    import html
+
+    page = '<!DOCTYPE html><html><head><style>body { margin: 0 }</style></head><body>"A" & <b>B</b></body></html>'
+    frame = book.html_frame(page, height=420, title='cuts "1"')
+    assert frame.startswith('<div><iframe title="cuts &quot;1&quot;" srcdoc="') and frame.endswith("</iframe></div>")
+    srcdoc = frame.split('srcdoc="', 1)[1].split('" style=', 1)[0]
+    assert '"' not in srcdoc and "<" not in srcdoc and html.unescape(srcdoc) == page
+    assert 'style="width: 100%; height: 420px; border: 0;"' in frame
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(ValueError, match="height must be a positive int"):
+            book.html_frame(page, height=bad)
+    with pytest.raises(ValueError, match="page must be an HTML string"):
+        book.html_frame(b"<p>", height=10)

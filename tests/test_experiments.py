@@ -458,3 +458,32 @@ def test_article_metric_table_shows_published_ours_and_delta_for_one_metric():
     assert shifts.loc[3, "ours"] == "1 of 2"
     with pytest.raises(ValueError, match="metric must be one of"):
         hb.article_metric_table(cmp_, "f1")
+
+
+def test_drawing_inputs_mark_the_shifts_and_cut_the_handbook_as_the_chunkers_do():
+    hand = hb.load_handbook()["handbook"]
+    marks = hb.shift_marks(hand)
+    # The end of sentence 5 ("...quarter.") and 11 ("...practical."), the space, the next capital.
+    assert [hand.text[s:e] for s, e in marks] == [". B", ". Y"]
+    assert hb.shift_marks(hb.load_handbook()["control"]) == []
+    ours = hb.load_article_settings().set_index("id")
+    tuned = hb.setting_kwargs(ours.loc["prose-tuned"], max_chunk_tokens=None)
+    assert tuned == {"buffer_size": 0, "breakpoint_threshold_type": "percentile",
+                     "breakpoint_threshold_amount": 80.0, "min_chunk_size": 150, "max_chunk_tokens": None}
+    with pytest.raises(ValueError, match="names no setting"):
+        hb.setting_kwargs(ours.loc["table-2"])
+    drawn = {"defaults": hb.setting_kwargs(ours.loc["table-1"]),
+             "buffer 0, percentile 80": hb.setting_kwargs(ours.loc["table-4"])}
+    spans = hb.boundary_chunkings(hand, FakeEmbedder(), drawn, fixed_chunk_size=60)
+    assert list(spans) == ["defaults", "buffer 0, percentile 80", "fixed 60-token windows"]
+    # Percentile counts are fixed by arithmetic (19 regex pieces -> 18 gaps): 1 and 4 breaks.
+    assert [len(spans[k]) for k in drawn] == [2, 5]
+    for chunks in spans.values():
+        assert chunks[0][0] == 0 and all(a[1] <= b[0] for a, b in zip(chunks, chunks[1:]))
+    # Semantic chunks end with the last sentence (1928 characters), fixed windows with the text's
+    # final newline (1929).
+    assert [spans[k][-1][1] for k in spans] == [1928, 1928, 1929] and len(hand.text.rstrip()) == 1928
+    # 60 cl100k_base tokens per window: the third cut ends a chunk at "Hotel stays are".
+    fixed = spans["fixed 60-token windows"]
+    assert [e for _, e in fixed] == [304, 630, 949, 1258, 1555, 1845, 1929]
+    assert hand.text[:949].endswith("Hotel stays are")

@@ -22,6 +22,9 @@ def test_handbook_chapter_runs_with_overridden_parameters_and_keeps_its_figure(t
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs), "the distance figure is missing"
+    # The chunk-boundary drawing travels inside the page (an iframe's srcdoc), so the static book shows it.
+    pages = ["".join(o["data"]["text/html"]) for o in outputs if "text/html" in o.get("data", {})]
+    assert any("<iframe" in p and "The handbook text, cut three ways" in p for p in pages), "the drawing is missing"
     text = "\n".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     flat = " ".join(text.split())  # the chapter wraps its sentences to the page width
     # 2 buffer sizes x 13 thresholds x 2 min sizes = 52 settings on both texts.

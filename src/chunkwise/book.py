@@ -41,6 +41,7 @@ __all__ = [
     "coerce_parameter",
     "execute_notebook",
     "find_repo_root",
+    "html_frame",
     "parameters_cell_defaults",
     "parameters_cell_names",
     "registered_notebooks",
@@ -913,3 +914,44 @@ def write_status_page(book_dir: str | os.PathLike[str]) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     return out
+
+
+def html_frame(page: str, height: int = 600, title: str = "figure") -> str:
+    """Wrap a standalone HTML page in an ``<iframe srcdoc=...>`` for a notebook output.
+
+    A chapter shows a complete HTML document (for example
+    :func:`chunkwise.report.chunk_boundaries_html`) with ``IPython.display.HTML(html_frame(page))``:
+    the frame keeps the page's own ``<style>`` from restyling the book around it, and as the
+    page travels inside the attribute, the static book needs no file, script or server for it.
+
+    Parameters
+    ----------
+    page : str
+        The HTML document.
+    height : int
+        Frame height in CSS pixels (the page scrolls inside the frame beyond it).
+    title : str
+        The frame's accessible name.
+
+    Returns
+    -------
+    str
+        One ``<iframe>`` element (full width, no border) in a ``<div>``.
+
+    Raises
+    ------
+    ValueError
+        If ``page`` is not a string or ``height`` not a positive int.
+    """
+    import html as _html
+
+    if not isinstance(page, str):
+        raise ValueError(f"page must be an HTML string, got {type(page).__name__}.")
+    if isinstance(height, bool) or not isinstance(height, int) or height < 1:
+        raise ValueError(f"height must be a positive int (CSS pixels), got {height!r}.")
+    # Inside a <div>: IPython's HTML() warns about a bare <iframe> (it suggests IFrame, which
+    # needs a URL the static book does not have).
+    return (
+        f'<div><iframe title="{_html.escape(title, quote=True)}" srcdoc="{_html.escape(page, quote=True)}" '
+        f'style="width: 100%; height: {height}px; border: 0;"></iframe></div>'
+    )

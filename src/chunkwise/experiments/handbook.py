@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -693,6 +693,127 @@ def article_metric_table(comparison: pd.DataFrame, metric: str = "chunks") -> pd
     return pd.DataFrame(rows)
 
 
+def setting_kwargs(row: Mapping[str, Any] | pd.Series, **extra: Any) -> dict[str, Any]:
+    """:class:`~chunkwise.chunkers.SemanticChunker` keyword arguments of one named setting.
+
+    Parameters
+    ----------
+    row : mapping or pandas.Series
+        A row of :func:`load_article_settings` or of the sweep table: ``buffer_size``,
+        ``threshold``, ``amount`` and ``min_chunk_size`` (characters; empty/NaN = none).
+    **extra
+        Further keyword arguments, e.g. ``sentence_split_regex`` or ``max_chunk_tokens``.
+
+    Returns
+    -------
+    dict
+        ``buffer_size``, ``breakpoint_threshold_type``, ``breakpoint_threshold_amount``,
+        ``min_chunk_size`` (int or None) and the ``extra`` ones.
+
+    Raises
+    ------
+    ValueError
+        If the row has no setting (an article row whose label is lost) or lacks a column.
+    """
+    try:
+        b, t, a, m = row["buffer_size"], row["threshold"], row["amount"], row["min_chunk_size"]
+    except KeyError as exc:
+        raise ValueError(f"row lacks column {exc}; pass a row of load_article_settings() or of the sweep table.") from None
+    if any(v is None or (isinstance(v, float) and np.isnan(v)) for v in (b, t, a)):
+        raise ValueError(
+            f"row {dict(row)!r} names no setting (the article's label is lost); "
+            "use settings_with_outcome to list the settings that give its outcome."
+        )
+    kw = {
+        "buffer_size": int(b),
+        "breakpoint_threshold_type": str(t),
+        "breakpoint_threshold_amount": float(a),
+        "min_chunk_size": None if m is None or pd.isna(m) else int(m),
+    }
+    kw.update(extra)
+    return kw
+
+
+def shift_marks(text: HandbookText) -> list[tuple[int, int]]:
+    """Character spans that mark the gold topic shifts in a chunk-boundary drawing.
+
+    Each span runs from the last character of the sentence before a shift to the first
+    character of the sentence after it, so a chunk boundary placed at the shift (anywhere in
+    the whitespace between the two sentences) falls strictly inside the span. Passed as
+    ``references`` to :func:`chunkwise.report.chunk_boundaries_html`, whose "excerpts cut by a
+    boundary" count then reads as "shifts with a boundary on them".
+
+    Returns
+    -------
+    list of (int, int)
+        One half-open ``(start, end)`` span per gold boundary, in order; empty for a text
+        without shifts.
+
+    Raises
+    ------
+    ValueError
+        If a gold boundary does not lie between two of the text's reference sentences.
+    """
+    out = []
+    n = text.n_sentences
+    for g in text.gold:
+        if not 0 <= g < n - 1:
+            raise ValueError(
+                f"gold boundary {g} of {text.name!r} is not between two of its {n} sentences; "
+                "fix gold.json (boundary i means a split after sentence i)."
+            )
+        before, after = text.sentences[g], text.sentences[g + 1]
+        out.append((before.end - 1, after.start + 1))
+    return out
+
+
+def boundary_chunkings(
+    text: HandbookText,
+    embedder: Any,
+    semantic: Mapping[str, Mapping[str, Any]],
+    fixed_chunk_size: int | None = 60,
+    encoding_name: str = "cl100k_base",
+) -> dict[str, list[tuple[int, int]]]:
+    """Chunk spans of one text under named semantic settings and fixed token windows.
+
+    The input of :func:`chunkwise.report.chunk_boundaries_html` for the chapter's drawing.
+
+    Parameters
+    ----------
+    text : HandbookText
+    embedder : Embedder
+        For :class:`~chunkwise.chunkers.SemanticChunker` (each distinct window embedded once).
+    semantic : mapping label -> dict
+        Keyword arguments of :class:`~chunkwise.chunkers.SemanticChunker` (all but the embedder),
+        one entry per drawing, in the order to draw.
+    fixed_chunk_size : int or None
+        Adds a last drawing of fixed windows of this many tokens (no overlap), labelled
+        ``"fixed {n}-token windows"``; None leaves it out.
+    encoding_name : str
+        tiktoken encoding of the fixed windows.
+
+    Returns
+    -------
+    dict
+        ``label -> [(start, end), ...]``: each chunk's half-open character span in ``text.text``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :class:`~chunkwise.chunkers.SemanticChunker` or
+        :class:`~chunkwise.chunkers.fixed.FixedTokenChunker` for an invalid setting (all
+        semantic settings are checked before anything is embedded).
+    """
+    out: dict[str, list[tuple[int, int]]] = {}
+    runs = semantic_sweep(text.text, embedder, [dict(s) for s in semantic.values()])
+    for label, (_, analysis) in zip(semantic, runs):
+        out[str(label)] = [c.span for c in analysis.chunks]
+    if fixed_chunk_size is not None:
+        fixed = FixedTokenChunker(fixed_chunk_size, 0, encoding_name=encoding_name).split(text.text)
+        out[f"fixed {fixed_chunk_size}-token windows"] = [c.span for c in fixed]
+    return out
+
+
 def gold_cuts(text: HandbookText) -> list[int]:
     """Character offsets of the gold boundaries: the end of each reference sentence before a shift."""
     return [text.sentences[g].end for g in text.gold]
@@ -760,6 +881,7 @@ __all__ = [
     "ARTICLE_SETTINGS_COLUMNS",
     "article_comparison",
     "article_metric_table",
+    "boundary_chunkings",
     "describe_setting",
     "fixed_window_cuts",
     "load_article_results",
@@ -771,7 +893,9 @@ __all__ = [
     "plot_distances",
     "run_sweep",
     "score_chunks",
+    "setting_kwargs",
     "settings_with_outcome",
+    "shift_marks",
     "summarize_settings",
     "sweep_settings",
     "threshold_grid",
