@@ -6,6 +6,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 TORCH_PIP_ARGS ?=
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 BIN := $(VENV)/bin
 SHARED := $(abspath ../shared)
 
@@ -30,6 +31,10 @@ $(VENV)/.stamp: pyproject.toml
 	# the CPU build; elsewhere pass PyTorch's CPU-only wheel index, e.g.
 	# `make test TORCH_PIP_ARGS="--index-url <PyTorch CPU index>"`, to avoid a multi-GB CUDA build.
 	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
+	# llama.cpp for a portable AVX2 target instead of -march=native: on CPUs with AMX (Sapphire
+	# Rapids) ggml's AMX matmul path segfaults on the first completion (seen on this project's CI
+	# machines). --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and would reuse a native build.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir "llama-cpp-python[server]==0.3.36"
 	$(BIN)/pip install --quiet -e ".[test,book,llm]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
