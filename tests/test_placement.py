@@ -150,3 +150,47 @@ def test_hnsw_index_finds_the_exact_neighbours_on_a_small_set():
     # search is exhaustive enough to return the same neighbours.
     assert (approx == exact).mean() >= 0.98
     assert (approx[:, 0] == np.arange(20)).all()
+
+
+def test_compare_placements_gives_gains_and_ranks():
+    chunks = {"c": [Chunk(t, s, e) for t, s, e in CHUNKS]}
+    # A retrieves chunk 3 for both questions: recall per question report [0, 1], exact [1, 0]
+    #   -> 50 % under both placements.
+    # C retrieves chunk 3 for q0 and chunk 1 (4-8 under both placements) for q1:
+    #   report: q0 4-8 misses 13-15 (0), q1 4-8 covers 5-7 (1) -> 50 %;
+    #   exact:  q0 12-16 covers 13-15 (1), q1 (1) -> 100 %.
+    # precision_Omega depends on the chunks only: 25 % (report) vs 50 % (exact) for both.
+    spec_a, spec_c = ch.ChunkerSpec("TokenText", 4), ch.ChunkerSpec("Recursive", 4)
+    a = ch.RunResult(spec_a, pd.DataFrame(), 5, 1.0, 0.0, chunks, retrieved_rows=np.array([[3], [3]]))
+    c = ch.RunResult(spec_c, pd.DataFrame(), 5, 1.0, 0.0, chunks, retrieved_rows=np.array([[3], [1]]))
+    corpora = {"c": CORPUS}
+    report = [ch.rescore(r, corpora, QUESTIONS, placement="report") for r in (a, c)]
+    exact = [ch.rescore(r, corpora, QUESTIONS, placement="exact") for r in (a, c)]
+    cmp = ch.compare_placements(report, exact)
+    assert cmp["recall_report"].tolist() == [50.0, 50.0]
+    assert cmp["recall_exact"].tolist() == [50.0, 100.0]
+    assert cmp["recall_gain"].tolist() == [0.0, -50.0]
+    assert cmp["precision_omega_gain"].tolist() == [-25.0, -25.0]
+    assert cmp["rank_report"].tolist() == [1, 1] and cmp["rank_exact"].tolist() == [2, 1]
+    with pytest.raises(ValueError, match="same specs"):
+        ch.compare_placements(report, exact[::-1])
+
+
+def test_precision_omega_vs_tables_keeps_rows_both_tables_have():
+    ours = pd.DataFrame(
+        {"chunker": ["TokenText", "TokenText", "Cluster"], "size_tokens": [200, 250, 200],
+         "overlap_tokens": [0, 0, 0], "precision_omega_mean": [20.98, 18.06, 33.0]}
+    )
+    report = pd.DataFrame(
+        {"embedding_model": ["all-MiniLM-L6-v2", "text-embedding-3-large", "all-MiniLM-L6-v2",
+                             "all-MiniLM-L6-v2", "text-embedding-3-large"],
+         "chunker": ["TokenText", "TokenText", "TokenText", "Cluster", "Cluster"],
+         "size_tokens": [200, 200, 250, 200, 200], "overlap_tokens": [0, 0, 0, "", ""],
+         "precision_omega_mean": [19.1, 21.0, 16.4, 33.6, 34.0]}
+    )
+    got = ch.precision_omega_vs_tables(ours, report)
+    # TokenText 250 is only in the MiniLM table -> dropped. 20.98 is 0.02 from 21.0 (OpenAI
+    # table) and 1.88 from 19.1; 33.0 is 0.6 from 33.6 (MiniLM) and 1.0 from 34.0.
+    assert got["chunker"].tolist() == ["TokenText", "Cluster"]
+    assert got["embedder_free"].tolist() == [True, False]
+    assert got["closer"].tolist() == ["text-embedding-3-large", "all-MiniLM-L6-v2"]

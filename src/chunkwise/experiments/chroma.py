@@ -669,3 +669,87 @@ def precision_omega_by_mode(
             row[f"precision_omega_{mode}"] = 100 * score_questions(q, empty, spans, mode=mode)["precision_omega"].mean()
         rows.append(row)
     return pd.DataFrame(rows).round(1)
+
+
+def compare_placements(report: Sequence[RunResult], exact: Sequence[RunResult]) -> pd.DataFrame:
+    """The same retrievals scored at the report code's placement and at true offsets.
+
+    Parameters
+    ----------
+    report, exact : sequences of RunResult
+        The same specs in the same order (e.g. ``exact = [rescore(r, ..., placement="exact")
+        for r in report]``).
+
+    Returns
+    -------
+    DataFrame
+        One row per spec: ``<metric>_report``, ``<metric>_exact`` and ``<metric>_gain``
+        (report minus exact, percentage points) for each metric, and the spec's rank by mean
+        recall under each placement (``rank_report``, ``rank_exact``; 1 = highest).
+
+    Raises
+    ------
+    ValueError
+        If the two sequences do not hold the same specs in the same order.
+    """
+    if [r.spec for r in report] != [r.spec for r in exact]:
+        raise ValueError("report and exact must hold the same specs in the same order.")
+    rows = []
+    for a, b in zip(report, exact):
+        row: dict[str, Any] = {"chunker": a.spec.label}
+        for m in METRIC_COLUMNS:
+            ra = 100 * float(a.per_question[m].mean())
+            rb = 100 * float(b.per_question[m].mean())
+            row[f"{m}_report"], row[f"{m}_exact"], row[f"{m}_gain"] = ra, rb, ra - rb
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    for p in ("report", "exact"):
+        out[f"rank_{p}"] = out[f"recall_{p}"].rank(ascending=False, method="min").astype(int)
+    return out
+
+
+def precision_omega_vs_tables(
+    ours: pd.DataFrame,
+    report: pd.DataFrame,
+    models: tuple[str, str] = ("all-MiniLM-L6-v2", "text-embedding-3-large"),
+) -> pd.DataFrame:
+    """Our mean precision_Ω beside the value each published table gives the same chunker.
+
+    precision_Ω depends only on the chunk boundaries and the references, so for a chunker whose
+    boundaries do not depend on the embedding model (TokenText, Recursive) both of the report's
+    tables should print the same value.
+
+    Parameters
+    ----------
+    ours : DataFrame
+        :func:`results_table` output.
+    report : DataFrame
+        :func:`load_report` output.
+    models : (str, str)
+        The two ``embedding_model`` values of the report's tables.
+
+    Returns
+    -------
+    DataFrame
+        The rows of ``ours`` that both tables have: ``chunker, size_tokens, overlap_tokens,
+        embedder_free`` (boundaries independent of the embedding model), ``ours`` and one
+        column per model, and ``closer``: the model whose table is nearer to ours.
+    """
+    key = ["chunker", "size_tokens", "overlap_tokens"]
+
+    def norm(df: pd.DataFrame) -> pd.DataFrame:
+        df = df.copy()
+        df["size_tokens"] = pd.to_numeric(df["size_tokens"], errors="coerce")
+        df["overlap_tokens"] = pd.to_numeric(df["overlap_tokens"], errors="coerce").fillna(0).astype(int)
+        return df
+
+    rep = norm(report)
+    out = norm(ours)[key + ["precision_omega_mean"]].rename(columns={"precision_omega_mean": "ours"})
+    out["ours"] = out["ours"].round(2)
+    for model in models:
+        part = rep[rep["embedding_model"] == model][key + ["precision_omega_mean"]]
+        out = out.merge(part.rename(columns={"precision_omega_mean": model}), on=key, how="inner")
+    out.insert(3, "embedder_free", out["chunker"].isin(["TokenText", "Recursive"]))
+    dist = np.abs(out[list(models)].to_numpy(dtype=float) - out[["ours"]].to_numpy(dtype=float))
+    out["closer"] = [models[int(i)] for i in np.argmin(dist, axis=1)] if len(out) else []
+    return out.reset_index(drop=True)
