@@ -172,7 +172,7 @@ def test_compare_placements_gives_gains_and_ranks():
     assert cmp["recall_gain"].tolist() == [0.0, -50.0]
     assert cmp["precision_omega_gain"].tolist() == [-25.0, -25.0]
     assert cmp["rank_report"].tolist() == [1, 1] and cmp["rank_exact"].tolist() == [2, 1]
-    with pytest.raises(ValueError, match="same specs"):
+    with pytest.raises(ValueError, match="must hold the same specs"):
         ch.compare_placements(report, exact[::-1])
 
 

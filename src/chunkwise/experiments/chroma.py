@@ -671,41 +671,65 @@ def precision_omega_by_mode(
     return pd.DataFrame(rows).round(1)
 
 
-def compare_placements(report: Sequence[RunResult], exact: Sequence[RunResult]) -> pd.DataFrame:
-    """The same retrievals scored at the report code's placement and at true offsets.
+def compare_runs(
+    a: Sequence[RunResult],
+    b: Sequence[RunResult],
+    labels: tuple[str, str] = ("a", "b"),
+    diff: str = "diff",
+) -> pd.DataFrame:
+    """Mean metrics (percent) of the same specs under two settings, side by side.
 
     Parameters
     ----------
-    report, exact : sequences of RunResult
-        The same specs in the same order (e.g. ``exact = [rescore(r, ..., placement="exact")
-        for r in report]``).
+    a, b : sequences of RunResult
+        The same specs in the same order (e.g. one placement or index each).
+    labels : (str, str)
+        Column suffixes for ``a`` and ``b``.
+    diff : str
+        Suffix of the ``a`` minus ``b`` columns (percentage points).
 
     Returns
     -------
     DataFrame
-        One row per spec: ``<metric>_report``, ``<metric>_exact`` and ``<metric>_gain``
-        (report minus exact, percentage points) for each metric, and the spec's rank by mean
-        recall under each placement (``rank_report``, ``rank_exact``; 1 = highest).
+        One row per spec: ``chunker`` and, for each metric, ``<metric>_<labels[0]>``,
+        ``<metric>_<labels[1]>`` and ``<metric>_<diff>``; then ``rank_<label>``, the spec's
+        rank by mean recall under each setting (1 = highest, ties share the lower rank).
 
     Raises
     ------
     ValueError
         If the two sequences do not hold the same specs in the same order.
     """
-    if [r.spec for r in report] != [r.spec for r in exact]:
-        raise ValueError("report and exact must hold the same specs in the same order.")
+    la, lb = labels
+    if [r.spec for r in a] != [r.spec for r in b]:
+        raise ValueError(f"{la} and {lb} must hold the same specs in the same order.")
     rows = []
-    for a, b in zip(report, exact):
-        row: dict[str, Any] = {"chunker": a.spec.label}
+    for ra, rb in zip(a, b):
+        row: dict[str, Any] = {"chunker": ra.spec.label}
         for m in METRIC_COLUMNS:
-            ra = 100 * float(a.per_question[m].mean())
-            rb = 100 * float(b.per_question[m].mean())
-            row[f"{m}_report"], row[f"{m}_exact"], row[f"{m}_gain"] = ra, rb, ra - rb
+            va = 100 * float(ra.per_question[m].mean())
+            vb = 100 * float(rb.per_question[m].mean())
+            row[f"{m}_{la}"], row[f"{m}_{lb}"], row[f"{m}_{diff}"] = va, vb, va - vb
         rows.append(row)
     out = pd.DataFrame(rows)
-    for p in ("report", "exact"):
-        out[f"rank_{p}"] = out[f"recall_{p}"].rank(ascending=False, method="min").astype(int)
+    for label in labels:
+        out[f"rank_{label}"] = out[f"recall_{label}"].rank(ascending=False, method="min").astype(int)
     return out
+
+
+def compare_placements(report: Sequence[RunResult], exact: Sequence[RunResult]) -> pd.DataFrame:
+    """The same retrievals scored at the report code's placement and at true offsets.
+
+    :func:`compare_runs` with labels ``("report", "exact")`` and ``<metric>_gain`` = report
+    minus exact (percentage points); ``exact`` is typically ``[rescore(r, corpora, questions,
+    placement="exact") for r in report]``.
+
+    Raises
+    ------
+    ValueError
+        If the two sequences do not hold the same specs in the same order.
+    """
+    return compare_runs(report, exact, ("report", "exact"), "gain")
 
 
 def precision_omega_vs_tables(
