@@ -73,6 +73,14 @@ The best precision a chunking allows: retrieve exactly the chunks ``T`` that tou
   (``max(starts) < min(ends)``), and ``precision_Omega = |U(T) ∩ U(r)| / |U(T)|``, exactly
   ``span_scores(T, references, mode="union").precision``.
 
+Where a chunk is scored
+-----------------------
+All of the above takes chunk spans as given. :func:`place_spans` produces them from chunks:
+``placement="exact"`` keeps each chunk's true offsets; ``"report"`` does what the report's code
+does (it keeps no offsets and searches each chunk's text in the corpus: one trailing ``.``
+dropped, first occurrence), so a chunk cut from a repeated passage is scored at the passage's
+first copy.
+
 Averages
 --------
 The report averages each metric over questions and gives the **population** standard
