@@ -194,3 +194,23 @@ def test_precision_omega_vs_tables_keeps_rows_both_tables_have():
     assert got["chunker"].tolist() == ["TokenText", "Cluster"]
     assert got["embedder_free"].tolist() == [True, False]
     assert got["closer"].tolist() == ["text-embedding-3-large", "all-MiniLM-L6-v2"]
+
+
+def test_compare_with_report_code_matches_rows_and_names_a_missing_search():
+    ours = pd.DataFrame(
+        {"chunker": ["TokenText", "Recursive"], "size_tokens": [200, 200], "overlap_tokens": [0, 0],
+         "recall_mean": [77.99, 75.62], "precision_mean": [4.6, 6.19],
+         "precision_omega_mean": [20.98, 29.94], "iou_mean": [4.58, 6.16]}
+    )
+    code = pd.DataFrame(
+        {"chunker": ["TokenText", "TokenText"], "size_tokens": [200, 200], "overlap_tokens": [0, 0],
+         "search": ["a", "b"], "recall_mean": [77.84, 77.99], "precision_mean": [4.6, 4.6],
+         "precision_omega_mean": [20.98, 20.98], "iou_mean": [4.58, 4.58]}
+    )
+    got = ch.compare_with_report_code(ours, code, "a")
+    assert got["chunker"].tolist() == ["TokenText"]  # Recursive is not in the file
+    assert got.loc[0, "recall_delta"] == pytest.approx(0.15)
+    assert got.loc[0, "precision_omega_delta"] == pytest.approx(0.0)
+    assert ch.compare_with_report_code(ours, code, "b").loc[0, "recall_delta"] == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="search 'c' is not in the file"):
+        ch.compare_with_report_code(ours, code, "c")

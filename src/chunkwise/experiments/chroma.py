@@ -777,3 +777,40 @@ def precision_omega_vs_tables(
     dist = np.abs(out[list(models)].to_numpy(dtype=float) - out[["ours"]].to_numpy(dtype=float))
     out["closer"] = [models[int(i)] for i in np.argmin(dist, axis=1)] if len(out) else []
     return out.reset_index(drop=True)
+
+
+def compare_with_report_code(ours: pd.DataFrame, code: pd.DataFrame, search: str) -> pd.DataFrame:
+    """Our rows beside the numbers the report's own evaluation code gave for the same rows.
+
+    Parameters
+    ----------
+    ours : DataFrame
+        :func:`results_table` output (percent).
+    code : DataFrame
+        ``data/chroma/report_code_d451fc4_minilm.csv``: columns ``chunker, size_tokens,
+        overlap_tokens, search`` and ``<metric>_mean`` in percent.
+    search : str
+        Which of the code's runs to compare with (a value of its ``search`` column).
+
+    Returns
+    -------
+    DataFrame
+        The rows both have: for each metric ``<metric>`` (ours), ``<metric>_code`` and
+        ``<metric>_delta`` (ours minus the code's, percentage points), unrounded.
+
+    Raises
+    ------
+    ValueError
+        If ``search`` is not a value of ``code["search"]``.
+    """
+    if search not in set(code["search"]):
+        raise ValueError(f"search {search!r} is not in the file; it has {sorted(set(code['search']))}.")
+    key = ["chunker", "size_tokens", "overlap_tokens"]
+    part = code[code["search"] == search]
+    merged = ours.merge(part, on=key, how="inner", suffixes=("", "_code"))
+    out = merged[key].copy()
+    for m in METRIC_COLUMNS:
+        out[m] = merged[f"{m}_mean"]
+        out[f"{m}_code"] = merged[f"{m}_mean_code"]
+        out[f"{m}_delta"] = merged[f"{m}_mean"] - merged[f"{m}_mean_code"]
+    return out.reset_index(drop=True)
