@@ -10,7 +10,7 @@ quality and cost side by side, and the per-question scores that
 What is computed once
 ---------------------
 - each chunking: once per (spec, document text), cached as spans on disk
-  (:func:`chunkwise.experiments.chroma.chunk_corpus`, the cache chapter 2 fills);
+  (:func:`chunkwise.chunkers.specs.chunk_corpus`, the cache chapter 2 fills);
 - each chunking's embeddings: one ``embedder.embed`` call over all its chunks (a caching
   embedder computes only texts it has not seen), shared by the dense and hybrid retrievers;
 - the questions' embeddings: one call for the whole grid;
@@ -54,7 +54,7 @@ import pandas as pd
 
 from chunkwise.evaluation.spans import score_questions
 from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
-from chunkwise.experiments.chroma import ChunkerSpec, chunk_corpus, parse_spec
+from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, parse_spec, span_cache_dir
 from chunkwise.tokens import get_encoding
 
 __all__ = [
@@ -140,7 +140,7 @@ class GridConfig:
     Parameters
     ----------
     chunkers : sequence of ChunkerSpec, spec strings or tables
-        Spec strings as :func:`chunkwise.experiments.chroma.parse_spec` reads them:
+        Spec strings as :func:`chunkwise.chunkers.specs.parse_spec` reads them:
         ``"TokenText:200"``, ``"Recursive:400:100"`` (size and overlap in cl100k_base tokens),
         ``"Kamradt"`` (semantic chunker, LangChain defaults), ``"KamradtMod:300"``,
         ``"Cluster:200"``, ``"Sentence:200"``, ``"Structure:400"``, ``"LLM"``. A TOML table ``{chunker, size, overlap}`` also works.
@@ -711,9 +711,7 @@ def run_grid(
         embed_q_seconds = _query_seconds(query_embedder, texts_q)
     bm25_cache = (Path(cache_dir) / "bm25") if cache_dir is not None else None
     if bm25_cache is None:
-        from chunkwise.experiments.chroma import _cache_dir
-
-        bm25_cache = _cache_dir(None).parent / "bm25"
+        bm25_cache = span_cache_dir(None).parent / "bm25"
 
     rows: list[dict[str, Any]] = []
     per_q: list[pd.DataFrame] = []
