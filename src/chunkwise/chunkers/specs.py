@@ -182,7 +182,9 @@ def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
     Hierarchical: :class:`~chunkwise.chunkers.HierarchicalChunker` with
     ``StructureChunker(parent_size)`` parents and ``RecursiveTokenChunker(size, 0)`` children.
     Contextual: :class:`~chunkwise.chunkers.ContextualChunker` over
-    ``RecursiveTokenChunker(size, 0)`` with ``llm``. Late: the ``RecursiveTokenChunker(size, 0)``
+    ``RecursiveTokenChunker(size, 0)`` with ``llm``, documents over 3000 cl100k_base tokens
+    shown in fixed blocks (``windows="blocks"``: one prompt prefix per block, reused by a
+    prefix-caching server). Late: the ``RecursiveTokenChunker(size, 0)``
     that gives its boundaries (the late-chunking vectors come from
     :class:`~chunkwise.chunkers.LateChunkingEmbedder`, not from a chunker).
 
@@ -229,7 +231,7 @@ def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
             )
         if spec.chunker == "LLM":
             return LLMSemanticChunker(llm)
-        return ContextualChunker(RecursiveTokenChunker(spec.size, 0, keep_separator="start"), llm)
+        return ContextualChunker(RecursiveTokenChunker(spec.size, 0, keep_separator="start"), llm, windows="blocks")
     raise ValueError(f"unknown chunker {spec.chunker!r}")
 
 
@@ -303,7 +305,7 @@ def chunk_corpus(
         base = chunk_corpus(spec.boundary_spec, name, text, embedder, None, cache_dir)
         from chunkwise.chunkers import ContextualChunker
 
-        return ContextualChunker(_Given(base), llm).split(text)
+        return ContextualChunker(_Given(base), llm, windows="blocks").split(text)
     spec = spec.boundary_spec
     ident = ""
     if spec.chunker in ("Kamradt", "KamradtMod", "Cluster"):
