@@ -50,7 +50,9 @@ __all__ = [
 #: Notebooks of the book, in reading order: file names inside ``notebooks/``.
 #: ``chunkwise run-notebooks`` executes these into ``book/generated/<name>.ipynb``;
 #: ``book/_toc.yml`` lists the generated copies.
-NOTEBOOKS: tuple[str, ...] = ("01_handbook_boundaries.ipynb", "02_chroma_recall.ipynb", "03_crud_pgrag.ipynb")
+NOTEBOOKS: tuple[str, ...] = (
+    "01_handbook_boundaries.ipynb", "02_chroma_recall.ipynb", "03_crud_pgrag.ipynb", "05_strategies.ipynb",
+)
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
