@@ -1,10 +1,12 @@
 # chunkwise: two commands for a fresh machine.
 #   make book   create the environment, execute every notebook with papermill, build the HTML book
 #   make test   create the environment and run the test suite
+#   make lab    create the environment and open notebooks/ in JupyterLab (project kernel, machine facts set)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 TORCH_PIP_ARGS ?=
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 BIN := $(VENV)/bin
 SHARED := $(abspath ../shared)
 
@@ -18,7 +20,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: venv test book notebooks html bench clean
+.PHONY: venv test book notebooks html bench lab clean
 
 venv: $(VENV)/.stamp
 
@@ -29,6 +31,10 @@ $(VENV)/.stamp: pyproject.toml
 	# the CPU build; elsewhere pass PyTorch's CPU-only wheel index, e.g.
 	# `make test TORCH_PIP_ARGS="--index-url <PyTorch CPU index>"`, to avoid a multi-GB CUDA build.
 	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
+	# llama.cpp for a portable AVX2 target instead of -march=native: on CPUs with AMX (Sapphire
+	# Rapids) ggml's AMX matmul path segfaults on the first completion (seen on this project's CI
+	# machines). --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and would reuse a native build.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir "llama-cpp-python[server]==0.3.36"
 	$(BIN)/pip install --quiet -e ".[test,book,llm]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
@@ -45,6 +51,13 @@ html: venv
 book: venv
 	$(BIN)/chunkwise run-notebooks
 	$(BIN)/chunkwise build-book
+
+# JupyterLab in notebooks/ (the folder papermill runs the chapters in, so their relative paths
+# hold), with the kernel installed above and the machine facts exported at the top of this file.
+# Extra options: make lab LAB_ARGS="--no-browser --port 8890".
+LAB_ARGS ?=
+lab: venv
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
 
 bench: venv
 	$(BIN)/python benchmarks/bench_semantic_sweep.py

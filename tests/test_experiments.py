@@ -355,3 +355,135 @@ def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions():
     assert len(chunks) == 196 and len(items) == 10
     assert wanted <= set(rows), f"{len(wanted - set(rows))} of {len(wanted)} vectors missing"
     assert {rows[k] for k in wanted} == {384}
+
+
+def _tiny_sweep() -> pd.DataFrame:
+    """A hand-written sweep table: eight chunkings with known outcomes."""
+    rows = [
+        ("handbook", 0, "percentile", 80.0, None, 5, "2 of 2", 2),
+        ("handbook", 0, "percentile", 80.0, 150, 4, "2 of 2", 1),
+        ("handbook", 1, "percentile", 95.0, None, 2, "0 of 2", 1),
+        ("handbook", 1, "standard_deviation", 3.0, None, 1, "0 of 2", 0),
+        ("handbook", 2, "standard_deviation", 3.0, None, 1, "0 of 2", 0),
+        ("handbook", 2, "interquartile", 1.5, 150, 1, "0 of 2", 0),
+        ("handbook", 1, "percentile", 90.0, None, 3, "1 of 2", 1),
+        ("control", 1, "percentile", 95.0, None, 2, "0 of 0", 1),
+    ]
+    cols = ["text", "buffer_size", "threshold", "amount", "min_chunk_size", "chunks", "shifts_found", "extra_splits"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_article_results_hold_the_five_table_rows_as_published():
+    art = hb.load_article_results()
+    assert list(art["id"]) == ["table-1", "table-2", "table-3", "table-4", "table-5", "prose-tuned"]
+    assert list(art["chunks"]) == [2, 1, 3, 5, 2, 4]
+    assert list(art["shifts_found"]) == ["0 of 2", "0 of 2", "1 of 2", "2 of 2", "0 of 0", "2 of 2"]
+    # Every break that is not a real shift is an extra split: chunks - 1 - shifts found.
+    found = art["shifts_found"].str.split(" of ").str[0].astype(int)
+    assert list(art["extra_splits"]) == list(art["chunks"] - 1 - found) == [1, 0, 1, 2, 1, 1]
+    lost = art[art["label"] == "lost"]
+    assert list(lost["id"]) == ["table-2", "table-3"]
+    assert lost["settings_published"].isna().all() and lost["buffer_size"].isna().all()
+    # Facts only: our min_chunk_size choice is not in this file.
+    assert "min_chunk_size" not in art.columns
+    ours = hb.load_article_settings()
+    assert list(ours["id"]) == list(art["id"])
+    no_setting = ours[ours["buffer_size"].isna()]
+    assert list(no_setting["id"]) == ["table-2", "table-3"]
+    assert ours.set_index("id").loc["prose-tuned", "min_chunk_size"] == 150
+
+
+def test_settings_with_outcome_lists_every_matching_setting():
+    t = _tiny_sweep()
+    one = hb.settings_with_outcome(t, "handbook", 1, "0 of 2")
+    assert len(one) == 3 and set(one["threshold"]) == {"standard_deviation", "interquartile"}
+    summary = hb.summarize_settings(one)
+    assert summary.to_dict("records") == [
+        {"rule": "interquartile", "amount": 1.5, "min_chunk_size": "150", "buffer_sizes": "2"},
+        {"rule": "standard_deviation", "amount": 3.0, "min_chunk_size": "none", "buffer_sizes": "1, 2"},
+    ]
+    three = hb.settings_with_outcome(t, "handbook", 3, "1 of 2")
+    assert three[["buffer_size", "threshold", "amount"]].values.tolist() == [[1, "percentile", 90.0]]
+    assert hb.settings_with_outcome(t, "handbook", 6, "2 of 2").empty
+    assert list(hb.summarize_settings(hb.settings_with_outcome(t, "control", 1, "0 of 0")).columns) == [
+        "rule", "amount", "min_chunk_size", "buffer_sizes"]
+    with pytest.raises(ValueError, match="text 'nope' is not in the sweep table"):
+        hb.settings_with_outcome(t, "nope", 1, "0 of 2")
+    with pytest.raises(ValueError, match="shifts_found must read 'k of n'"):
+        hb.settings_with_outcome(t, "handbook", 1, "0/2")
+    with pytest.raises(ValueError, match="chunks must be an int >= 1"):
+        hb.settings_with_outcome(t, "handbook", 0, "0 of 2")
+    with pytest.raises(ValueError, match="lacks column"):
+        hb.settings_with_outcome(t.drop(columns="shifts_found"), "handbook", 1, "0 of 2")
+
+
+def test_article_comparison_matches_labelled_rows_and_counts_outcomes_for_lost_ones():
+    cmp_ = hb.article_comparison(_tiny_sweep(), hb.load_article_results(), hb.load_article_settings()).set_index("id")
+    assert cmp_.loc["table-1", "our_setting"] == "buffer 1, percentile 95"
+    assert (cmp_.loc["table-1", "ours_chunks"], cmp_.loc["table-1", "delta_chunks"]) == (2, 0)
+    assert cmp_.loc["table-1", "ours_shifts_found"] == "0 of 2"
+    # Lost labels: no setting of ours, no delta; only how many settings give the outcome.
+    for i, n in (("table-2", 3), ("table-3", 1)):
+        assert pd.isna(cmp_.loc[i, "our_setting"]) and pd.isna(cmp_.loc[i, "ours_chunks"])
+        assert pd.isna(cmp_.loc[i, "delta_chunks"])
+        assert (cmp_.loc[i, "n_with_outcome"], cmp_.loc[i, "n_settings"]) == (n, 7)
+    assert (cmp_.loc["table-4", "ours_chunks"], cmp_.loc["table-4", "ours_extra_splits"]) == (5, 2)
+    assert (cmp_.loc["table-5", "ours_chunks"], cmp_.loc["table-5", "n_settings"]) == (2, 1)
+    assert cmp_.loc["prose-tuned", "our_setting"] == "buffer 0, percentile 80, min 150 chars"
+    assert cmp_.loc["prose-tuned", "ours_chunks"] == 4 and cmp_.loc["prose-tuned", "delta_chunks"] == 0
+    bad = hb.load_article_settings()
+    with pytest.raises(ValueError, match="table-3 have no row in the settings table"):
+        hb.article_comparison(_tiny_sweep(), hb.load_article_results(), bad[bad["id"] != "table-3"])
+
+
+def test_article_metric_table_shows_published_ours_and_delta_for_one_metric():
+    cmp_ = hb.article_comparison(_tiny_sweep(), hb.load_article_results(), hb.load_article_settings())
+    chunks = hb.article_metric_table(cmp_, "chunks")
+    assert list(chunks.columns) == ["row", "settings (article)", "our setting", "published", "ours", "delta"]
+    assert list(chunks["row"]) == ["row 1", "row 2", "row 3", "row 4", "row 5", "tuned (prose)"]
+    assert list(chunks["published"]) == [2, 1, 3, 5, 2, 4]
+    assert list(chunks["ours"]) == [2, "-", "-", 5, 2, 4]
+    assert list(chunks["delta"]) == ["+0", "-", "-", "+0", "+0", "+0"]
+    assert chunks.loc[1, "settings (article)"] == "(label lost)"
+    assert chunks.loc[3, "settings (article)"] == "(label lost; prose: buffer_size=0, percentile 80)"
+    assert chunks.loc[0, "settings (article)"] == "Defaults"
+    assert chunks.loc[1, "our setting"] == "none chosen; 3 of 7 give this outcome"
+    assert chunks.loc[2, "our setting"] == "none chosen; 1 of 7 give this outcome"
+    # Shifts found: a sweep that finds one shift fewer shows -1.
+    t = _tiny_sweep()
+    t.loc[(t.buffer_size == 0) & t.min_chunk_size.isna(), "shifts_found"] = "1 of 2"
+    shifts = hb.article_metric_table(hb.article_comparison(t, hb.load_article_results(), hb.load_article_settings()),
+                                     "shifts_found")
+    assert list(shifts["delta"]) == ["+0", "-", "-", "-1", "+0", "+0"]
+    assert shifts.loc[3, "ours"] == "1 of 2"
+    with pytest.raises(ValueError, match="metric must be one of"):
+        hb.article_metric_table(cmp_, "f1")
+
+
+def test_drawing_inputs_mark_the_shifts_and_cut_the_handbook_as_the_chunkers_do():
+    hand = hb.load_handbook()["handbook"]
+    marks = hb.shift_marks(hand)
+    # The end of sentence 5 ("...quarter.") and 11 ("...practical."), the space, the next capital.
+    assert [hand.text[s:e] for s, e in marks] == [". B", ". Y"]
+    assert hb.shift_marks(hb.load_handbook()["control"]) == []
+    ours = hb.load_article_settings().set_index("id")
+    tuned = hb.setting_kwargs(ours.loc["prose-tuned"], max_chunk_tokens=None)
+    assert tuned == {"buffer_size": 0, "breakpoint_threshold_type": "percentile",
+                     "breakpoint_threshold_amount": 80.0, "min_chunk_size": 150, "max_chunk_tokens": None}
+    with pytest.raises(ValueError, match="names no setting"):
+        hb.setting_kwargs(ours.loc["table-2"])
+    drawn = {"defaults": hb.setting_kwargs(ours.loc["table-1"]),
+             "buffer 0, percentile 80": hb.setting_kwargs(ours.loc["table-4"])}
+    spans = hb.boundary_chunkings(hand, FakeEmbedder(), drawn, fixed_chunk_size=60)
+    assert list(spans) == ["defaults", "buffer 0, percentile 80", "fixed 60-token windows"]
+    # Percentile counts are fixed by arithmetic (19 regex pieces -> 18 gaps): 1 and 4 breaks.
+    assert [len(spans[k]) for k in drawn] == [2, 5]
+    for chunks in spans.values():
+        assert chunks[0][0] == 0 and all(a[1] <= b[0] for a, b in zip(chunks, chunks[1:]))
+    # Semantic chunks end with the last sentence (1928 characters), fixed windows with the text's
+    # final newline (1929).
+    assert [spans[k][-1][1] for k in spans] == [1928, 1928, 1929] and len(hand.text.rstrip()) == 1928
+    # 60 cl100k_base tokens per window: the third cut ends a chunk at "Hotel stays are".
+    fixed = spans["fixed 60-token windows"]
+    assert [e for _, e in fixed] == [304, 630, 949, 1258, 1555, 1845, 1929]
+    assert hand.text[:949].endswith("Hotel stays are")

@@ -41,10 +41,14 @@ __all__ = [
     "coerce_parameter",
     "execute_notebook",
     "find_repo_root",
+    "html_frame",
     "parameters_cell_defaults",
     "parameters_cell_names",
     "registered_notebooks",
     "resolve_notebook",
+    "chapter_status",
+    "status_markdown",
+    "write_status_page",
 ]
 
 #: Notebooks of the book, in reading order: file names inside ``notebooks/``.
@@ -747,3 +751,209 @@ def registered_notebooks(only: Sequence[str] | None = None) -> list[str]:
         if file_name not in chosen:
             chosen.append(file_name)
     return chosen
+
+
+# --------------------------------------------------------------------- book status
+
+#: Where :func:`write_status_page` writes the intro's status table, relative to the book folder.
+STATUS_PAGE = Path("generated") / "status.md"
+
+
+def _toc_files(toc: Any) -> list[str]:
+    """Every ``file`` entry of a parsed ``_toc.yml`` below its root, in reading order."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("file"), str):
+                found.append(node["file"])
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key) or []:
+                    walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    for key in ("parts", "chapters", "sections"):
+        walk((toc or {}).get(key) or [])
+    return found
+
+
+def _notebook_title(nb: Mapping[str, Any]) -> str | None:
+    """The first level-one Markdown heading of a notebook, or None."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "markdown":
+            continue
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        for line in text.splitlines():
+            if line.startswith("# "):
+                return line[2:].strip()
+    return None
+
+
+def chapter_status(book_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """What the book holds right now: every page of ``_toc.yml`` and its executed notebook.
+
+    Parameters
+    ----------
+    book_dir : path
+        The Jupyter Book folder (with ``_toc.yml``).
+
+    Returns
+    -------
+    list of dict
+        One dict per entry of the table of contents below its root, in reading order:
+        ``file`` (as in ``_toc.yml``), ``kind`` (``"notebook"``, ``"page"`` for a Markdown page,
+        ``"missing"`` when neither ``<file>.ipynb`` nor ``<file>.md`` exists), ``title`` (first
+        ``# `` heading of a notebook, else None), and for notebooks executed by papermill
+        ``executed`` (UTC start time, ISO 8601), ``duration_s`` (seconds the kernel ran, float),
+        ``parameters`` (the values passed to papermill; empty dict = the notebook's defaults)
+        and ``failed`` (papermill recorded an exception); these four are None when the
+        notebook carries no papermill record.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``book_dir`` has no ``_toc.yml``.
+    ValueError
+        If ``_toc.yml`` is not valid YAML or an executed notebook is not valid JSON.
+    """
+    import yaml
+
+    book = Path(book_dir)
+    toc_path = book / "_toc.yml"
+    if not toc_path.is_file():
+        raise FileNotFoundError(f"{toc_path} does not exist; pass the book folder (the one with _toc.yml).")
+    try:
+        toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{toc_path} is not valid YAML ({exc}); fix the table of contents.") from None
+    rows: list[dict[str, Any]] = []
+    for file in _toc_files(toc):
+        stem = file[:-6] if file.endswith(".ipynb") else file[:-3] if file.endswith(".md") else file
+        row: dict[str, Any] = {"file": file, "kind": "missing", "title": None, "executed": None,
+                               "duration_s": None, "parameters": None, "failed": None}
+        nb_path, md_path = book / f"{stem}.ipynb", book / f"{stem}.md"
+        if nb_path.is_file():
+            try:
+                nb = json.loads(nb_path.read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise ValueError(f"{nb_path} is not a valid notebook ({exc}); rerun chunkwise run-notebooks.") from None
+            row["kind"] = "notebook"
+            row["title"] = _notebook_title(nb)
+            pm = (nb.get("metadata") or {}).get("papermill")
+            if isinstance(pm, dict):
+                row["executed"] = pm.get("start_time")
+                duration = pm.get("duration")
+                row["duration_s"] = float(duration) if isinstance(duration, (int, float)) else None
+                row["parameters"] = dict(pm.get("parameters") or {})
+                row["failed"] = bool(pm.get("exception"))
+        elif md_path.is_file():
+            row["kind"] = "page"
+        rows.append(row)
+    return rows
+
+
+def _format_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def status_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The status table of :func:`chapter_status` as MyST Markdown (one row per page).
+
+    Pages link with ``{doc}`` roles relative to the book's root, so the text is meant to be
+    included from a page in the book folder (the intro). A chapter whose executed notebook is
+    missing says how to make it; a run with parameters names them.
+    """
+    lines = [
+        "| page | state | executed (UTC) | kernel time | parameters |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        link = f"{{doc}}`{r['title']} <{r['file']}>`" if r.get("title") else f"{{doc}}`{r['file']}`"
+        if r["kind"] == "missing":
+            name = Path(r["file"]).name
+            lines.append(f"| `{r['file']}` | not built: run `chunkwise run-notebooks --only {name}` | - | - | - |")
+            continue
+        if r["kind"] == "page":
+            lines.append(f"| {link} | page | - | - | - |")
+            continue
+        if r.get("executed") is None:
+            lines.append(f"| {link} | notebook, not executed by papermill | - | - | - |")
+            continue
+        when = str(r["executed"]).replace("T", " ")[:16]
+        took = _format_duration(r["duration_s"]) if r.get("duration_s") is not None else "-"
+        params = ", ".join(f"`{k}`" for k in r["parameters"]) if r.get("parameters") else "defaults"
+        state = "failed (see the page)" if r.get("failed") else "executed"
+        lines.append(f"| {link} | {state} | {when} | {took} | {params} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_status_page(book_dir: str | os.PathLike[str]) -> Path:
+    """Write :func:`status_markdown` of :func:`chapter_status` to ``<book_dir>/generated/status.md``.
+
+    ``chunkwise build-book`` calls this before building, and the intro includes the file, so
+    the intro's status section always describes the chapters of the build it is part of.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As :func:`chapter_status`.
+    """
+    book = Path(book_dir)
+    text = status_markdown(chapter_status(book))
+    out = book / STATUS_PAGE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def html_frame(page: str, height: int = 600, title: str = "figure") -> str:
+    """Wrap a standalone HTML page in an ``<iframe srcdoc=...>`` for a notebook output.
+
+    A chapter shows a complete HTML document (for example
+    :func:`chunkwise.report.chunk_boundaries_html`) with ``IPython.display.HTML(html_frame(page))``:
+    the frame keeps the page's own ``<style>`` from restyling the book around it, and as the
+    page travels inside the attribute, the static book needs no file, script or server for it.
+
+    Parameters
+    ----------
+    page : str
+        The HTML document.
+    height : int
+        Frame height in CSS pixels (the page scrolls inside the frame beyond it).
+    title : str
+        The frame's accessible name.
+
+    Returns
+    -------
+    str
+        One ``<iframe>`` element (full width, no border) in a ``<div>``.
+
+    Raises
+    ------
+    ValueError
+        If ``page`` is not a string or ``height`` not a positive int.
+    """
+    import html as _html
+
+    if not isinstance(page, str):
+        raise ValueError(f"page must be an HTML string, got {type(page).__name__}.")
+    if isinstance(height, bool) or not isinstance(height, int) or height < 1:
+        raise ValueError(f"height must be a positive int (CSS pixels), got {height!r}.")
+    # Inside a <div>: IPython's HTML() warns about a bare <iframe> (it suggests IFrame, which
+    # needs a URL the static book does not have).
+    return (
+        f'<div><iframe title="{_html.escape(title, quote=True)}" srcdoc="{_html.escape(page, quote=True)}" '
+        f'style="width: 100%; height: {height}px; border: 0;"></iframe></div>'
+    )

@@ -251,6 +251,10 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
                      f"({', '.join(missing_docs)}): {hint}")
     reports_dir = book_dir / REPORTS
     shutil.rmtree(reports_dir, ignore_errors=True)  # never judge this build by old reports
+    try:  # the intro's status section includes this page (what this build holds)
+        book.write_status_page(book_dir)
+    except (OSError, ValueError) as exc:
+        return _fail(f"could not write the book's status page: {exc}")
 
     cmd = [
         sys.executable,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -336,47 +336,482 @@ def percentile_break_table(
     return pd.DataFrame(rows)
 
 
+ARTICLE_RESULTS_COLUMNS = (
+    "id", "source", "settings_published", "label", "text", "buffer_size", "percentile",
+    "chunks", "shifts_found", "extra_splits", "note",
+)
+ARTICLE_SETTINGS_COLUMNS = ("id", "text", "buffer_size", "threshold", "amount", "min_chunk_size", "basis")
+SWEEP_COLUMNS = ("text", "buffer_size", "threshold", "amount", "min_chunk_size", "chunks", "shifts_found", "extra_splits")
+
+
+def _read_table(path: str | Path | None, default_name: str, columns: Sequence[str], what: str) -> pd.DataFrame:
+    p = Path(path) if path else project_root() / "data" / "handbook" / default_name
+    if not p.is_file():
+        raise FileNotFoundError(f"{what} file {p} does not exist; pass the path of {default_name}.")
+    df = pd.read_csv(p, dtype={"id": str, "text": str})
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p} lacks column(s) {', '.join(missing)}; expected {', '.join(columns)}.")
+    if df["id"].duplicated().any():
+        dup = sorted(set(df.loc[df["id"].duplicated(), "id"]))
+        raise ValueError(f"{p} has duplicate id(s) {', '.join(dup)}; every row needs its own id.")
+    return df
+
+
 def load_article_results(path: str | Path | None = None) -> pd.DataFrame:
-    """The source article's reported results (facts only), from ``data/handbook/article_results.csv``."""
-    p = Path(path) if path else project_root() / "data" / "handbook" / "article_results.csv"
-    return pd.read_csv(p)
+    """The source article's reported handbook results: facts only, no inference.
 
+    Reads ``data/handbook/article_results.csv``: the five rows of the article's results table
+    (``id`` ``table-1`` ... ``table-5``, in the published order) and the "tuned" run its prose
+    describes (``prose-tuned``). ``settings_published`` is the settings cell as it survived
+    (empty where it was lost), ``label`` says whether it was published, lost, or named only in
+    the prose, and ``buffer_size`` / ``percentile`` hold values only where the article states
+    them. ``chunks`` and ``shifts_found`` ("k of n") are the reported outcome;
+    ``extra_splits`` is ``chunks - 1`` minus the shifts found (an arithmetic consequence).
+    Our own choices for matching these rows to the sweep live in a separate file
+    (:func:`load_article_settings`).
 
-def article_comparison(table: pd.DataFrame, article: pd.DataFrame) -> pd.DataFrame:
-    """Put the article's rows beside the matching rows of our sweep.
+    Returns
+    -------
+    pandas.DataFrame
+        One row per reported result, columns :data:`ARTICLE_RESULTS_COLUMNS`.
 
-    The article's rows name a text and settings (buffer size, percentile, min_chunk_size);
-    the matching row of ``table`` supplies our chunks / shifts found / extra splits.
-    ``delta_chunks`` is ours minus the article's.
+    Raises
+    ------
+    FileNotFoundError
+        If the file is missing.
+    ValueError
+        If a column is missing or an ``id`` repeats.
     """
+    return _read_table(path, "article_results.csv", ARTICLE_RESULTS_COLUMNS, "article results")
+
+
+def load_article_settings(path: str | Path | None = None) -> pd.DataFrame:
+    """Our settings for each article row (inference, kept apart from the article's facts).
+
+    Reads ``data/handbook/article_settings_ours.csv``: for each ``id`` of
+    :func:`load_article_results`, the setting of our sweep that we compare it with
+    (``buffer_size``, ``threshold``, ``amount``, ``min_chunk_size`` in characters) and the
+    ``basis`` of that choice. Rows whose article label is lost have no setting (empty cells):
+    they are compared by outcome only (:func:`settings_with_outcome`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`ARTICLE_SETTINGS_COLUMNS`.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file is missing.
+    ValueError
+        If a column is missing or an ``id`` repeats.
+    """
+    return _read_table(path, "article_settings_ours.csv", ARTICLE_SETTINGS_COLUMNS, "article settings")
+
+
+def _check_sweep_table(table: pd.DataFrame) -> None:
+    if not isinstance(table, pd.DataFrame):
+        raise ValueError(f"table must be the pandas DataFrame returned by run_sweep, got {type(table).__name__}.")
+    missing = [c for c in SWEEP_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(
+            f"table lacks column(s) {', '.join(missing)}; pass the table returned by run_sweep."
+        )
+
+
+def _parse_shifts(value: str) -> tuple[int, int]:
+    """``"k of n"`` -> ``(k, n)``; one clear error line otherwise."""
+    parts = str(value).split(" of ")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"shifts_found must read 'k of n' (e.g. '1 of 2'), got {value!r}.")
+    return int(parts[0]), int(parts[1])
+
+
+def describe_setting(buffer_size: Any, threshold: Any, amount: Any, min_chunk_size: Any = None) -> str:
+    """One setting in words, e.g. ``"buffer 1, percentile 95"`` or ``"..., min 150 chars"``."""
+    rule = {"standard_deviation": "std", "interquartile": "iqr"}.get(str(threshold), str(threshold))
+    text = f"buffer {int(buffer_size)}, {rule} {float(amount):g}"
+    if min_chunk_size is not None and not pd.isna(min_chunk_size):
+        text += f", min {int(min_chunk_size)} chars"
+    return text
+
+
+def settings_with_outcome(table: pd.DataFrame, text: str, chunks: int, shifts_found: str) -> pd.DataFrame:
+    """Every setting of a sweep that gives one outcome on one text.
+
+    Used for the article rows whose settings label was lost: instead of guessing a label,
+    list all settings that reproduce the reported outcome on our text.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The sweep table of :func:`run_sweep`.
+    text : str
+        ``"handbook"`` or ``"control"`` (a value of ``table["text"]``).
+    chunks : int
+        Number of chunks of the outcome.
+    shifts_found : str
+        ``"k of n"``, as in the article and in ``table["shifts_found"]``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The matching rows' ``buffer_size``, ``threshold``, ``amount``, ``min_chunk_size``
+        (characters; NaN = none), ``chunks``, ``shifts_found``, ``extra_splits``, in the sweep's
+        order with a fresh index; empty if no setting gives the outcome.
+
+    Raises
+    ------
+    ValueError
+        If ``table`` is not a sweep table, ``text`` is not in it, ``chunks`` is not a positive
+        int or ``shifts_found`` does not read ``"k of n"``.
+    """
+    _check_sweep_table(table)
+    texts = sorted(set(table["text"]))
+    if text not in texts:
+        raise ValueError(f"text {text!r} is not in the sweep table; choose one of {', '.join(map(repr, texts))}.")
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+        raise ValueError(f"chunks must be an int >= 1, got {chunks!r}.")
+    _parse_shifts(shifts_found)
+    sel = table[(table["text"] == text) & (table["chunks"] == int(chunks)) & (table["shifts_found"] == shifts_found)]
+    cols = ["buffer_size", "threshold", "amount", "min_chunk_size", "chunks", "shifts_found", "extra_splits"]
+    return sel[cols].reset_index(drop=True)
+
+
+def summarize_settings(rows: pd.DataFrame) -> pd.DataFrame:
+    """Fold a list of settings into one line per threshold rule, amount and minimum size.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Columns ``buffer_size``, ``threshold``, ``amount``, ``min_chunk_size`` (e.g. from
+        :func:`settings_with_outcome`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``rule``, ``amount``, ``min_chunk_size`` (characters, ``"none"`` when unset) and
+        ``buffer_sizes`` (the buffer sizes with that rule and amount, e.g. ``"0, 2"``), sorted by
+        rule, amount and minimum size; empty (same columns) for no rows.
+
+    Raises
+    ------
+    ValueError
+        If a column is missing.
+    """
+    need = ["buffer_size", "threshold", "amount", "min_chunk_size"]
+    missing = [c for c in need if c not in rows.columns]
+    if missing:
+        raise ValueError(f"rows lack column(s) {', '.join(missing)}; pass the output of settings_with_outcome.")
+    out_cols = ["rule", "amount", "min_chunk_size", "buffer_sizes"]
+    if rows.empty:
+        return pd.DataFrame(columns=out_cols)
+    df = rows[need].copy()
+    df["min_key"] = df["min_chunk_size"].fillna(-1).astype(int)
+    groups = []
+    for (rule, amount, mk), g in df.groupby(["threshold", "amount", "min_key"], sort=True):
+        groups.append(
+            {
+                "rule": rule,
+                "amount": float(amount),
+                "min_chunk_size": "none" if mk < 0 else str(mk),
+                "buffer_sizes": ", ".join(str(int(b)) for b in sorted(set(g["buffer_size"]))),
+            }
+        )
+    return pd.DataFrame(groups, columns=out_cols)
+
+
+def _ours_for(table: pd.DataFrame, s: pd.Series) -> pd.Series | None:
+    """The sweep row of one of our settings (a row of :func:`load_article_settings`), or None."""
+    if pd.isna(s["buffer_size"]) or pd.isna(s["threshold"]) or pd.isna(s["amount"]):
+        return None
+    sel = table[
+        (table["text"] == s["text"])
+        & (table["buffer_size"] == int(s["buffer_size"]))
+        & (table["threshold"] == s["threshold"])
+        & (table["amount"] == float(s["amount"]))
+        & (
+            table["min_chunk_size"].isna()
+            if pd.isna(s["min_chunk_size"])
+            else table["min_chunk_size"] == float(s["min_chunk_size"])
+        )
+    ]
+    return sel.iloc[0] if len(sel) else None
+
+
+def _stated_settings(a: pd.Series) -> str | None:
+    """The settings an article row states (table or prose), e.g. ``"buffer_size=0, percentile 80"``."""
+    parts = []
+    if not pd.isna(a["buffer_size"]):
+        parts.append(f"buffer_size={int(a['buffer_size'])}")
+    if not pd.isna(a["percentile"]):
+        parts.append(f"percentile {float(a['percentile']):g}")
+    return ", ".join(parts) or None
+
+
+def article_comparison(
+    table: pd.DataFrame, article: pd.DataFrame, settings: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Put every result the article reports beside ours.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The sweep table of :func:`run_sweep`.
+    article : pandas.DataFrame
+        :func:`load_article_results` (facts).
+    settings : pandas.DataFrame, optional
+        :func:`load_article_settings` (our matching); read from the repository when omitted.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per article result, in the article's order: ``id``, ``source``,
+        ``settings_published``, ``label``, ``stated_settings`` (what the article states, table or
+        prose, e.g. ``"buffer_size=0, percentile 80"``; missing if nothing), ``text``, ``article_chunks``,
+        ``article_shifts_found``, ``article_extra_splits``; then ours: ``our_setting``
+        (:func:`describe_setting`; missing where the article's label is lost and we chose none),
+        ``ours_chunks``, ``ours_shifts_found``, ``ours_extra_splits``, ``delta_chunks`` (ours
+        minus the article's; None without a setting or when the sweep did not run it), and
+        ``n_with_outcome`` / ``n_settings``: how many settings of the sweep on that text give the
+        article's outcome (same chunks and shifts found), out of how many.
+
+    Raises
+    ------
+    ValueError
+        If ``table`` is not a sweep table, or an article ``id`` has no row in ``settings``.
+    """
+    _check_sweep_table(table)
+    if settings is None:
+        settings = load_article_settings()
+    by_id = settings.set_index("id")
+    missing = [i for i in article["id"] if i not in by_id.index]
+    if missing:
+        raise ValueError(
+            f"article row(s) {', '.join(missing)} have no row in the settings table; add them to "
+            "article_settings_ours.csv (with empty settings if none is chosen)."
+        )
     rows = []
     for _, a in article.iterrows():
-        sel = table[
-            (table["text"] == a["text"])
-            & (table["buffer_size"] == a["buffer_size"])
-            & (table["threshold"] == "percentile")
-            & (table["amount"] == float(a["percentile"]))
-            & (
-                table["min_chunk_size"].isna()
-                if pd.isna(a["min_chunk_size"])
-                else table["min_chunk_size"] == a["min_chunk_size"]
-            )
-        ]
-        ours = sel.iloc[0] if len(sel) else None
+        s = by_id.loc[a["id"]].copy()
+        s["text"] = a["text"]
+        ours = _ours_for(table, s)
+        has_setting = not pd.isna(s["buffer_size"])
+        on_text = table[table["text"] == a["text"]]
+        n_with = len(settings_with_outcome(table, a["text"], int(a["chunks"]), a["shifts_found"])) if len(on_text) else 0
         rows.append(
             {
-                "settings": a["settings"],
+                "id": a["id"],
+                "source": a["source"],
+                "settings_published": None if pd.isna(a["settings_published"]) else a["settings_published"],
+                "label": a["label"],
+                "stated_settings": _stated_settings(a),
                 "text": a["text"],
                 "article_chunks": int(a["chunks"]),
-                "ours_chunks": int(ours["chunks"]) if ours is not None else None,
-                "delta_chunks": (int(ours["chunks"]) - int(a["chunks"])) if ours is not None else None,
                 "article_shifts_found": a["shifts_found"],
+                "article_extra_splits": int(a["extra_splits"]),
+                "our_setting": describe_setting(s["buffer_size"], s["threshold"], s["amount"], s["min_chunk_size"])
+                if has_setting
+                else None,
+                "ours_chunks": int(ours["chunks"]) if ours is not None else None,
                 "ours_shifts_found": ours["shifts_found"] if ours is not None else None,
-                "article_extra_splits": a["extra_splits"],
                 "ours_extra_splits": int(ours["extra_splits"]) if ours is not None else None,
+                "delta_chunks": int(ours["chunks"]) - int(a["chunks"]) if ours is not None else None,
+                "n_with_outcome": n_with,
+                "n_settings": len(on_text),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _row_name(row_id: str) -> str:
+    if row_id.startswith("table-"):
+        return f"row {row_id.split('-', 1)[1]}"
+    if row_id == "prose-tuned":
+        return "tuned (prose)"
+    return row_id
+
+
+def article_metric_table(comparison: pd.DataFrame, metric: str = "chunks") -> pd.DataFrame:
+    """One metric of :func:`article_comparison` as a narrow table: published, ours, delta.
+
+    Parameters
+    ----------
+    comparison : pandas.DataFrame
+        The output of :func:`article_comparison`.
+    metric : {"chunks", "shifts_found", "extra_splits"}
+        The metric to show.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``row`` ("row 1" ... "row 5" for the article's results table, "tuned (prose)"),
+        ``settings (article)`` (the surviving label; "(label lost)" where it did not survive, with
+        the settings the prose gives for that outcome if it gives any),
+        ``our setting`` (for a lost label: how many of our settings give the article's
+        outcome instead of one chosen setting), ``published``, ``ours`` and ``delta`` (ours
+        minus published; for ``shifts_found`` the difference in shifts found). Cells without a
+        value of ours hold ``"-"``.
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is not one of the three.
+    """
+    metrics = ("chunks", "shifts_found", "extra_splits")
+    if metric not in metrics:
+        raise ValueError(f"metric must be one of {', '.join(metrics)}, got {metric!r}.")
+    rows = []
+    for _, r in comparison.iterrows():
+        published, ours = r[f"article_{metric}"], r[f"ours_{metric}"]
+        has_ours = ours is not None and not pd.isna(ours)
+        if metric == "shifts_found":
+            delta = _parse_shifts(ours)[0] - _parse_shifts(published)[0] if has_ours else None
+        else:
+            published = int(published)
+            ours = int(ours) if has_ours else None
+            delta = ours - published if has_ours else None
+        if r["our_setting"] is not None and not pd.isna(r["our_setting"]):
+            setting = r["our_setting"]
+        else:
+            setting = f"none chosen; {int(r['n_with_outcome'])} of {int(r['n_settings'])} give this outcome"
+        label = r["settings_published"]
+        if label is None or pd.isna(label):
+            stated = r.get("stated_settings")
+            label = "(label lost)" if stated is None or pd.isna(stated) else f"(label lost; prose: {stated})"
+        rows.append(
+            {
+                "row": _row_name(r["id"]),
+                "settings (article)": label,
+                "our setting": setting,
+                "published": published,
+                "ours": ours if has_ours else "-",
+                "delta": f"{delta:+d}" if delta is not None else "-",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def setting_kwargs(row: Mapping[str, Any] | pd.Series, **extra: Any) -> dict[str, Any]:
+    """:class:`~chunkwise.chunkers.SemanticChunker` keyword arguments of one named setting.
+
+    Parameters
+    ----------
+    row : mapping or pandas.Series
+        A row of :func:`load_article_settings` or of the sweep table: ``buffer_size``,
+        ``threshold``, ``amount`` and ``min_chunk_size`` (characters; empty/NaN = none).
+    **extra
+        Further keyword arguments, e.g. ``sentence_split_regex`` or ``max_chunk_tokens``.
+
+    Returns
+    -------
+    dict
+        ``buffer_size``, ``breakpoint_threshold_type``, ``breakpoint_threshold_amount``,
+        ``min_chunk_size`` (int or None) and the ``extra`` ones.
+
+    Raises
+    ------
+    ValueError
+        If the row has no setting (an article row whose label is lost) or lacks a column.
+    """
+    try:
+        b, t, a, m = row["buffer_size"], row["threshold"], row["amount"], row["min_chunk_size"]
+    except KeyError as exc:
+        raise ValueError(f"row lacks column {exc}; pass a row of load_article_settings() or of the sweep table.") from None
+    if any(v is None or (isinstance(v, float) and np.isnan(v)) for v in (b, t, a)):
+        raise ValueError(
+            f"row {dict(row)!r} names no setting (the article's label is lost); "
+            "use settings_with_outcome to list the settings that give its outcome."
+        )
+    kw = {
+        "buffer_size": int(b),
+        "breakpoint_threshold_type": str(t),
+        "breakpoint_threshold_amount": float(a),
+        "min_chunk_size": None if m is None or pd.isna(m) else int(m),
+    }
+    kw.update(extra)
+    return kw
+
+
+def shift_marks(text: HandbookText) -> list[tuple[int, int]]:
+    """Character spans that mark the gold topic shifts in a chunk-boundary drawing.
+
+    Each span runs from the last character of the sentence before a shift to the first
+    character of the sentence after it, so a chunk boundary placed at the shift (anywhere in
+    the whitespace between the two sentences) falls strictly inside the span. Passed as
+    ``references`` to :func:`chunkwise.report.chunk_boundaries_html`, whose "excerpts cut by a
+    boundary" count then reads as "shifts with a boundary on them".
+
+    Returns
+    -------
+    list of (int, int)
+        One half-open ``(start, end)`` span per gold boundary, in order; empty for a text
+        without shifts.
+
+    Raises
+    ------
+    ValueError
+        If a gold boundary does not lie between two of the text's reference sentences.
+    """
+    out = []
+    n = text.n_sentences
+    for g in text.gold:
+        if not 0 <= g < n - 1:
+            raise ValueError(
+                f"gold boundary {g} of {text.name!r} is not between two of its {n} sentences; "
+                "fix gold.json (boundary i means a split after sentence i)."
+            )
+        before, after = text.sentences[g], text.sentences[g + 1]
+        out.append((before.end - 1, after.start + 1))
+    return out
+
+
+def boundary_chunkings(
+    text: HandbookText,
+    embedder: Any,
+    semantic: Mapping[str, Mapping[str, Any]],
+    fixed_chunk_size: int | None = 60,
+    encoding_name: str = "cl100k_base",
+) -> dict[str, list[tuple[int, int]]]:
+    """Chunk spans of one text under named semantic settings and fixed token windows.
+
+    The input of :func:`chunkwise.report.chunk_boundaries_html` for the chapter's drawing.
+
+    Parameters
+    ----------
+    text : HandbookText
+    embedder : Embedder
+        For :class:`~chunkwise.chunkers.SemanticChunker` (each distinct window embedded once).
+    semantic : mapping label -> dict
+        Keyword arguments of :class:`~chunkwise.chunkers.SemanticChunker` (all but the embedder),
+        one entry per drawing, in the order to draw.
+    fixed_chunk_size : int or None
+        Adds a last drawing of fixed windows of this many tokens (no overlap), labelled
+        ``"fixed {n}-token windows"``; None leaves it out.
+    encoding_name : str
+        tiktoken encoding of the fixed windows.
+
+    Returns
+    -------
+    dict
+        ``label -> [(start, end), ...]``: each chunk's half-open character span in ``text.text``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :class:`~chunkwise.chunkers.SemanticChunker` or
+        :class:`~chunkwise.chunkers.fixed.FixedTokenChunker` for an invalid setting (all
+        semantic settings are checked before anything is embedded).
+    """
+    out: dict[str, list[tuple[int, int]]] = {}
+    runs = semantic_sweep(text.text, embedder, [dict(s) for s in semantic.values()])
+    for label, (_, analysis) in zip(semantic, runs):
+        out[str(label)] = [c.span for c in analysis.chunks]
+    if fixed_chunk_size is not None:
+        fixed = FixedTokenChunker(fixed_chunk_size, 0, encoding_name=encoding_name).split(text.text)
+        out[f"fixed {fixed_chunk_size}-token windows"] = [c.span for c in fixed]
+    return out
 
 
 def gold_cuts(text: HandbookText) -> list[int]:
@@ -442,9 +877,15 @@ def plot_distances(
 __all__ = [
     "BREAKPOINT_DEFAULTS",
     "HandbookText",
+    "ARTICLE_RESULTS_COLUMNS",
+    "ARTICLE_SETTINGS_COLUMNS",
     "article_comparison",
+    "article_metric_table",
+    "boundary_chunkings",
+    "describe_setting",
     "fixed_window_cuts",
     "load_article_results",
+    "load_article_settings",
     "load_handbook",
     "percentile_break_table",
     "gaps_at",
@@ -452,6 +893,10 @@ __all__ = [
     "plot_distances",
     "run_sweep",
     "score_chunks",
+    "setting_kwargs",
+    "settings_with_outcome",
+    "shift_marks",
+    "summarize_settings",
     "sweep_settings",
     "threshold_grid",
 ]
