@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(corpora: list[str]) -> None:
     spec = parse_spec("Contextual:200")
     texts = load_chroma_corpora(corpora)
-    with OnDemandLocalClient(cache=str(ROOT / "data" / "strategies" / "llm_cache.sqlite")) as llm:
+    # a long timeout: on a loaded 2-core machine the first request of a block can take minutes
+    with OnDemandLocalClient(cache=str(ROOT / "data" / "strategies" / "llm_cache.sqlite"), timeout=1800.0) as llm:
         for name in corpora:
             t0 = time.perf_counter()
             chunks = chunk_corpus(spec, name, texts[name], None, llm)
