@@ -35,6 +35,23 @@ BM25 indexing, as measured in this run: near 0 when caches were warm), ``retriev
 (mean cl100k_base tokens of the retrieved chunks per question) and ``query_ms`` (milliseconds
 per question to retrieve: the median time to embed one question alone with the uncached model,
 measured on up to 8 questions, plus the mean search time per question).
+LLM costs: ``llm_calls`` (Contextual: one per chunk, cached or not; LLM chunker: the calls made
+in this run), ``llm_cache_hits`` and ``llm_seconds`` (Contextual: the summed latency of the
+original requests, replayed from the LLM cache, so a warm run still reports the cold model
+time).
+
+Strategies beyond plain chunking:
+
+- ``Hierarchical:child:parent[:merge_threshold]``: the children are indexed (``n_chunks``,
+  ``embedded_tokens`` and precision_Ω are the children's); for each question and ``k`` the top
+  ``k`` children go through :func:`chunkwise.chunkers.merge_to_parents`, and the merged list
+  (parents replacing enough of their children) is what recall, precision, IoU, MRR and
+  ``retrieved_tokens`` score;
+- ``Contextual:size``: each chunk is embedded and BM25-indexed as its context + the chunk
+  (:func:`chunkwise.chunkers.index_text`; ``embedded_tokens`` counts that text); the scored span
+  is the chunk;
+- ``Late:size``: the recursive chunks of ``size`` tokens, each vector from
+  :class:`chunkwise.chunkers.LateChunkingEmbedder` (``late_embedder``) instead of the embedder.
 
 Interrupted runs resume: chunk spans, embeddings and BM25 indexes are cached by content.
 """
