@@ -16,7 +16,7 @@ from pathlib import Path
 
 from chunkwise.chunkers.specs import chunk_corpus, parse_spec
 from chunkwise.datasets import load_chroma_corpora
-from chunkwise.llm import OnDemandLocalClient
+from chunkwise.llm import LocalLLMServer, OnDemandLocalClient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,10 @@ def main(corpora: list[str]) -> None:
     spec = parse_spec("Contextual:200")
     texts = load_chroma_corpora(corpora)
     # a long timeout: on a loaded 2-core machine the first request of a block can take minutes
-    with OnDemandLocalClient(cache=str(ROOT / "data" / "strategies" / "llm_cache.sqlite"), timeout=1800.0) as llm:
+    # one thread: with two OpenMP threads on an oversubscribed 2-core machine each waits for the other
+    server = LocalLLMServer(n_threads=1)
+    with OnDemandLocalClient(server=server, cache=str(ROOT / "data" / "strategies" / "llm_cache.sqlite"),
+                             timeout=1800.0) as llm:
         for name in corpora:
             t0 = time.perf_counter()
             chunks = chunk_corpus(spec, name, texts[name], None, llm)
