@@ -283,3 +283,15 @@ def test_batch_helpers_use_the_client_batch_call(server: FakeChatServer, tmp_pat
     out = chat_many(client, [f"p{i}" for i in range(6)], max_concurrency=3)
     assert [r.get().text for r in out] == [f"echo: p{i}" for i in range(6)]
     assert 2 <= server.max_in_flight <= 3
+
+
+def test_prefix_order_sends_shared_prefixes_together_and_keeps_results_in_input_order(
+    server: FakeChatServer, tmp_path: Path
+) -> None:
+    client = make(server, tmp_path, max_concurrency=1)
+    prompts = ["ctx B / q1", "ctx A / q1", "ctx B / q2", "ctx A / q2"]
+    results = client.chat_many(prompts, order="prefix")
+    assert [r.get().text for r in results] == [f"echo: {p}" for p in prompts]
+    assert [b["messages"][-1]["content"] for b in server.requests] == sorted(prompts)
+    with pytest.raises(ValueError, match="order must be"):
+        client.chat_many(prompts, order="random")

@@ -38,6 +38,7 @@ def chat_many(
     max_concurrency: int | None = None,
     errors: str = "return",
     progress: bool | str = False,
+    order: str = "input",
     **common: Any,
 ) -> list[LLMResult]:
     """Independent ``llm.chat`` calls: concurrent through ``llm.chat_many`` when it exists.
@@ -47,9 +48,10 @@ def chat_many(
     llm : object
         Has ``chat(messages, **kw) -> LLMResponse``; :meth:`LLMClient.chat_many
         <chunkwise.llm.LLMClient.chat_many>` is used when present.
-    requests, max_concurrency, errors, progress, **common
+    requests, max_concurrency, errors, progress, order, **common
         As in :meth:`LLMClient.chat_many <chunkwise.llm.LLMClient.chat_many>`. Without a batch
-        method ``max_concurrency`` is ignored (one call at a time, in input order).
+        method ``max_concurrency`` and ``order`` are ignored (one call at a time, in input
+        order).
 
     Returns
     -------
@@ -64,8 +66,9 @@ def chat_many(
         With ``errors="raise"``: the first failed item's error, after all items ran.
     """
     if has_batch(llm):
-        return llm.chat_many(requests, max_concurrency=max_concurrency, errors=errors, progress=progress, **common)
-    return _loop(lambda messages, kw: llm.chat(messages, **kw), requests, common, errors, progress)
+        return llm.chat_many(requests, max_concurrency=max_concurrency, errors=errors, progress=progress,
+                             order=order, **common)
+    return _loop(lambda messages, kw: llm.chat(messages, **kw), requests, common, errors, progress, order)
 
 
 def chat_json_many(
@@ -76,6 +79,7 @@ def chat_json_many(
     max_concurrency: int | None = None,
     errors: str = "return",
     progress: bool | str = False,
+    order: str = "input",
     **common: Any,
 ) -> list[LLMResult]:
     """Independent ``llm.chat_json`` calls: concurrent through ``llm.chat_json_many`` when it exists.
@@ -84,7 +88,7 @@ def chat_json_many(
     ----------
     llm : object
         Has ``chat_json(messages, schema=..., **kw) -> (value, LLMResponse)``.
-    requests, schema, max_concurrency, errors, progress, **common
+    requests, schema, max_concurrency, errors, progress, order, **common
         As in :meth:`LLMClient.chat_json_many <chunkwise.llm.LLMClient.chat_json_many>`
         (``validator``, ``max_repairs`` and ``json_mode`` go in ``common``).
 
@@ -95,10 +99,11 @@ def chat_json_many(
     """
     if has_batch(llm):
         return llm.chat_json_many(
-            requests, schema, max_concurrency=max_concurrency, errors=errors, progress=progress, **common
+            requests, schema, max_concurrency=max_concurrency, errors=errors, progress=progress, order=order,
+            **common,
         )
     return _loop(lambda messages, kw: llm.chat_json(messages, schema=kw.pop("schema", schema), **kw),
-                 requests, common, errors, progress)
+                 requests, common, errors, progress, order)
 
 
 def _loop(
@@ -107,9 +112,12 @@ def _loop(
     common: Mapping[str, Any],
     errors: str,
     progress: bool | str,
+    order: str,
 ) -> list[LLMResult]:
     if errors not in ("return", "raise"):
         raise ValueError(f"errors must be 'return' or 'raise', got {errors!r}.")
+    if order not in ("input", "prefix"):
+        raise ValueError(f"order must be 'input' or 'prefix', got {order!r}.")
     items = [_split_request(r, common, i) for i, r in enumerate(requests)]
     bar = _progress_bar(progress, len(items))
     results: list[LLMResult | None] = []

@@ -1050,6 +1050,7 @@ class LLMClient:
         max_concurrency: int | None = None,
         errors: str = "return",
         progress: bool | str = False,
+        order: str = "input",
         **common: Any,
     ) -> list[LLMResult]:
         """Many independent :meth:`chat` calls, at most ``max_concurrency`` in flight at once.
@@ -1078,6 +1079,13 @@ class LLMClient:
             order, is raised.
         progress : bool or str, default False
             Show a ``tqdm`` progress bar (a str is used as its description).
+        order : {"input", "prefix"}, default "input"
+            The order in which the misses are sent (results are always in input order).
+            ``"prefix"``: sorted by their messages, so requests that share a prefix (the same
+            instructions and passages) follow each other and a server with a prompt-prefix
+            cache (llama.cpp keeps the last prompt's KV cache; vLLM's automatic prefix
+            caching) computes the shared part once. The cache key of a request does not depend
+            on it, so neither do the replies served from the cache.
         **common
             Keyword arguments of :meth:`chat` for every item (``temperature``,
             ``max_tokens``, ``seed``, ``response_format``, extra endpoint parameters).
@@ -1092,7 +1100,7 @@ class LLMClient:
         ------
         TypeError, ValueError
             Before any request is sent, for a malformed request (the message names its
-            index), a bad ``max_concurrency``, ``errors`` or ``progress``.
+            index), a bad ``max_concurrency``, ``errors``, ``order`` or ``progress``.
         LLMError
             With ``errors="raise"``, the first item's error (see above).
         chunkwise.llm.cache.CacheFileError
@@ -1104,7 +1112,7 @@ class LLMClient:
         >>> [r.get().text for r in results]                              # doctest: +SKIP
         ['4', '6']
         """
-        errors, workers = self._batch_options(errors, max_concurrency)
+        errors, workers = self._batch_options(errors, max_concurrency, order)
         preps: list[_Prepared | None] = []
         results: list[LLMResult | None] = []
         for i, request in enumerate(requests):
@@ -1140,7 +1148,10 @@ class LLMClient:
                         results[i] = LLMResult(index=i, error=exc)
                     _tick(bar)
 
-            self._run_groups(list(pending.values()), run, workers)
+            groups = list(pending.values())
+            if order == "prefix":
+                groups.sort(key=lambda g: _order_key(preps[g[0]].params["messages"]))  # type: ignore[union-attr]
+            self._run_groups(groups, run, workers)
         finally:
             if bar is not None:
                 bar.close()
@@ -1157,6 +1168,7 @@ class LLMClient:
         max_concurrency: int | None = None,
         errors: str = "return",
         progress: bool | str = False,
+        order: str = "input",
         **common: Any,
     ) -> list[LLMResult]:
         """Many independent :meth:`chat_json` calls, at most ``max_concurrency`` in flight at once.
@@ -1173,8 +1185,8 @@ class LLMClient:
             ``validator``, ``max_repairs`` and ``json_mode``.
         schema, validator, max_repairs, json_mode
             As in :meth:`chat_json`, for every item.
-        max_concurrency, errors, progress, **common
-            As in :meth:`chat_many`.
+        max_concurrency, errors, progress, order, **common
+            As in :meth:`chat_many` (``order="prefix"`` sorts by the first turn's messages).
 
         Returns
         -------
@@ -1191,7 +1203,7 @@ class LLMClient:
         LLMError
             With ``errors="raise"``: the first failed item's error, after all have finished.
         """
-        errors, workers = self._batch_options(errors, max_concurrency)
+        errors, workers = self._batch_options(errors, max_concurrency, order)
         jobs: list[_JSONJob] = []
         for i, request in enumerate(requests):
             messages, kw = _split_request(request, common, i)
@@ -1237,15 +1249,20 @@ class LLMClient:
                         results[i] = LLMResult(index=i, error=exc)
                     _tick(bar)
 
-            self._run_groups(list(pending.values()), run, workers)
+            groups = list(pending.values())
+            if order == "prefix":
+                groups.sort(key=lambda g: _order_key(jobs[g[0]].pending.params["messages"]))  # type: ignore[union-attr]
+            self._run_groups(groups, run, workers)
         finally:
             if bar is not None:
                 bar.close()
         return _finish(results, errors)
 
-    def _batch_options(self, errors: str, max_concurrency: int | None) -> tuple[str, int]:
+    def _batch_options(self, errors: str, max_concurrency: int | None, order: str = "input") -> tuple[str, int]:
         if errors not in ("return", "raise"):
             raise ValueError(f"errors must be 'return' or 'raise', got {errors!r}.")
+        if order not in ("input", "prefix"):
+            raise ValueError(f"order must be 'input' or 'prefix', got {order!r}.")
         workers = self.max_concurrency if max_concurrency is None else max_concurrency
         _check_concurrency("max_concurrency", workers)
         return errors, workers
@@ -1325,6 +1342,11 @@ def _split_request(request: Any, common: Mapping[str, Any], index: int) -> tuple
             "{'messages': [message], ...}."
         )
     return request, dict(common)
+
+
+def _order_key(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Sort key that puts requests with a common prefix of messages next to each other."""
+    return [(str(m.get("role", "")), str(m.get("content", ""))) for m in messages]
 
 
 def _check_concurrency(name: str, value: Any) -> None:
