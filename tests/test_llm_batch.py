@@ -295,3 +295,15 @@ def test_prefix_order_sends_shared_prefixes_together_and_keeps_results_in_input_
     assert [b["messages"][-1]["content"] for b in server.requests] == sorted(prompts)
     with pytest.raises(ValueError, match="order must be"):
         client.chat_many(prompts, order="random")
+
+
+def test_results_count_the_chat_calls_of_each_item(tmp_path: Path) -> None:
+    with FakeChatServer(latency_s=0.01, reply=_json_reply) as server:
+        client = make(server, tmp_path)
+        results = client.chat_json_many(["num 1", "wrong", "never"], SCHEMA, max_repairs=2)
+        assert [r.calls for r in results] == [1, 2, 3]  # 'never' used its 2 repairs
+        # 'never''s second repair repeats its first (same reply, same error): served by the cache
+        assert client.stats()["calls"] == 6 and server.chat_count == 5
+        again = client.chat_json_many(["num 1", "wrong", "never"], SCHEMA, max_repairs=2)  # from the cache
+        assert [r.calls for r in again] == [1, 2, 3] and server.chat_count == 5
+        assert [r.calls for r in client.chat_many(["a", "b"])] == [1, 1]

@@ -68,7 +68,7 @@ def chat_many(
     if has_batch(llm):
         return llm.chat_many(requests, max_concurrency=max_concurrency, errors=errors, progress=progress,
                              order=order, **common)
-    return _loop(lambda messages, kw: llm.chat(messages, **kw), requests, common, errors, progress, order)
+    return _loop(lambda messages, kw: llm.chat(messages, **kw), requests, common, errors, progress, order, llm)
 
 
 def chat_json_many(
@@ -103,7 +103,18 @@ def chat_json_many(
             **common,
         )
     return _loop(lambda messages, kw: llm.chat_json(messages, schema=kw.pop("schema", schema), **kw),
-                 requests, common, errors, progress, order)
+                 requests, common, errors, progress, order, llm)
+
+
+def _calls(llm: Any) -> int | None:
+    """``llm.stats()["calls"]`` when the llm counts its calls, else ``None``."""
+    stats = getattr(llm, "stats", None)
+    try:
+        value = stats() if callable(stats) else None
+    except Exception:  # noqa: BLE001 - an llm whose stats fail simply does not count
+        return None
+    calls = value.get("calls") if isinstance(value, dict) else None
+    return int(calls) if isinstance(calls, int) and not isinstance(calls, bool) else None
 
 
 def _loop(
@@ -113,6 +124,7 @@ def _loop(
     errors: str,
     progress: bool | str,
     order: str,
+    llm: Any,
 ) -> list[LLMResult]:
     if errors not in ("return", "raise"):
         raise ValueError(f"errors must be 'return' or 'raise', got {errors!r}.")
@@ -123,10 +135,14 @@ def _loop(
     results: list[LLMResult | None] = []
     try:
         for i, (messages, kw) in enumerate(items):
+            before = _calls(llm)
             try:
-                results.append(LLMResult(index=i, output=call(messages, dict(kw))))
+                output, error = call(messages, dict(kw)), None
             except Exception as exc:  # noqa: BLE001 - held per item, re-raised by get()
-                results.append(LLMResult(index=i, error=exc))
+                output, error = None, exc
+            after = _calls(llm)
+            calls = after - before if before is not None and after is not None else None
+            results.append(LLMResult(index=i, output=output, error=error, calls=calls))
             _tick(bar)
     finally:
         if bar is not None:

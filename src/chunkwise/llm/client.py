@@ -222,11 +222,16 @@ class LLMResult:
         What the single call (:meth:`~LLMClient.chat` or :meth:`~LLMClient.chat_json`) returned.
     error : Exception or None
         What the single call raised (usually :class:`LLMRequestError` or :class:`LLMJSONError`).
+    calls : int or None
+        Chat calls the item made, cached or not (1 for :meth:`~LLMClient.chat_many`; for a JSON
+        item 1 + its repairs), as counted in :meth:`LLMClient.stats` ``calls``; ``None`` when
+        unknown (an llm object without ``stats``).
     """
 
     index: int
     output: Any = None
     error: Exception | None = None
+    calls: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -1015,6 +1020,7 @@ class LLMClient:
                 extra = {k: kw.pop(k) for k in list(kw) if k not in _CHAT_PARAMS}
                 prep = self._prepare(job.convo, extra=extra, **kw)
                 self._count(calls=1)
+                job.turns += 1
                 response = self._lookup(prep)
                 if response is None:
                     if not send:
@@ -1132,7 +1138,7 @@ class LLMClient:
                 self._count(calls=1)
                 hit = self._lookup(prep)
                 if hit is not None:
-                    results[i] = LLMResult(index=i, output=hit)
+                    results[i] = LLMResult(index=i, output=hit, calls=1)
                     _tick(bar)
                 else:
                     pending.setdefault(prep.key, []).append(i)
@@ -1143,9 +1149,9 @@ class LLMClient:
                     assert prep is not None
                     try:
                         out = self._lookup(prep) or self._send(prep)
-                        results[i] = LLMResult(index=i, output=out)
+                        results[i] = LLMResult(index=i, output=out, calls=1)
                     except Exception as exc:  # noqa: BLE001 - held per item, re-raised by get()
-                        results[i] = LLMResult(index=i, error=exc)
+                        results[i] = LLMResult(index=i, error=exc, calls=1)
                     _tick(bar)
 
             groups = list(pending.values())
@@ -1230,11 +1236,11 @@ class LLMClient:
                 try:
                     out = self._json_advance(job, send=False)
                 except Exception as exc:  # noqa: BLE001 - e.g. cached replies that never validate
-                    results[i] = LLMResult(index=i, error=exc)
+                    results[i] = LLMResult(index=i, error=exc, calls=job.turns)
                     _tick(bar)
                     continue
                 if out is not None:
-                    results[i] = LLMResult(index=i, output=out)
+                    results[i] = LLMResult(index=i, output=out, calls=job.turns)
                     _tick(bar)
                 else:
                     assert job.pending is not None
@@ -1244,9 +1250,9 @@ class LLMClient:
                 for i in indices:
                     try:
                         out = self._json_advance(jobs[i], send=True)
-                        results[i] = LLMResult(index=i, output=out)
+                        results[i] = LLMResult(index=i, output=out, calls=jobs[i].turns)
                     except Exception as exc:  # noqa: BLE001 - held per item, re-raised by get()
-                        results[i] = LLMResult(index=i, error=exc)
+                        results[i] = LLMResult(index=i, error=exc, calls=jobs[i].turns)
                     _tick(bar)
 
             groups = list(pending.values())
@@ -1321,6 +1327,7 @@ class _JSONJob:
     validator: Callable[[Any], Any] | None
     max_repairs: int
     attempt: int = 0
+    turns: int = 0
     pending: _Prepared | None = None
     response: LLMResponse | None = None
     error: str | None = None
