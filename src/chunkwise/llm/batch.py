@@ -102,8 +102,13 @@ def chat_json_many(
             requests, schema, max_concurrency=max_concurrency, errors=errors, progress=progress, order=order,
             **common,
         )
-    return _loop(lambda messages, kw: llm.chat_json(messages, schema=kw.pop("schema", schema), **kw),
-                 requests, common, errors, progress, order, llm)
+    def call(messages: Any, kw: dict[str, Any]) -> Any:
+        item_schema = kw.pop("schema", schema)
+        if item_schema is not None:
+            kw["schema"] = item_schema
+        return llm.chat_json(messages, **kw)
+
+    return _loop(call, requests, common, errors, progress, order, llm)
 
 
 def _calls(llm: Any) -> int | None:
