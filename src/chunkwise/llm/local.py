@@ -193,7 +193,13 @@ class OnDemandLocalClient(LLMClient):
             self.base_url = self.server.base_url
             import openai
 
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=_LOCAL_KEY, timeout=self.timeout, max_retries=0)
+            from chunkwise.llm import _deadline
+            from chunkwise.llm.client import _HTTPClient
+
+            http_client = _HTTPClient(timeout=self.timeout)
+            _deadline.install(http_client)  # `timeout` stays a total deadline per attempt, as in LLMClient
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=_LOCAL_KEY, timeout=self.timeout,
+                                         max_retries=0, http_client=http_client)
 
     @staticmethod
     def _retryable(exc: BaseException) -> bool:
