@@ -307,3 +307,48 @@ def test_results_count_the_chat_calls_of_each_item(tmp_path: Path) -> None:
         again = client.chat_json_many(["num 1", "wrong", "never"], SCHEMA, max_repairs=2)  # from the cache
         assert [r.calls for r in again] == [1, 2, 3] and server.chat_count == 5
         assert [r.calls for r in client.chat_many(["a", "b"])] == [1, 1]
+
+
+def _quest_reply(body: dict[str, Any]) -> str:
+    """Answers each listed question with the word after 'ans:' in the text, else the unanswerable marker."""
+    import re
+
+    from chunkwise.evaluation.generation import UNANSWERABLE
+
+    prompt = body["messages"][-1]["content"]
+    text = prompt.split("<<<", 1)[1].split(">>>", 1)[0]
+    n = len(re.findall(r"^\d+\. ", prompt.split(">>>", 1)[1], flags=re.M))
+    words = re.findall(r"ans:(\w+)", text)
+    return json.dumps({"answers": [words[i] if i < len(words) else UNANSWERABLE for i in range(n)]},
+                      ensure_ascii=False)
+
+
+def test_quest_eval_score_many_equals_score_and_holds_errors(tmp_path: Path) -> None:
+    from chunkwise.evaluation.generation import QuestEval, score_generation
+
+    gt = {
+        "a": {"key_info": [], "question": ["q1", "q2"], "answers": ["x", "y"]},
+        "b": {"key_info": [], "question": ["q1"], "answers": ["z"]},
+    }
+    cands = ["ans:x ans:y", "ans:x", "", f"ans:z {FAIL_MARKER}", "ans:z"]
+    ids = ["a", "a", "a", "b", "b"]
+    with FakeChatServer(latency_s=0.05, reply=_quest_reply) as server:
+        client = make(server, tmp_path, max_concurrency=4)
+        qe = QuestEval(client, gt_cache=gt)
+        many = qe.score_many(cands, [None] * 5, ids)
+        assert server.chat_count == 4  # the empty candidate needs no request
+        assert server.max_in_flight >= 2
+        assert [m.recall.value for m in many if not isinstance(m, Exception)] == [1.0, 0.5, 0.0, 1.0]
+        assert [m.avg_f1.value for m in many if not isinstance(m, Exception)] == [1.0, 1.0, 0.0, 1.0]
+        assert isinstance(many[3], LLMRequestError)
+        # one at a time through score(): the same results, all from the cache
+        server.reset()
+        for i in (0, 1, 2, 4):
+            one = qe.score(cands[i], None, ids[i])
+            assert (one.recall.value, one.avg_f1.value, one.candidate_answers) == (
+                many[i].recall.value, many[i].avg_f1.value, many[i].candidate_answers)
+        assert server.chat_count == 0
+        # score_generation records the failed item as missing, never 0
+        df = score_generation(cands, ["r"] * 5, ids=ids, metrics=["quest_eval"], quest_eval=qe)
+        assert df["quest_recall"].tolist()[:3] == [1.0, 0.5, 0.0] and df["quest_recall"].isna().tolist()[3]
+        assert "LLMRequestError" in df["missing"][3][0]
