@@ -352,3 +352,22 @@ def test_quest_eval_score_many_equals_score_and_holds_errors(tmp_path: Path) -> 
         df = score_generation(cands, ["r"] * 5, ids=ids, metrics=["quest_eval"], quest_eval=qe)
         assert df["quest_recall"].tolist()[:3] == [1.0, 0.5, 0.0] and df["quest_recall"].isna().tolist()[3]
         assert "LLMRequestError" in df["missing"][3][0]
+
+
+def test_an_interrupt_stops_starting_new_requests() -> None:
+    """A KeyboardInterrupt in a worker (as Ctrl-C would be in the caller) ends the batch at once:
+    it is raised, and the groups not yet started are never run."""
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    def run(group: list[int]) -> None:
+        with lock:
+            ran.append(group[0])
+        if group[0] == 1:
+            raise KeyboardInterrupt
+        threading.Event().wait(0.05)
+
+    with pytest.raises(KeyboardInterrupt):
+        LLMClient._run_groups([[i] for i in range(20)], run, 2)
+    assert 1 in ran and len(ran) < 20
+    assert sorted(ran) == list(range(len(ran)))  # started in list order

@@ -40,11 +40,11 @@ import json
 import math
 import numbers
 import os
+import queue
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1275,10 +1275,13 @@ class LLMClient:
 
     @staticmethod
     def _run_groups(groups: list[list[int]], run: Callable[[list[int]], None], workers: int) -> None:
-        """Run ``run(group)`` for every group, at most ``workers`` at once, in submission order.
+        """Run ``run(group)`` for every group, at most ``workers`` at once, started in list order.
 
-        On an exception in the calling thread (Ctrl-C) the groups not yet started are
-        cancelled; the requests in flight end by their own deadline.
+        With one worker (or one group) everything runs in the calling thread. Otherwise daemon
+        worker threads take the groups from a FIFO queue. On an exception in the calling thread
+        (Ctrl-C) or a ``BaseException`` escaping ``run``, no further group is started and the
+        exception is raised at once; requests already in flight end by their own deadline in
+        their daemon threads, which never hold up the interpreter's exit.
         """
         if not groups:
             return
@@ -1286,15 +1289,40 @@ class LLMClient:
             for group in groups:
                 run(group)
             return
-        pool = ThreadPoolExecutor(max_workers=min(workers, len(groups)), thread_name_prefix="chunkwise-llm")
+        todo: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
+        for group in groups:
+            todo.put(group)
+        stop = threading.Event()
+        failures: list[BaseException] = []
+
+        def worker() -> None:
+            while not stop.is_set():
+                try:
+                    group = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    run(group)
+                except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+                    failures.append(exc)
+                    stop.set()
+                    return
+
+        threads = [
+            threading.Thread(target=worker, name=f"chunkwise-llm-{i}", daemon=True)
+            for i in range(min(workers, len(groups)))
+        ]
+        for t in threads:
+            t.start()
         try:
-            futures = [pool.submit(run, group) for group in groups]
-            for future in futures:
-                future.result()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.1)  # short waits, so Ctrl-C reaches the calling thread at once
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            stop.set()
             raise
-        pool.shutdown(wait=True)
+        if failures:
+            raise failures[0]
 
 
 # -- helpers ------------------------------------------------------------------------------
