@@ -268,3 +268,24 @@ def test_block_windows_share_a_prefix_by_hand():
     assert "<document>\n[...] w6 w7 w8 w9\n</document>" in llm.prompts[3]
     with pytest.raises(ValueError, match="windows must be 'centered' or 'blocks'"):
         ContextualChunker(FixedTokenChunker(2, tokenizer=W), llm, windows="middle")
+
+
+def test_contextual_uses_the_client_batch_call(tmp_path):
+    """With an LLMClient the chunk contexts go out through chat_many: concurrently (the fake
+    endpoint sees several in flight, never more than max_workers), in chunk order, and a
+    second split is served by the cache."""
+    from chunkwise.llm import LLMClient
+    from chunkwise.llm.fake_server import FakeChatServer
+
+    def reply(body):
+        return "CTX " + re.findall(r"<chunk>\s*(.*?)\s*</chunk>", body["messages"][-1]["content"], re.S)[-1]
+
+    with FakeChatServer(latency_s=0.05, reply=reply) as server:
+        llm = LLMClient(base_url=server.base_url, model="fake", cache=tmp_path / "llm.sqlite")
+        chunker = ContextualChunker(FixedTokenChunker(1, tokenizer=W), llm, max_workers=3, tokenizer=W)
+        chunks = chunker.split(TEN)
+        assert [c.metadata["context"] for c in chunks] == [f"CTX w{k}" for k in range(10)]
+        assert server.chat_count == 10 and 2 <= server.max_in_flight <= 3
+        server.reset()
+        assert [c.metadata for c in chunker.split(TEN)] == [c.metadata for c in chunks]
+        assert server.chat_count == 0 and chunker.last_stats["cache_hits"] == 10

@@ -665,6 +665,10 @@ def test_on_demand_client_serves_hits_without_a_server_and_starts_one_on_a_miss(
         hit = again.chat("2+3?")
         assert hit.cached and hit.text == first.text
         assert not again.server.running  # a cache hit never starts the model
+        # the batch call serves hits without a server too; one request at a time by default
+        assert again.max_concurrency == 1
+        [batch_hit] = again.chat_many(["2+3?"])
+        assert batch_hit.get().cached and not again.server.running
 
 
 def test_on_demand_client_does_not_retry_a_timeout(fake_server, monkeypatch: pytest.MonkeyPatch) -> None:

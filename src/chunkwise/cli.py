@@ -421,7 +421,7 @@ def _cmd_llm_serve(args: argparse.Namespace) -> int:
         print(f"log:      {server.log_path}")
         print(
             f"# use it: export CHUNKWISE_LLM_BASE_URL={server.base_url} "
-            f"CHUNKWISE_LLM_MODEL={server.alias}"
+            f"CHUNKWISE_LLM_MODEL={server.alias} CHUNKWISE_LLM_MAX_CONCURRENCY=1"
         )
         print(f"{PROG}: ready after {server.load_time_s:.1f} s; Ctrl-C to stop", file=sys.stderr, flush=True)
         sys.stdout.flush()
@@ -466,7 +466,11 @@ def _add_llm_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparser
         description=(
             "Start `python -m llama_cpp.server` on HOST:PORT with the resolved GGUF, wait until it "
             "answers, print its base URL, model alias and weights sha256, and keep it running "
-            "until Ctrl-C (or SIGTERM)."
+            "until Ctrl-C (or SIGTERM). There is no --parallel option: llama-cpp-python 0.3.36's "
+            "server answers one request at a time (every request waits for a global lock around "
+            "its single Llama object; there are no llama.cpp slots), so concurrent clients only "
+            "queue; keep CHUNKWISE_LLM_MAX_CONCURRENCY=1 for it. It keeps the last prompt's KV "
+            "cache, so requests that share a prompt prefix are faster in sequence."
         ),
     )
     _add_weights_options(serve)

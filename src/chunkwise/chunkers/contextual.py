@@ -156,10 +156,13 @@ class ContextualChunker:
         context (the local Qwen2.5 server of ``chunkwise.llm.local``).
     context_max_tokens : int, default 100
         ``max_tokens`` of each reply (tokens of the model's tokenizer).
-    max_workers : int, default 1
-        Concurrent requests. ``1`` is sequential (a local 2-core server gains nothing from
-        more); with a remote API, more workers overlap the waiting. ``LLMClient`` is
-        thread-safe (its cache and counters are behind locks).
+    max_workers : int, optional
+        Concurrent requests. When the llm has the batch call of :class:`chunkwise.llm.LLMClient`
+        (:meth:`~chunkwise.llm.LLMClient.chat_many`: cached replies first, the misses at most
+        this many at once), it is used, and ``None`` means the client's ``max_concurrency``.
+        For other llm objects a thread pool of this size is used (``None``: 1, sequential). A
+        local 2-core server gains nothing from more than 1; with a remote API, more overlap
+        the waiting.
     temperature : float or None, default 0.0
     encoding_name : str, default "cl100k_base"
         tiktoken encoding used to measure documents when ``tokenizer`` is None.
@@ -200,7 +203,7 @@ class ContextualChunker:
         llm: Any,
         max_document_tokens: int = 3000,
         context_max_tokens: int = 100,
-        max_workers: int = 1,
+        max_workers: int | None = None,
         temperature: float | None = 0.0,
         encoding_name: str = DEFAULT_ENCODING,
         tokenizer: Any = None,
@@ -223,7 +226,9 @@ class ContextualChunker:
         self.llm = llm
         self.max_document_tokens = check_positive_int("max_document_tokens", max_document_tokens, "tokens")
         self.context_max_tokens = check_positive_int("context_max_tokens", context_max_tokens, "tokens")
-        self.max_workers = check_positive_int("max_workers", max_workers, "concurrent requests")
+        self.max_workers = (
+            None if max_workers is None else check_positive_int("max_workers", max_workers, "concurrent requests")
+        )
         if temperature is not None and (
             isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not temperature >= 0
         ):
@@ -301,7 +306,15 @@ class ContextualChunker:
                 max_tokens=self.context_max_tokens,
             )
 
-        if self.max_workers == 1 or len(prompts) == 1:
+        from chunkwise.llm.batch import chat_many, has_batch
+
+        if has_batch(self.llm):
+            results = chat_many(
+                self.llm, [[{"role": "user", "content": p}] for p in prompts], max_concurrency=self.max_workers,
+                errors="raise", temperature=self.temperature, max_tokens=self.context_max_tokens,
+            )
+            replies = [r.output for r in results]
+        elif (self.max_workers or 1) == 1 or len(prompts) == 1:
             replies = [ask(p) for p in prompts]
         else:
             with ThreadPoolExecutor(max_workers=self.max_workers) as pool:

@@ -23,6 +23,16 @@ Examples
 Qwen2.5-Coder-1.5B-Instruct-Q4_K_M@sha256:cc324af0...
 
 From a shell, ``chunkwise llm serve`` does the same in the foreground until Ctrl-C.
+
+Concurrency: llama-cpp-python 0.3.36's server answers **one request at a time**. Every
+completion request takes a global lock (``llama_outer_lock`` / ``llama_inner_lock`` in
+``llama_cpp/server/app.py``) around its single ``Llama`` object, and the package has no
+llama.cpp server slots (``--parallel`` / ``n_parallel``); its ``n_seq_max`` only batches
+embeddings. So there is no ``--parallel`` option here: concurrent requests would only queue at
+the server and spend their deadline waiting. The clients handed out here therefore default to
+``max_concurrency=1`` (batch calls send one request at a time), and prompts that share a
+prefix gain from being sent in sequence: the ``Llama`` object keeps the last prompt's KV cache
+and evaluates only the tokens after the longest common prefix.
 """
 
 from __future__ import annotations
@@ -170,6 +180,7 @@ class OnDemandLocalClient(LLMClient):
         kw.setdefault("model_identity", weights.identity)
         kw.setdefault("api_key", _LOCAL_KEY)
         kw.setdefault("timeout", 300.0)
+        kw.setdefault("max_concurrency", 1)  # the server answers one request at a time
         kw.setdefault("base_url", "http://127.0.0.1:1/v1")  # replaced when the server starts
         super().__init__(**kw)
         self._start_lock = threading.Lock()
@@ -182,7 +193,13 @@ class OnDemandLocalClient(LLMClient):
             self.base_url = self.server.base_url
             import openai
 
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=_LOCAL_KEY, timeout=self.timeout, max_retries=0)
+            from chunkwise.llm import _deadline
+            from chunkwise.llm.client import _HTTPClient
+
+            http_client = _HTTPClient(timeout=self.timeout)
+            _deadline.install(http_client)  # `timeout` stays a total deadline per attempt, as in LLMClient
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=_LOCAL_KEY, timeout=self.timeout,
+                                         max_retries=0, http_client=http_client)
 
     @staticmethod
     def _retryable(exc: BaseException) -> bool:
@@ -408,7 +425,7 @@ class LocalLLMServer:
         ``base_url``, ``model`` (the alias), ``model_identity`` (name and weights sha256) and a
         placeholder ``api_key`` are filled in; ``kw`` (``cache``, ``cache_mode``, ``timeout``,
         ...) may override them. The default timeout is 300 s: a long prompt on two CPU
-        threads takes a while.
+        threads takes a while; the default ``max_concurrency`` is 1 (see the module docstring).
         """
         if not self.running:
             raise RuntimeError("the local LLM server is not running; use it inside `with LocalLLMServer(...)`")
@@ -417,6 +434,7 @@ class LocalLLMServer:
         kw.setdefault("model_identity", self.model_identity)
         kw.setdefault("api_key", _LOCAL_KEY)
         kw.setdefault("timeout", 300.0)
+        kw.setdefault("max_concurrency", 1)  # the server answers one request at a time
         return LLMClient(**kw)
 
     # -- lifecycle --------------------------------------------------------------------
