@@ -6,6 +6,7 @@ order, so that llama.cpp reuses the prompt prefix (the document block) across co
 The replies go to ``data/strategies/llm_cache.sqlite``; rerunning makes no request for cached chunks.
 
     PYTHONPATH=src nice -n 5 python benchmarks/strategies_contextual_cache.py chatlogs state_of_the_union
+    PYTHONPATH=src nice -n 5 python benchmarks/strategies_contextual_cache.py --chars=12432 state_of_the_union
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from chunkwise.llm import LocalLLMServer, OnDemandLocalClient
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main(corpora: list[str]) -> None:
+def main(corpora: list[str], chars: int | None = None) -> None:
     spec = parse_spec("Contextual:200")
-    texts = load_chroma_corpora(corpora)
+    texts = {n: t[:chars] for n, t in load_chroma_corpora(corpora).items()}
     # a long timeout: on a loaded 2-core machine the first request of a block can take minutes
     # one thread: with two OpenMP threads on an oversubscribed 2-core machine each waits for the other
     server = LocalLLMServer(n_threads=1)
@@ -40,4 +41,8 @@ def main(corpora: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["chatlogs", "state_of_the_union"])
+    args = sys.argv[1:]
+    chars = None
+    if args and args[0].startswith("--chars="):  # only the first N characters of each corpus
+        chars = int(args.pop(0).split("=", 1)[1])
+    main(args or ["chatlogs", "state_of_the_union"], chars)
