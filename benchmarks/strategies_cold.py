@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import platform
 import time
 from datetime import datetime, timezone
 from pathlib import Path
