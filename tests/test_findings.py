@@ -248,7 +248,11 @@ def test_findings_page_from_synthetic_results(tmp_path):
     assert "**not testable here**: an OpenAI key" in page
     assert "run `chunkwise run-notebooks --only ch2`" in page
     # The sources in the book's order: guide, Chroma, PG-RAG.
-    assert page.index("semantic-chunking guide") < page.index("Chroma's technical report") < page.index("PG-RAG paper")
+    assert page.index("## The semantic-chunking guide") < page.index("## Chroma's technical report") < page.index(
+        "## The PG-RAG paper")
+    # The overview counts verdicts per table.
+    assert "| guide: G | 2 | 0 | 1 | 0 | 1 |" in page
+    assert "| PG-RAG paper: T | 1 | 1 | 0 | 0 | 0 |" in page
     # A results file that lacks a key the registry needs fails the page (and the build).
     fd.write_results("ch3", {"bleu": 54.0}, out_dir=book / "generated" / "results")
     with pytest.raises(fd.FindingsError, match="ch3: q"):

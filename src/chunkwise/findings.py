@@ -548,7 +548,8 @@ def _cell(text: str) -> str:
 
 
 def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The findings tables as MyST Markdown: a count of verdicts, then per source one table per group.
+    """The findings tables as MyST Markdown: a count of verdicts, an overview (verdicts per
+    group), then per source one table per group.
 
     ``rows`` come from :func:`evaluate`. Columns: claim, where (in the source), published (and
     what the source's own table implies, for a prose claim), ours, delta (ours minus published),
@@ -565,6 +566,22 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     ]
     sources = [s for s in SOURCE_ORDER if any(r["source"] == s for r in rows)]
     sources += sorted({r["source"] for r in rows} - set(sources))
+    # Overview: one line per table below.
+    lines += ["| source | claims | reproduced | not reproduced | not testable here | not run |",
+              "|---|---|---|---|---|---|"]
+    for source in sources:
+        groups_seen: list[str] = []
+        for r in rows:
+            if r["source"] == source and r["group"] not in groups_seen:
+                groups_seen.append(r["group"])
+        for group in groups_seen:
+            mine = [r for r in rows if r["source"] == source and r["group"] == group]
+            n = {v: sum(r["verdict"] == v for r in mine) for v in order}
+            name = f"{source}: {group}" if group else source
+            lines.append("| " + " | ".join(_cell(x) for x in (
+                name, len(mine), n["reproduced"], n["not reproduced"], n["not testable here"],
+                n["not run in this build"])) + " |")
+    lines.append("")
     for source in sources:
         mine = [r for r in rows if r["source"] == source]
         n_ok = sum(r["verdict"] == "reproduced" for r in mine)
