@@ -205,10 +205,11 @@ def test_crud_findings_results_cover_every_chapter3_claim():
     # A synthetic chapter-3 table: two methods on one task; everything else must still be keyed (as None).
     table = pd.DataFrame({"bleu_crud": [41.47, 55.73], "rouge_l": [1.0, 2.0], "embedding_cosine": [1.0, 2.0],
                           "quest_avg_f1": [63.81, float("nan")], "n_items": [4, 4]}, index=["kgp", "pg_rag"])
-    got = crud.findings_results({"questanswer_1doc": table}, {"compression_ratio": 1.5}, n_pool=27, generator="m")
+    got = crud.findings_results({"questanswer_1doc": table}, {"compression_ratio": 1.5}, n_pool=27, generator="m@sha256:ab")
     assert got["doc1_pg_rag_bleu"] == 55.73 and got["doc1_kgp_llama_f1qe"] == 63.81
     assert got["doc1_pg_rag_f1qe"] is None and got["doc2_pg_rag_bleu"] is None
     assert got["n_items_doc1"] == 4 and got["n_items_doc2"] is None and got["compression_ratio"] == 1.5
+    assert got["generator"] == "m"
     assert got["abstract_bleu_1doc"] == pytest.approx(34.39, abs=0.01)
     assert got["abstract_f1qe_1doc"] is None  # PG-RAG has no F1 here
     claims = fd.load_claims(CLAIMS)

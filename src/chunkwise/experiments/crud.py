@@ -408,7 +408,7 @@ def findings_results(
     n_pool : int, optional
         Articles in the retrieval pool.
     generator : str, optional
-        The generator's model identity.
+        The generator's model identity; recorded without its ``@sha256:...`` suffix.
 
     Returns
     -------
@@ -438,7 +438,7 @@ def findings_results(
     cr = (index_stats or {}).get("compression_ratio")
     out["compression_ratio"] = None if cr is None or math.isnan(float(cr)) else float(cr)
     out["n_pool"] = n_pool
-    out["generator"] = generator
+    out["generator"] = generator.split("@", 1)[0] if isinstance(generator, str) else generator
     try:
         abstract = pgrag_abstract_metrics(paper_shaped)
     except FindingsError:
