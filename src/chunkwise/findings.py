@@ -598,7 +598,7 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
                       "|---|---|---|---|---|---|---|"]
             for r in (x for x in mine if x["group"] == group):
                 unit = f" {r['unit']}" if r["unit"] else ""
-                published = f"{r['published']}{unit}"
+                published = f"{r['published']}{unit}" if r["kind"] != "exact" else r["published"]
                 if r.get("implied"):
                     published += f" (the source's table implies {r['implied']})"
                 ours = f"{r['ours']}{unit}" if r["ours"] != "-" and r["kind"] == "number" else r["ours"]
