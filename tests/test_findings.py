@@ -285,3 +285,22 @@ def test_whole_published_number_beside_a_measured_fraction():
     v = fd.verdict(claim(published="9", tolerance=1.5, unit="points"), {"k": 7.5})
     assert (v["delta"], v["verdict"]) == ("-1.5", "reproduced")
     assert not math.isnan(float(v["ours"]))
+
+
+def test_chroma_results_cover_every_chapter2_claim():
+    report = pd.read_csv(ROOT / "data" / "chroma" / "chroma_report_results.csv")
+    # Ours: the report's MiniLM rows less one chunker, plus one the report does not have; recall + 1 point.
+    mine = report[report.embedding_model == "all-MiniLM-L6-v2"].iloc[1:].copy()
+    mine = pd.concat([mine, pd.DataFrame([{"chunker": "Kamradt", "size_tokens": None, "overlap_tokens": 0,
+                                           "recall_mean": 70.0, "precision_mean": 1.0, "precision_omega_mean": 2.0,
+                                           "iou_mean": 1.0}])])
+    mine["recall_mean"] = mine["recall_mean"] + np.where(mine["chunker"] == "Kamradt", 0.0, 1.0)
+    got = fd.chroma_results(mine, report, "all-MiniLM-L6-v2", n_questions=30)
+    assert got["minilm_recursive_250_125_recall"] is None  # the row we left out
+    assert got["minilm_tokentext_250_125_recall"] == pytest.approx(83.4)
+    assert got["minilm_cluster_200_0_iou"] == pytest.approx(7.2)
+    assert got["recall_spread_minilm"] == pytest.approx(83.4 - 70.0)
+    assert got["n_chunkers"] == 8 and got["n_questions"] == 30
+    assert fd.missing_keys(fd.load_claims(CLAIMS), {"02_chroma_recall": got}) == {}
+    with pytest.raises(fd.FindingsError, match="recall_mean"):
+        fd.chroma_results(mine.drop(columns=["recall_mean"]), report, "all-MiniLM-L6-v2")

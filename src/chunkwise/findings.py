@@ -46,6 +46,7 @@ __all__ = [
     "KINDS",
     "RESULTS_ENV",
     "chroma_recall_spread",
+    "chroma_results",
     "evaluate",
     "findings_markdown",
     "load_claims",
@@ -389,6 +390,70 @@ def chroma_recall_spread(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     out = {f"recall_spread_{_model_slug(m)}": max(v) - min(v) for m, v in by_model.items()}
     if out:
         out["recall_spread_max"] = max(out.values())
+    return out
+
+
+def chroma_results(
+    table: Any, report: Any, model: str, prefix: str = "minilm", n_questions: int | None = None
+) -> dict[str, Any]:
+    """Chapter 2's numbers for the findings page, keyed like the claims registry.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Our results, one row per chunker: ``chunker``, ``size_tokens``, ``overlap_tokens`` and
+        ``<metric>_mean`` in percent for metric in recall, precision, precision_omega, iou (as
+        :func:`chunkwise.experiments.chroma.results_table` returns).
+    report : pandas.DataFrame
+        The report's rows (``data/chroma/chroma_report_results.csv``).
+    model : str
+        The embedding model whose published rows are checked, e.g. ``"all-MiniLM-L6-v2"``.
+    prefix : str
+        Key prefix for that model (the registry uses ``"minilm"``).
+    n_questions : int, optional
+        Questions the run scored.
+
+    Returns
+    -------
+    dict
+        ``<prefix>_<chunker>_<size or na>_<overlap>_<metric>`` (chunker lower-cased, other
+        characters as ``_``) for every published row of ``model``: ours, or None when the run
+        did not include that chunker; ``recall_spread_<prefix>``: highest minus lowest mean
+        recall over our rows (percentage points); ``n_chunkers`` (our rows) and ``n_questions``.
+
+    Raises
+    ------
+    FindingsError
+        If ``table`` lacks one of the columns above.
+    """
+    import re
+
+    need = ["chunker", "size_tokens", "overlap_tokens"] + [f"{m}_mean" for m in ("recall", "precision",
+                                                                                   "precision_omega", "iou")]
+    lacking = [c for c in need if c not in table.columns]
+    if lacking:
+        raise FindingsError(f"the results table lacks column(s) {', '.join(lacking)}; pass chroma.results_table(...)")
+
+    def size_key(v: Any) -> str:
+        x = _number(v)
+        return "na" if x is None else str(int(x))
+
+    def row_key(r: Any) -> str:
+        chunker = re.sub(r"[^0-9a-z]+", "_", str(r["chunker"]).lower()).strip("_")
+        overlap = _number(r["overlap_tokens"])  # no overlap given = none
+        return f"{prefix}_{chunker}_{size_key(r['size_tokens'])}_{int(overlap or 0)}"
+
+    ours = {row_key(r): r for _, r in table.iterrows()}
+    out: dict[str, Any] = {}
+    for _, r in report[report["embedding_model"] == model].iterrows():
+        k = row_key(r)
+        for m in ("recall", "precision", "precision_omega", "iou"):
+            v = _number(ours[k][f"{m}_mean"]) if k in ours else None
+            out[f"{k}_{m}"] = None if v is None else round(v, 2)
+    recalls = [x for x in (_number(v) for v in table["recall_mean"]) if x is not None]
+    out[f"recall_spread_{prefix}"] = round(max(recalls) - min(recalls), 2) if recalls else None
+    out["n_chunkers"] = len(table)
+    out["n_questions"] = n_questions
     return out
 
 
