@@ -35,7 +35,7 @@ import numpy as np
 from chunkwise.datasets.local import load_documents, read_questions, validate_questions
 from chunkwise.embeddings import CachedEmbedder
 from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, run_grid
-from chunkwise.experiments.chroma import chunk_corpus
+from chunkwise.chunkers.specs import chunk_corpus
 
 
 class CountingEmbedder:

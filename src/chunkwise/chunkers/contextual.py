@@ -222,8 +222,9 @@ class ContextualChunker:
         list of Chunk
             The base chunker's chunks, same text and offsets, with ``metadata`` added:
             ``"context"`` (the reply, stripped), ``"index_text"`` (context, blank line,
-            chunk text) and ``"document_window"`` (``[start, end]`` of the document text
-            shown to the model).
+            chunk text), ``"document_window"`` (``[start, end]`` of the document text
+            shown to the model) and ``"context_seconds"`` (the reply's ``latency_s``: for a
+            cached reply, the seconds the original request took; 0 when not reported).
 
         Raises
         ------
@@ -271,6 +272,7 @@ class ContextualChunker:
             idx = f"{context}\n\n{c.text}" if context else c.text
             out.append(Chunk(c.text, c.start, c.end, {
                 **c.metadata, "context": context, "index_text": idx, "document_window": [w[0], w[1]],
+                "context_seconds": float(getattr(r, "latency_s", 0.0) or 0.0),
             }))
         self.last_stats = {
             "llm_calls": len(replies),

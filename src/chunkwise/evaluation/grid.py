@@ -10,7 +10,7 @@ quality and cost side by side, and the per-question scores that
 What is computed once
 ---------------------
 - each chunking: once per (spec, document text), cached as spans on disk
-  (:func:`chunkwise.experiments.chroma.chunk_corpus`, the cache chapter 2 fills);
+  (:func:`chunkwise.chunkers.specs.chunk_corpus`, the cache chapter 2 fills);
 - each chunking's embeddings: one ``embedder.embed`` call over all its chunks (a caching
   embedder computes only texts it has not seen), shared by the dense and hybrid retrievers;
 - the questions' embeddings: one call for the whole grid;
@@ -54,7 +54,9 @@ import pandas as pd
 
 from chunkwise.evaluation.spans import score_questions
 from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
-from chunkwise.experiments.chroma import ChunkerSpec, chunk_corpus, parse_spec
+from chunkwise.chunkers.contextual import index_text
+from chunkwise.chunkers.hierarchical import merge_to_parents
+from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, chunk_hierarchy, parse_spec, span_cache_dir
 from chunkwise.tokens import get_encoding
 
 __all__ = [
@@ -100,12 +102,18 @@ def _as_spec(item: Any) -> ChunkerSpec:
     if isinstance(item, str):
         return parse_spec(item.strip())
     if isinstance(item, Mapping):
-        unknown = set(item) - {"chunker", "size", "overlap"}
+        unknown = set(item) - {"chunker", "size", "overlap", "parent_size", "merge_threshold"}
         if unknown or "chunker" not in item:
             raise ValueError(
-                f"chunker {dict(item)!r}: use keys chunker, size, overlap (e.g. chunker = 'Recursive', size = 200)."
+                f"chunker {dict(item)!r}: use keys chunker, size, overlap (e.g. chunker = 'Recursive', size = 200); "
+                "Hierarchical also parent_size and merge_threshold."
             )
         text = str(item["chunker"])
+        if text == "Hierarchical":
+            text += f":{item.get('size')}:{item.get('parent_size')}"
+            if item.get("merge_threshold") is not None:
+                text += f":{item['merge_threshold']}"
+            return parse_spec(text)
         if item.get("size") is not None:
             text += f":{item['size']}"
             if item.get("overlap"):
@@ -140,10 +148,14 @@ class GridConfig:
     Parameters
     ----------
     chunkers : sequence of ChunkerSpec, spec strings or tables
-        Spec strings as :func:`chunkwise.experiments.chroma.parse_spec` reads them:
+        Spec strings as :func:`chunkwise.chunkers.specs.parse_spec` reads them:
         ``"TokenText:200"``, ``"Recursive:400:100"`` (size and overlap in cl100k_base tokens),
         ``"Kamradt"`` (semantic chunker, LangChain defaults), ``"KamradtMod:300"``,
-        ``"Cluster:200"``, ``"Sentence:200"``, ``"Structure:400"``, ``"LLM"``. A TOML table ``{chunker, size, overlap}`` also works.
+        ``"Cluster:200"``, ``"Sentence:200"``, ``"Structure:400"``, ``"LLM"``,
+        ``"Hierarchical:100:400:0.5"`` (children of 100 tokens indexed, their parent of up to 400
+        returned when half of its children are retrieved), ``"Contextual:200"`` (needs ``llm``)
+        and ``"Late:200"`` (late-chunking vectors). A TOML table ``{chunker, size, overlap}``
+        also works.
     retrievers : sequence of {"dense", "bm25", "hybrid"}
     top_k : sequence of int >= 1
     mode : {"chroma", "union"}, default "chroma"
@@ -316,12 +328,7 @@ METRICS_PUBLIC: tuple[str, ...] = ("recall", "precision", "iou", "precision_omeg
 
 
 def _spec_string(spec: ChunkerSpec) -> str:
-    s = spec.chunker
-    if spec.size is not None:
-        s += f":{spec.size}"
-        if spec.overlap:
-            s += f":{spec.overlap}"
-    return s
+    return spec.spec_string()
 
 
 #: The default grid of ``chunkwise evaluate``: fixed-size and recursive chunks of 100, 200 and
@@ -632,6 +639,70 @@ def _first_relevant_rank(
     return 0
 
 
+def _llm_cost(spec: ChunkerSpec, chunks: Mapping[str, list[Any]], before: Any, llm: Any) -> dict[str, Any]:
+    """LLM cost columns of one chunking: ``llm_calls``, ``llm_cache_hits``, ``llm_seconds``.
+
+    Contextual: one call per chunk (cached or not), ``llm_seconds`` the summed latency of the
+    original requests (replayed from the cache, so a warm run reports the cold cost). LLM
+    chunker: the calls made in this run (0 when its spans came from the span cache).
+    """
+    after = llm.stats() if before is not None else None
+    hits = int(after["cache_hits"] - before["cache_hits"]) if after is not None else 0
+    if spec.chunker == "Contextual":
+        cs = [c for v in chunks.values() for c in v]
+        secs = sum(float(c.metadata.get("context_seconds", 0.0)) for c in cs)
+        return {"llm_calls": len(cs), "llm_cache_hits": hits, "llm_seconds": round(secs, 2)}
+    if spec.chunker == "LLM" and after is not None:
+        return {"llm_calls": int(after["calls"] - before["calls"]), "llm_cache_hits": hits,
+                "llm_seconds": round(float(after["latency_s"] - before["latency_s"]), 2)}
+    return {"llm_calls": 0, "llm_cache_hits": 0, "llm_seconds": 0.0}
+
+
+class _ParentMerge:
+    """Small-to-big scoring: ranked children -> :func:`merge_to_parents` -> item indices.
+
+    Items ``0..n-1`` are the children (the index), ``n + i`` the ``i``-th parent over all
+    documents, so a merged parent is scored with its own span and tokens.
+    """
+
+    def __init__(self, spec: ChunkerSpec, children: Mapping[str, list[Any]], parents: Mapping[str, list[Any]], enc: Any):
+        from chunkwise.chunk import Chunk
+
+        self.threshold = spec.merge_threshold
+        self.children: list[Any] = []
+        self.parents: dict[tuple[str, int], Any] = {}
+        self.parent_index: dict[tuple[str, int], int] = {}
+        self.parent_rows: list[tuple[str, int, int]] = []
+        for name, kids in children.items():
+            for c in kids:
+                self.children.append(Chunk(c.text, c.start, c.end, {"parent_id": (name, c.metadata["parent_id"])}))
+            for p in parents[name]:
+                key = (name, p.metadata["parent_id"])
+                self.parents[key] = Chunk(p.text, p.start, p.end, dict(p.metadata))
+                self.parent_index[key] = len(self.parent_rows)
+                self.parent_rows.append((name, p.start, p.end))
+        self.parent_tokens = [len(t) for t in enc.encode_ordinary_batch([p.text for p in self.parents.values()])]
+        self.child_pos = {id(c): i for i, c in enumerate(self.children)}
+
+    def extend(self, doc_ids: list[str], spans: np.ndarray, tokens: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Item arrays with the parents appended after the children."""
+        ids = list(doc_ids) + [r[0] for r in self.parent_rows]
+        sp = np.concatenate([spans, np.asarray([(s, e) for _, s, e in self.parent_rows], dtype=np.int64).reshape(-1, 2)])
+        tk = np.concatenate([tokens, np.asarray(self.parent_tokens, dtype=np.int64)])
+        return ids, sp, tk
+
+    def merge(self, ranked: Sequence[int]) -> list[int]:
+        """Item indices of the merged list for the ranked child indices ``ranked``."""
+        n = len(self.children)
+        out = []
+        for c in merge_to_parents([self.children[j] for j in ranked], self.parents, self.threshold):
+            if "merged_children" in c.metadata:
+                out.append(n + self.parent_index[c.metadata["parent_id"]])
+            else:
+                out.append(self.child_pos[id(c)])
+        return out
+
+
 def run_grid(
     docs: Mapping[str, str],
     questions: pd.DataFrame,
@@ -640,6 +711,7 @@ def run_grid(
     *,
     query_embedder: Any = None,
     llm: Any = None,
+    late_embedder: Any = None,
     cache_dir: str | Path | None = None,
     show_progress: bool = True,
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
@@ -663,7 +735,12 @@ def run_grid(
     query_embedder : Embedder, optional
         For models with distinct query and passage encoders (e5's prefixes).
     llm : LLMClient, optional
-        For ``LLM`` chunker specs.
+        For ``LLM`` and ``Contextual`` chunker specs (a cached client: a rerun makes no request).
+    late_embedder : LateChunkingEmbedder, optional
+        Chunk vectors of ``Late`` specs (default: a
+        :class:`~chunkwise.chunkers.LateChunkingEmbedder` of ``embedder.model_id``, else
+        all-MiniLM-L6-v2). The questions are still embedded by ``query_embedder``/``embedder``,
+        which must be the same model.
     cache_dir : str or Path, optional
         Chunk-span cache folder (default ``$CHUNKWISE_CACHE_DIR/chroma_chunks``, shared with
         chapter 2); BM25 indexes go to its ``bm25`` subfolder.
@@ -711,9 +788,7 @@ def run_grid(
         embed_q_seconds = _query_seconds(query_embedder, texts_q)
     bm25_cache = (Path(cache_dir) / "bm25") if cache_dir is not None else None
     if bm25_cache is None:
-        from chunkwise.experiments.chroma import _cache_dir
-
-        bm25_cache = _cache_dir(None).parent / "bm25"
+        bm25_cache = span_cache_dir(None).parent / "bm25"
 
     rows: list[dict[str, Any]] = []
     per_q: list[pd.DataFrame] = []
@@ -729,8 +804,21 @@ def run_grid(
         bar = specs
     for spec in bar:
         t0 = time.perf_counter()
-        chunks = {name: chunk_corpus(spec, name, text, embedder, llm, cache_dir) for name, text in docs.items()}
+        llm_before = llm.stats() if callable(getattr(llm, "stats", None)) else None
+        parents_of: dict[str, list[Any]] = {}
+        if spec.chunker == "Hierarchical":
+            if config.placement != "exact":
+                raise ValueError(f"{spec.label}: hierarchical retrieval is scored with placement='exact' only.")
+            for name, text in docs.items():
+                parents_of[name], _ = chunk_hierarchy(spec, name, text, cache_dir)
+            chunks = {name: chunk_hierarchy(spec, name, text, cache_dir)[1] for name, text in docs.items()}
+        else:
+            chunks = {name: chunk_corpus(spec, name, text, embedder, llm, cache_dir) for name, text in docs.items()}
         chunk_seconds = time.perf_counter() - t0
+        llm_cost = _llm_cost(spec, chunks, llm_before, llm)
+        # what is embedded and BM25-indexed: the chunk, or (Contextual) its context + the chunk
+        texts_index = [index_text(c) for cs in chunks.values() for c in cs]
+        raw_chunks = chunks
         if config.placement != "exact":
             chunks = _place(chunks, docs, config.placement)
         chunk_spans[spec.label] = {name: [(c.start, c.end) for c in cs] for name, cs in chunks.items()}
@@ -740,6 +828,15 @@ def run_grid(
             raise ValueError(f"{spec.label} produced no chunks (are all documents empty?).")
         spans = np.asarray([(c.start, c.end) for cs in chunks.values() for c in cs], dtype=np.int64)
         tokens = np.asarray([len(t) for t in enc.encode_ordinary_batch(texts)], dtype=np.int64)
+        index_tokens = (
+            np.asarray([len(t) for t in enc.encode_ordinary_batch(texts_index)], dtype=np.int64)
+            if texts_index != texts else tokens
+        )
+        merge = None
+        if parents_of:
+            # items 0..n-1 are the children, n.. the parents: merged retrievals point at parents
+            merge = _ParentMerge(spec, chunks, parents_of, enc)
+            doc_ids, spans, tokens = merge.extend(doc_ids, spans, tokens)
 
         # precision_Omega depends only on the chunking: once per mode.
         empty: list[list[Any]] = [[] for _ in range(len(q))]
@@ -753,7 +850,14 @@ def run_grid(
         query_seconds: dict[str, float] = {}
         if needs_dense:
             t0 = time.perf_counter()
-            vectors = _embed(embedder, texts, "chunk")
+            if spec.chunker == "Late":
+                if late_embedder is None:
+                    from chunkwise.chunkers import LateChunkingEmbedder
+
+                    late_embedder = LateChunkingEmbedder(getattr(embedder, "model_id", "all-MiniLM-L6-v2"))
+                vectors = np.concatenate([late_embedder.embed_chunks(docs[n], cs) for n, cs in raw_chunks.items()])
+            else:
+                vectors = _embed(embedder, texts_index, "chunk")
             index_seconds["dense"] = chunk_seconds + time.perf_counter() - t0
             t0 = time.perf_counter()
             idx, _ = top_k_cosine(qv, vectors, depth)
@@ -762,7 +866,7 @@ def run_grid(
         if any(r in ("bm25", "hybrid") for r in config.retrievers):
             t0 = time.perf_counter()
             bm25 = BM25Retriever(
-                [(str(i), t) for i, t in enumerate(texts)],
+                [(str(i), t) for i, t in enumerate(texts_index)],
                 language=config.language,
                 tokenizer=config.tokenizer,
                 cache_dir=bm25_cache,
@@ -788,6 +892,11 @@ def run_grid(
             )
             for k in config.top_k:
                 ranked = [r[:k] for r in ranked_all]
+                if merge is not None:
+                    ranked = [merge.merge(r) for r in ranked]
+                    first = np.asarray(
+                        [_first_relevant_rank(r, doc_ids, spans, c, refs) for r, c, refs in zip(ranked, corpora_q, refs_q)]
+                    )
                 retrieved = [[(doc_ids[j], int(spans[j, 0]), int(spans[j, 1])) for j in r] for r in ranked]
                 sc = score_questions(q, retrieved, None, mode=config.mode)
                 ret_tokens = np.asarray([int(tokens[r].sum()) if r else 0 for r in ranked], dtype=np.float64)
@@ -830,8 +939,9 @@ def run_grid(
                         "hit_rate": float(frame["hit"].mean()),
                         "mrr": float(rr.mean()),
                         "n_chunks": len(texts),
-                        "mean_chunk_tokens": float(tokens.mean()),
-                        "embedded_tokens": int(tokens.sum()) if retriever != "bm25" else 0,
+                        "mean_chunk_tokens": float(tokens[: len(texts)].mean()),
+                        "embedded_tokens": int(index_tokens.sum()) if retriever != "bm25" else 0,
+                        **llm_cost,
                         "index_seconds": float(index_seconds[retriever]),
                         "retrieved_tokens": float(ret_tokens.mean()),
                         "query_ms": 1000.0 * float(query_seconds[retriever]),

@@ -73,6 +73,14 @@ The best precision a chunking allows: retrieve exactly the chunks ``T`` that tou
   (``max(starts) < min(ends)``), and ``precision_Omega = |U(T) ∩ U(r)| / |U(T)|``, exactly
   ``span_scores(T, references, mode="union").precision``.
 
+Where a chunk is scored
+-----------------------
+All of the above takes chunk spans as given. :func:`place_spans` produces them from chunks:
+``placement="exact"`` keeps each chunk's true offsets; ``"report"`` does what the report's code
+does (it keeps no offsets and searches each chunk's text in the corpus: one trailing ``.``
+dropped, first occurrence), so a chunk cut from a repeated passage is scored at the passage's
+first copy.
+
 Averages
 --------
 The report averages each metric over questions and gives the **population** standard
@@ -100,7 +108,9 @@ import pandas as pd
 __all__ = [
     "METRICS",
     "MODES",
+    "PLACEMENTS",
     "SpanScores",
+    "place_spans",
     "precision_omega",
     "score_questions",
     "span_scores",
@@ -108,6 +118,7 @@ __all__ = [
 ]
 
 MODES = ("union", "chroma")
+PLACEMENTS = ("exact", "report")
 METRICS = ("recall", "precision", "precision_omega", "iou")
 
 Span = tuple[int, int]
@@ -174,6 +185,104 @@ def _check_count(name: str, value: object) -> int:
     if not _is_int(value) or value < 0:  # type: ignore[operator]
         raise ValueError(f"{name} must be an int >= 0 (a number of characters), got {value!r}.")
     return int(value)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------
+# Where a chunk is scored
+# --------------------------------------------------------------------------------------
+
+
+def _check_placement(placement: object) -> str:
+    if placement not in PLACEMENTS:
+        raise ValueError(
+            f"unknown placement {placement!r}; use 'exact' (the chunk's own offsets) or 'report' "
+            "(first occurrence of its text, as the Chroma report's code does)."
+        )
+    return str(placement)
+
+
+def place_spans(
+    corpus: str,
+    chunks: Sequence[tuple[str, int, int]],
+    placement: str = "exact",
+) -> list[tuple[int, int]]:
+    """The character span at which each chunk is scored.
+
+    Parameters
+    ----------
+    corpus : str
+        The document the chunks were cut from.
+    chunks : sequence of (text, start, end)
+        Each chunk's text and its true half-open character offsets in ``corpus``
+        (``corpus[start:end] == text`` for chunkwise's chunkers).
+    placement : {"exact", "report"}
+        ``"exact"`` (default): the chunk's true ``(start, end)``.
+        ``"report"``: where the Chroma report's evaluation code puts it. That code keeps no
+        offsets; it searches the chunk's text in the corpus (``rigorous_document_search`` in
+        ``chunking_evaluation/utils.py``, brandonstarxel/chunking_evaluation at d451fc4,
+        called from ``BaseEvaluation._get_chunks_and_metadata``): one trailing ``"."`` is
+        dropped from the text, then the span is ``(i, i + len(text))`` with ``i`` the
+        **first** occurrence of the (shortened) text in the corpus. A chunk whose text also
+        occurs earlier in the corpus (repeated passages) is therefore scored at the earlier
+        copy, and a chunk ending in ``"."`` loses that character.
+
+    Returns
+    -------
+    list of (int, int)
+        One half-open span per chunk, in input order.
+
+    Raises
+    ------
+    ValueError
+        On an unknown placement, a chunk that is not a ``(text, start, end)`` triple, offsets
+        outside ``0 <= start <= end <= len(corpus)``, or (``"report"``) a chunk whose text
+        does not occur in ``corpus``. The report's code would then fall back to a
+        whitespace-insensitive and a fuzzy search; a chunk that is a slice of the corpus
+        never needs them, so a miss here means the chunk belongs to another document.
+
+    Notes
+    -----
+    Each distinct text is searched once (``str.find``), so repeated chunks cost nothing
+    extra.
+    """
+    placement = _check_placement(placement)
+    if not isinstance(corpus, str):
+        raise ValueError(f"corpus must be a str (the document text), got {type(corpus).__name__}.")
+    if isinstance(chunks, (str, bytes)) or not isinstance(chunks, Iterable):
+        raise ValueError("chunks must be a sequence of (text, start, end) triples.")
+    n = len(corpus)
+    found: dict[str, tuple[int, int]] = {}
+    out: list[tuple[int, int]] = []
+    for i, chunk in enumerate(chunks):
+        try:
+            text, start, end = chunk
+        except (TypeError, ValueError):
+            raise ValueError(f"chunks[{i}] = {chunk!r:.80} is not a (text, start, end) triple.") from None
+        if not isinstance(text, str):
+            raise ValueError(f"chunks[{i}]: the text must be a str, got {type(text).__name__}.")
+        problem = _span_problem(start, end)
+        if problem is None and end > n:  # type: ignore[operator]
+            problem = f"end is past the corpus ({n} characters)"
+        if problem is not None:
+            raise ValueError(
+                f"chunks[{i}] = (text, {start!r}, {end!r}) is invalid: {problem}; offsets are "
+                "half-open character offsets into the corpus."
+            )
+        if placement == "exact":
+            out.append((int(start), int(end)))
+            continue
+        span = found.get(text)
+        if span is None:
+            target = text[:-1] if text.endswith(".") else text
+            at = corpus.find(target)
+            if at < 0:
+                raise ValueError(
+                    f"chunks[{i}] (text starting {text[:40]!r}) does not occur in the corpus, so "
+                    "placement='report' cannot place it; pass the document the chunk was cut from."
+                )
+            span = found[text] = (at, at + len(target))
+        out.append(span)
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -6,15 +6,22 @@ index, embed the 472 questions with the same model, retrieve the ``top_k`` (5) n
 per question by cosine similarity, and score the retrieved character spans against the
 question's reference excerpts with :func:`chunkwise.evaluation.spans.score_questions`.
 
+Two choices of the report's code can be switched on to reproduce it exactly:
+
+* ``placement="report"`` scores each chunk where that code places it (first occurrence of its
+  text, one trailing ``.`` dropped; :func:`chunkwise.evaluation.spans.place_spans`) instead of
+  at its true offsets (``"exact"``, the default). Chunkers keep their exact offsets; only the
+  scoring moves.
+* ``index="hnsw"`` retrieves through a ``chromadb`` HNSW collection (l2 space,
+  ``hnsw:search_ef`` 50, as the report ran it) instead of exact search (``"exact"``, the
+  default). Needs the optional ``chroma`` extra.
+
 Everything slow is cached: chunk spans per (chunker, corpus text) as JSON, embeddings in the
 embedder's SQLite cache. A warm rerun embeds nothing and chunks nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,46 +32,18 @@ import numpy as np
 import pandas as pd
 
 from chunkwise.chunk import Chunk
-from chunkwise.evaluation.spans import score_questions, summarize
+from chunkwise.chunkers.specs import (  # noqa: F401 - re-exported: chapter 2 and its tests use ch.parse_spec
+    ChunkerSpec,
+    chunk_corpus,
+    make_chunker,
+    parse_spec,
+)
+from chunkwise.evaluation.spans import PLACEMENTS, place_spans, score_questions, summarize
 from chunkwise.retrieval import DenseIndex
 from chunkwise.tokens import get_encoding
 
 METRIC_COLUMNS = ("recall", "precision", "precision_omega", "iou")
-
-
-@dataclass(frozen=True)
-class ChunkerSpec:
-    """One row of the comparison: a chunker and its settings.
-
-    Attributes
-    ----------
-    chunker : str
-        The report's label: "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM";
-        beyond the report, "Sentence" (whole sentences packed to ``size`` tokens) and "Structure"
-        (Markdown sections / blank-line blocks up to ``size`` tokens).
-    size : int or None
-        Chunk size in cl100k_base tokens (max size for Cluster, target average for KamradtMod,
-        None for Kamradt and LLM).
-    overlap : int
-        Overlap in tokens (0 for the semantic chunkers).
-    """
-
-    chunker: str
-    size: int | None = None
-    overlap: int = 0
-
-    @property
-    def label(self) -> str:
-        parts = [self.chunker]
-        if self.size is not None:
-            parts.append(str(self.size))
-        if self.overlap:
-            parts.append(f"overlap {self.overlap}")
-        return " ".join(parts)
-
-    def key(self) -> str:
-        return f"{self.chunker}|{self.size}|{self.overlap}"
-
+INDEXES = ("exact", "hnsw")
 
 #: The report's eight all-MiniLM-L6-v2 rows.
 REPORT_MINILM_ROWS: tuple[ChunkerSpec, ...] = (
@@ -85,129 +64,15 @@ EXTRA_MINILM_ROWS: tuple[ChunkerSpec, ...] = (
 )
 
 
-def parse_spec(text: str) -> ChunkerSpec:
-    """Parse ``"Recursive:250:125"``, ``"TokenText:200"``, ``"Kamradt"`` or ``"LLM"`` into a spec.
-
-    Raises
-    ------
-    ValueError
-        For an unknown chunker name or a non-integer size/overlap.
-    """
-    parts = text.split(":")
-    name = parts[0]
-    if name not in ("TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM", "Sentence", "Structure"):
-        raise ValueError(
-            f"unknown chunker {name!r} in {text!r}; use TokenText, Recursive, Kamradt, KamradtMod, Cluster, LLM, "
-            "Sentence or Structure."
-        )
-    if len(parts) > 3:
-        raise ValueError(f"{text!r} has too many fields; use 'Name:size_tokens:overlap_tokens'.")
-    try:
-        size = int(parts[1]) if len(parts) > 1 and parts[1] else None
-        overlap = int(parts[2]) if len(parts) > 2 else 0
-    except ValueError as exc:
-        raise ValueError(f"size and overlap in {text!r} must be integers (tokens).") from exc
-    if name in ("TokenText", "Recursive", "Cluster", "KamradtMod", "Sentence", "Structure") and size is None:
-        raise ValueError(f"{name} needs a size in tokens, e.g. '{name}:250'.")
-    if name in ("Kamradt", "LLM") and (size is not None or overlap):
-        raise ValueError(f"{name} takes no size or overlap (LangChain / report defaults); got {text!r}.")
-    if name in ("Cluster", "KamradtMod", "Sentence", "Structure") and overlap:
-        raise ValueError(f"{name} takes no overlap; got {text!r}.")
-    if size is not None and size < 1:
-        raise ValueError(f"size in {text!r} must be >= 1 token.")
-    if not 0 <= overlap < (size or 1):
-        raise ValueError(f"overlap in {text!r} must be in [0, size - 1] tokens.")
-    if name in ("Cluster", "KamradtMod") and size < 50:
-        raise ValueError(f"{name} size must be >= 50 tokens (the size of its pieces); got {text!r}.")
-    return ChunkerSpec(name, size, overlap)
-
-
-def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
-    """Build the chunker of a spec (the report's settings for each family).
-
-    Raises
-    ------
-    ValueError
-        If ``spec`` is an LLM row and no ``llm`` client is given.
-    """
-    from chunkwise.chunkers import (
-        ClusterSemanticChunker,
-        FixedTokenChunker,
-        KamradtModifiedChunker,
-        LLMSemanticChunker,
-        RecursiveTokenChunker,
-        SemanticChunker,
-    )
-
-    if spec.chunker == "TokenText":
-        return FixedTokenChunker(spec.size, spec.overlap)
-    if spec.chunker == "Recursive":
-        return RecursiveTokenChunker(spec.size, spec.overlap, keep_separator="start")
-    if spec.chunker == "Kamradt":
-        return SemanticChunker(embedder)  # LangChain defaults: buffer 1, percentile 95
-    if spec.chunker == "KamradtMod":
-        return KamradtModifiedChunker(embedder, avg_chunk_size=spec.size)
-    if spec.chunker == "Cluster":
-        return ClusterSemanticChunker(embedder, max_chunk_size=spec.size)
-    if spec.chunker == "Sentence":
-        from chunkwise.chunkers import SentenceChunker
-
-        return SentenceChunker(spec.size)
-    if spec.chunker == "Structure":
-        from chunkwise.chunkers import StructureChunker
-
-        return StructureChunker(spec.size)
-    if spec.chunker == "LLM":
-        if llm is None:
-            raise ValueError("The LLM chunker needs an LLM client (chunkwise.llm.LLMClient).")
-        return LLMSemanticChunker(llm)
-    raise ValueError(f"unknown chunker {spec.chunker!r}")
-
-
-def _cache_dir(cache_dir: str | Path | None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    base = os.environ.get("CHUNKWISE_CACHE_DIR")
-    return (Path(base) if base else Path.home() / ".cache" / "chunkwise") / "chroma_chunks"
-
-
-def chunk_corpus(
-    spec: ChunkerSpec,
-    name: str,
-    text: str,
-    embedder: Any,
-    llm: Any = None,
-    cache_dir: str | Path | None = None,
-) -> list[Chunk]:
-    """Chunk one corpus, reading/writing the span cache.
-
-    The cache key is the spec, the embedder's name (semantic chunkers) or the LLM's identity,
-    and the sha256 of the corpus text. The file holds only spans; texts are re-sliced.
-    """
-    ident = ""
-    if spec.chunker in ("Kamradt", "KamradtMod", "Cluster"):
-        ident = getattr(embedder, "name", type(embedder).__name__)
-    elif spec.chunker == "LLM":
-        ident = getattr(llm, "model_identity", repr(llm))
-    from chunkwise import __version__
-
-    # The package version is part of the key: a fixed chunker never serves spans cached by an old one.
-    digest = hashlib.sha256(f"{__version__}\0{spec.key()}\0{ident}\0".encode() + text.encode()).hexdigest()[:24]
-    path = _cache_dir(cache_dir) / f"{name}-{spec.chunker}-{spec.size}-{spec.overlap}-{digest}.json"
-    if path.exists():
-        spans = json.loads(path.read_text())
-        return [Chunk(text[s:e], s, e) for s, e in spans]
-    chunks = make_chunker(spec, embedder, llm).split(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps([[c.start, c.end] for c in chunks]))
-    tmp.replace(path)  # atomic: an interrupted run never leaves a half-written cache file
-    return chunks
-
-
 @dataclass
 class RunResult:
-    """The outcome of one spec: per-question scores and chunk statistics."""
+    """The outcome of one spec: per-question scores and chunk statistics.
+
+    ``retrieved_rows`` (shape ``(n_questions, top_k)``) holds the retrieved chunks of each
+    question as positions in the chunks of ``chunks_by_corpus`` taken corpus by corpus, in
+    order; :func:`rescore` uses it to score the same retrieval under another placement or
+    metric mode without embedding anything again.
+    """
 
     spec: ChunkerSpec
     per_question: pd.DataFrame
@@ -215,6 +80,144 @@ class RunResult:
     mean_chunk_tokens: float
     seconds: float
     chunks_by_corpus: dict[str, list[Chunk]] = field(repr=False, default_factory=dict)
+    placement: str = "exact"
+    index: str = "exact"
+    mode: str = "chroma"
+    retrieved_rows: np.ndarray | None = field(repr=False, default=None)
+
+
+def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}; use one of {allowed!r}.")
+    return str(value)
+
+
+def placed_spans(
+    chunks: dict[str, Sequence[Chunk]], corpora: dict[str, str], placement: str = "exact"
+) -> dict[str, list[tuple[int, int]]]:
+    """The span at which each chunk is scored, per corpus (:func:`~chunkwise.evaluation.spans.place_spans`).
+
+    Raises
+    ------
+    ValueError
+        On an unknown placement, a corpus of ``chunks`` missing from ``corpora``, or (``"report"``)
+        a chunk text not found in its corpus.
+    """
+    _check_choice("placement", placement, PLACEMENTS)
+    missing = [name for name in chunks if name not in corpora]
+    if missing:
+        raise ValueError(f"corpora has no text for {missing}; pass the texts the chunks were cut from.")
+    return {
+        name: place_spans(corpora[name], [(c.text, c.start, c.end) for c in cs], placement)
+        for name, cs in chunks.items()
+    }
+
+
+def score_retrieval(
+    chunks: dict[str, Sequence[Chunk]],
+    corpora: dict[str, str],
+    questions: pd.DataFrame,
+    rows: np.ndarray,
+    placement: str = "exact",
+    mode: str = "chroma",
+) -> pd.DataFrame:
+    """Score retrieved chunks (positions in the corpus-by-corpus chunk list) at their placed spans.
+
+    Parameters
+    ----------
+    chunks : dict of corpus name -> list of Chunk
+        Every chunk of every corpus, in index order.
+    corpora : dict of corpus name -> text
+    questions : DataFrame
+        Columns ``question_id``, ``corpus``, ``references``.
+    rows : array of int, shape (len(questions), top_k)
+        Retrieved positions into the flattened chunk list, best first.
+    placement : {"exact", "report"}
+        Where each chunk is scored, for recall / precision / IoU and for precision_Ω alike.
+    mode : {"chroma", "union"}
+
+    Returns
+    -------
+    DataFrame
+        :func:`~chunkwise.evaluation.spans.score_questions`'s per-question table.
+    """
+    placed = placed_spans(chunks, corpora, placement)
+    docs = [name for name, cs in placed.items() for _ in cs]
+    flat = [span for cs in placed.values() for span in cs]
+    retrieved = [[(docs[j], *flat[j]) for j in row] for row in np.asarray(rows).tolist()]
+    q = questions.assign(corpus_id=questions["corpus"])
+    return score_questions(q, retrieved, placed, mode=mode)
+
+
+def hnsw_search(
+    vectors: np.ndarray,
+    query_vectors: np.ndarray,
+    top_k: int = 5,
+    search_ef: int = 50,
+    batch_size: int = 500,
+) -> np.ndarray:
+    """Approximate nearest neighbours through one in-memory ``chromadb`` collection.
+
+    The report's setup (``BaseEvaluation._chunker_to_collection`` in chunking_evaluation at
+    d451fc4): one collection, Chroma's default l2 space, ``hnsw:search_ef`` 50, chunks added in
+    batches of 500 with ids ``"0", "1", ...``. Embeddings are passed explicitly, so chromadb
+    loads no embedding model (works offline) and telemetry is off.
+
+    Parameters
+    ----------
+    vectors : numpy.ndarray, shape (n, d)
+        Chunk vectors, in index order (l2 on unit vectors ranks as cosine does).
+    query_vectors : numpy.ndarray, shape (q, d)
+    top_k : int
+    search_ef, batch_size : int
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (q, min(top_k, n))
+        Retrieved rows of ``vectors``, nearest first.
+
+    Raises
+    ------
+    ImportError
+        If ``chromadb`` is not installed (``pip install 'chunkwise[chroma]'``).
+    ValueError
+        On an empty index, mismatched dimensions or a non-positive ``top_k``.
+    """
+    try:
+        import chromadb
+        from chromadb.config import Settings
+    except ImportError as exc:
+        raise ImportError(
+            "index='hnsw' needs chromadb: pip install 'chunkwise[chroma]' (or use index='exact')."
+        ) from exc
+    vectors = np.asarray(vectors, dtype=np.float32)
+    query_vectors = np.asarray(query_vectors, dtype=np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] == 0:
+        raise ValueError("hnsw_search needs a non-empty (n, d) array of chunk vectors.")
+    if query_vectors.ndim != 2 or query_vectors.shape[1] != vectors.shape[1]:
+        raise ValueError(
+            f"query_vectors must have shape (q, {vectors.shape[1]}), got {query_vectors.shape}."
+        )
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int, got {top_k!r}.")
+    client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=True))
+    name = "chunkwise_hnsw"
+    try:
+        client.delete_collection(name)
+    except Exception:  # noqa: BLE001 - absent collection: ValueError or NotFoundError by version
+        pass
+    collection = client.create_collection(
+        name, embedding_function=None, metadata={"hnsw:space": "l2", "hnsw:search_ef": search_ef}
+    )
+    try:
+        for i in range(0, len(vectors), batch_size):
+            batch = vectors[i : i + batch_size]
+            collection.add(ids=[str(j) for j in range(i, i + len(batch))], embeddings=batch)
+        k = min(top_k, len(vectors))
+        res = collection.query(query_embeddings=query_vectors, n_results=k, include=[])
+        return np.asarray([[int(x) for x in ids] for ids in res["ids"]], dtype=np.int64).reshape(-1, k)
+    finally:
+        client.delete_collection(name)
 
 
 def evaluate_spec(
@@ -227,6 +230,8 @@ def evaluate_spec(
     mode: str = "chroma",
     llm: Any = None,
     cache_dir: str | Path | None = None,
+    placement: str = "exact",
+    index: str = "exact",
 ) -> RunResult:
     """Chunk, index, retrieve and score one chunker spec.
 
@@ -244,21 +249,33 @@ def evaluate_spec(
     top_k : int
     mode : {"chroma", "union"}
         Span metric definitions (see :mod:`chunkwise.evaluation.spans`).
+    placement : {"exact", "report"}
+        Where chunks are scored: their true offsets, or the first occurrence of their text
+        (the report's code; see :func:`chunkwise.evaluation.spans.place_spans`).
+    index : {"exact", "hnsw"}
+        Exact cosine search, or chromadb's HNSW index as the report used it (:func:`hnsw_search`).
 
     Returns
     -------
     RunResult
+
+    Raises
+    ------
+    ValueError
+        On an unknown placement or index (before any chunking).
     """
+    _check_choice("placement", placement, PLACEMENTS)
+    _check_choice("index", index, INDEXES)
     t0 = time.perf_counter()
     chunks = {name: chunk_corpus(spec, name, text, embedder, llm, cache_dir) for name, text in corpora.items()}
-    index = DenseIndex.from_chunks(chunks, embedder)
-    rows, _ = index.search(question_vectors, top_k)
-    retrieved = [
-        [(index.doc_ids[j], int(index.spans[j, 0]), int(index.spans[j, 1])) for j in row] for row in rows
-    ]
-    q = questions.assign(corpus_id=questions["corpus"])
-    spans = {name: [(c.start, c.end) for c in cs] for name, cs in chunks.items()}
-    per_q = score_questions(q, retrieved, spans, mode=mode)
+    dense = DenseIndex.from_chunks(chunks, embedder)
+    if index == "hnsw":
+        if len(dense) == 0:
+            raise ValueError("The index is empty: no chunks were added (were all documents empty?).")
+        rows = hnsw_search(dense.vectors, question_vectors, top_k)
+    else:
+        rows, _ = dense.search(question_vectors, top_k)
+    per_q = score_retrieval(chunks, corpora, questions, rows, placement, mode)
     enc = get_encoding("cl100k_base")
     all_chunks = [c for cs in chunks.values() for c in cs]
     tokens = [len(t) for t in enc.encode_ordinary_batch([c.text for c in all_chunks])] if all_chunks else [0]
@@ -269,7 +286,84 @@ def evaluate_spec(
         float(np.mean(tokens)),
         time.perf_counter() - t0,
         chunks,
+        placement,
+        index,
+        mode,
+        np.asarray(rows, dtype=np.int64),
     )
+
+
+def rescore(
+    result: RunResult,
+    corpora: dict[str, str],
+    questions: pd.DataFrame,
+    placement: str | None = None,
+    mode: str | None = None,
+) -> RunResult:
+    """The same retrieval scored under another placement and/or metric mode (nothing re-embedded).
+
+    Parameters
+    ----------
+    result : RunResult
+        From :func:`evaluate_spec` (carries the retrieved rows and the chunks).
+    corpora : dict of corpus name -> text
+    questions : DataFrame
+        The questions ``result`` was run on, in the same order.
+    placement, mode : str or None
+        None keeps the result's own.
+
+    Returns
+    -------
+    RunResult
+        A copy with new ``per_question``, ``placement`` and ``mode``.
+
+    Raises
+    ------
+    ValueError
+        If ``result`` has no retrieved rows or they do not match ``questions``.
+    """
+    from dataclasses import replace
+
+    placement = result.placement if placement is None else placement
+    mode = result.mode if mode is None else mode
+    rows = result.retrieved_rows
+    if rows is None or len(rows) != len(questions):
+        raise ValueError(
+            f"result for {result.spec.label} has no retrieved rows for these {len(questions)} questions; "
+            "rescore needs the result of evaluate_spec on the same questions."
+        )
+    per_q = score_retrieval(result.chunks_by_corpus, corpora, questions, rows, placement, mode)
+    return replace(result, per_question=per_q, placement=placement, mode=mode)
+
+
+def placement_moves(results: Sequence[RunResult], corpora: dict[str, str]) -> pd.DataFrame:
+    """How many chunks the report's placement scores somewhere else, per spec and corpus.
+
+    Returns
+    -------
+    DataFrame
+        One row per (spec, corpus) with ``n_chunks``, ``moved`` (chunks whose first-occurrence
+        start differs from their true start: scored at an earlier copy of the same text) and
+        ``trimmed`` (chunks kept in place but one character shorter, the dropped trailing ``.``).
+    """
+    rows = []
+    for r in results:
+        exact = placed_spans(r.chunks_by_corpus, corpora, "exact")
+        report = placed_spans(r.chunks_by_corpus, corpora, "report")
+        for name in exact:
+            e = np.asarray(exact[name], dtype=np.int64).reshape(-1, 2)
+            p = np.asarray(report[name], dtype=np.int64).reshape(-1, 2)
+            moved = e[:, 0] != p[:, 0]
+            rows.append(
+                {
+                    "chunker": r.spec.label,
+                    "corpus": name,
+                    "n_chunks": len(e),
+                    "moved": int(moved.sum()),
+                    "trimmed": int((~moved & (e[:, 1] != p[:, 1])).sum()),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def results_table(results: Sequence[RunResult], model: str) -> pd.DataFrame:
@@ -366,13 +460,19 @@ def run_comparison(
     cache_dir: str | Path | None = None,
     progress: Callable[[Any], Any] | None = None,
     show_progress: bool = True,
+    placement: str = "exact",
+    index: str = "exact",
 ) -> list[RunResult]:
     """Evaluate every spec (questions embedded once), with a progress bar over specs.
 
     LLM specs are skipped (with a printed note) when ``llm`` is None. ``show_progress=False``
     (or a ``progress`` wrapper of your own) replaces the tqdm bar, e.g. in executed notebooks.
+    ``placement`` and ``index`` are passed to :func:`evaluate_spec`.
     """
     from tqdm.auto import tqdm
+
+    _check_choice("placement", placement, PLACEMENTS)
+    _check_choice("index", index, INDEXES)
 
     qv = np.asarray(embedder.embed(list(questions["question"])))
     out = []
@@ -386,25 +486,190 @@ def run_comparison(
         if spec.chunker == "LLM" and llm is None:
             print(f"skipped {spec.label}: no LLM configured (set CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL)")
             continue
-        out.append(evaluate_spec(spec, corpora, questions, embedder, qv, top_k, mode, llm, cache_dir))
+        out.append(
+            evaluate_spec(spec, corpora, questions, embedder, qv, top_k, mode, llm, cache_dir, placement, index)
+        )
     return out
 
 
-def precision_omega_by_mode(results: Sequence[RunResult], questions: pd.DataFrame) -> pd.DataFrame:
+def precision_omega_by_mode(
+    results: Sequence[RunResult],
+    questions: pd.DataFrame,
+    corpora: dict[str, str] | None = None,
+    placement: str = "exact",
+) -> pd.DataFrame:
     """Mean precision_Ω (percent) of each spec under both metric definitions.
 
     precision_Ω depends only on the chunk boundaries and the references, never on the
     embedding model or the retriever, so this table separates chunking/metric effects from
     retrieval effects. ``chroma``: chunks that touch *or abut* a reference, IoU of their union
     with the references; ``union``: chunks that share a character, precision of their union.
+    ``placement="report"`` scores the chunks where the report's code places them and needs
+    ``corpora`` (the texts); ``"exact"`` uses their true offsets.
+
+    Raises
+    ------
+    ValueError
+        On an unknown placement, or ``placement="report"`` without ``corpora``.
     """
+    _check_choice("placement", placement, PLACEMENTS)
+    if placement == "report" and corpora is None:
+        raise ValueError("placement='report' needs corpora (the texts) to find each chunk's first occurrence.")
     q = questions.assign(corpus_id=questions["corpus"])
     empty = [[] for _ in range(len(q))]
     rows = []
     for r in results:
-        spans = {name: [(c.start, c.end) for c in cs] for name, cs in r.chunks_by_corpus.items()}
+        if corpora is None:
+            spans = {name: [(c.start, c.end) for c in cs] for name, cs in r.chunks_by_corpus.items()}
+        else:
+            spans = placed_spans(r.chunks_by_corpus, corpora, placement)
         row = {"chunker": r.spec.label, "mean_chunk_tokens": round(r.mean_chunk_tokens, 1)}
         for mode in ("chroma", "union"):
             row[f"precision_omega_{mode}"] = 100 * score_questions(q, empty, spans, mode=mode)["precision_omega"].mean()
         rows.append(row)
     return pd.DataFrame(rows).round(1)
+
+
+def compare_runs(
+    a: Sequence[RunResult],
+    b: Sequence[RunResult],
+    labels: tuple[str, str] = ("a", "b"),
+    diff: str = "diff",
+) -> pd.DataFrame:
+    """Mean metrics (percent) of the same specs under two settings, side by side.
+
+    Parameters
+    ----------
+    a, b : sequences of RunResult
+        The same specs in the same order (e.g. one placement or index each).
+    labels : (str, str)
+        Column suffixes for ``a`` and ``b``.
+    diff : str
+        Suffix of the ``a`` minus ``b`` columns (percentage points).
+
+    Returns
+    -------
+    DataFrame
+        One row per spec: ``chunker`` and, for each metric, ``<metric>_<labels[0]>``,
+        ``<metric>_<labels[1]>`` and ``<metric>_<diff>``; then ``rank_<label>``, the spec's
+        rank by mean recall under each setting (1 = highest, ties share the lower rank).
+
+    Raises
+    ------
+    ValueError
+        If the two sequences do not hold the same specs in the same order.
+    """
+    la, lb = labels
+    if [r.spec for r in a] != [r.spec for r in b]:
+        raise ValueError(f"{la} and {lb} must hold the same specs in the same order.")
+    rows = []
+    for ra, rb in zip(a, b):
+        row: dict[str, Any] = {"chunker": ra.spec.label}
+        for m in METRIC_COLUMNS:
+            va = 100 * float(ra.per_question[m].mean())
+            vb = 100 * float(rb.per_question[m].mean())
+            row[f"{m}_{la}"], row[f"{m}_{lb}"], row[f"{m}_{diff}"] = va, vb, va - vb
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    for label in labels:
+        out[f"rank_{label}"] = out[f"recall_{label}"].rank(ascending=False, method="min").astype(int)
+    return out
+
+
+def compare_placements(report: Sequence[RunResult], exact: Sequence[RunResult]) -> pd.DataFrame:
+    """The same retrievals scored at the report code's placement and at true offsets.
+
+    :func:`compare_runs` with labels ``("report", "exact")`` and ``<metric>_gain`` = report
+    minus exact (percentage points); ``exact`` is typically ``[rescore(r, corpora, questions,
+    placement="exact") for r in report]``.
+
+    Raises
+    ------
+    ValueError
+        If the two sequences do not hold the same specs in the same order.
+    """
+    return compare_runs(report, exact, ("report", "exact"), "gain")
+
+
+def precision_omega_vs_tables(
+    ours: pd.DataFrame,
+    report: pd.DataFrame,
+    models: tuple[str, str] = ("all-MiniLM-L6-v2", "text-embedding-3-large"),
+) -> pd.DataFrame:
+    """Our mean precision_Ω beside the value each published table gives the same chunker.
+
+    precision_Ω depends only on the chunk boundaries and the references, so for a chunker whose
+    boundaries do not depend on the embedding model (TokenText, Recursive) both of the report's
+    tables should print the same value.
+
+    Parameters
+    ----------
+    ours : DataFrame
+        :func:`results_table` output.
+    report : DataFrame
+        :func:`load_report` output.
+    models : (str, str)
+        The two ``embedding_model`` values of the report's tables.
+
+    Returns
+    -------
+    DataFrame
+        The rows of ``ours`` that both tables have: ``chunker, size_tokens, overlap_tokens,
+        embedder_free`` (boundaries independent of the embedding model), ``ours`` and one
+        column per model, and ``closer``: the model whose table is nearer to ours.
+    """
+    key = ["chunker", "size_tokens", "overlap_tokens"]
+
+    def norm(df: pd.DataFrame) -> pd.DataFrame:
+        df = df.copy()
+        df["size_tokens"] = pd.to_numeric(df["size_tokens"], errors="coerce")
+        df["overlap_tokens"] = pd.to_numeric(df["overlap_tokens"], errors="coerce").fillna(0).astype(int)
+        return df
+
+    rep = norm(report)
+    out = norm(ours)[key + ["precision_omega_mean"]].rename(columns={"precision_omega_mean": "ours"})
+    out["ours"] = out["ours"].round(2)
+    for model in models:
+        part = rep[rep["embedding_model"] == model][key + ["precision_omega_mean"]]
+        out = out.merge(part.rename(columns={"precision_omega_mean": model}), on=key, how="inner")
+    out.insert(3, "embedder_free", out["chunker"].isin(["TokenText", "Recursive"]))
+    dist = np.abs(out[list(models)].to_numpy(dtype=float) - out[["ours"]].to_numpy(dtype=float))
+    out["closer"] = [models[int(i)] for i in np.argmin(dist, axis=1)] if len(out) else []
+    return out.reset_index(drop=True)
+
+
+def compare_with_report_code(ours: pd.DataFrame, code: pd.DataFrame, search: str) -> pd.DataFrame:
+    """Our rows beside the numbers the report's own evaluation code gave for the same rows.
+
+    Parameters
+    ----------
+    ours : DataFrame
+        :func:`results_table` output (percent).
+    code : DataFrame
+        ``data/chroma/report_code_d451fc4_minilm.csv``: columns ``chunker, size_tokens,
+        overlap_tokens, search`` and ``<metric>_mean`` in percent.
+    search : str
+        Which of the code's runs to compare with (a value of its ``search`` column).
+
+    Returns
+    -------
+    DataFrame
+        The rows both have: for each metric ``<metric>`` (ours), ``<metric>_code`` and
+        ``<metric>_delta`` (ours minus the code's, percentage points), unrounded.
+
+    Raises
+    ------
+    ValueError
+        If ``search`` is not a value of ``code["search"]``.
+    """
+    if search not in set(code["search"]):
+        raise ValueError(f"search {search!r} is not in the file; it has {sorted(set(code['search']))}.")
+    key = ["chunker", "size_tokens", "overlap_tokens"]
+    part = code[code["search"] == search]
+    merged = ours.merge(part, on=key, how="inner", suffixes=("", "_code"))
+    out = merged[key].copy()
+    for m in METRIC_COLUMNS:
+        out[m] = merged[f"{m}_mean"]
+        out[f"{m}_code"] = merged[f"{m}_mean_code"]
+        out[f"{m}_delta"] = merged[f"{m}_mean"] - merged[f"{m}_mean_code"]
+    return out.reset_index(drop=True)

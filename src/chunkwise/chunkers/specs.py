@@ -1,0 +1,364 @@
+"""Chunker specs: the short strings that name a chunker and its settings (``"Recursive:200"``).
+
+A :class:`ChunkerSpec` is one row of a comparison; :func:`parse_spec` reads it from text (CLI,
+TOML grids, notebook parameters); :func:`make_chunker` builds the chunker; :func:`chunk_corpus`
+chunks one document through a span cache on disk. The evaluation engine
+(:mod:`chunkwise.evaluation.grid`) and chapter 2's driver (:mod:`chunkwise.experiments.chroma`)
+both use them, so they live with the chunkers.
+
+The span cache (``$CHUNKWISE_CACHE_DIR/chroma_chunks``, default ``~/.cache/chunkwise``) is keyed
+by the package version, the spec, the identity of the model a chunker uses (embedder or LLM)
+and the sha256 of the document text; a file holds only ``[start, end]`` pairs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chunkwise.chunk import Chunk
+
+__all__ = ["NAMES", "ChunkerSpec", "chunk_corpus", "chunk_hierarchy", "make_chunker", "parse_spec", "span_cache_dir"]
+
+
+#: Every chunker name a spec may start with.
+NAMES: tuple[str, ...] = (
+    "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM", "Sentence", "Structure",
+    "Hierarchical", "Contextual", "Late",
+)
+
+
+@dataclass(frozen=True)
+class ChunkerSpec:
+    """One row of the comparison: a chunker and its settings.
+
+    Attributes
+    ----------
+    chunker : str
+        The report's label: "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM";
+        beyond the report, "Sentence" (whole sentences packed to ``size`` tokens), "Structure"
+        (Markdown sections / blank-line blocks up to ``size`` tokens), "Hierarchical"
+        (children of ``size`` tokens indexed, parents of ``parent_size`` tokens returned when
+        ``merge_threshold`` of their children are retrieved), "Contextual" (recursive chunks of
+        ``size`` tokens, each indexed with an LLM-written context) and "Late" (recursive chunks
+        of ``size`` tokens embedded by late chunking).
+    size : int or None
+        Chunk size in cl100k_base tokens (max size for Cluster, target average for KamradtMod,
+        child size for Hierarchical, None for Kamradt and LLM).
+    overlap : int
+        Overlap in tokens (0 for the semantic chunkers).
+    parent_size : int or None
+        Hierarchical only: the parents' maximum size in cl100k_base tokens.
+    merge_threshold : int, float or None
+        Hierarchical only: :func:`chunkwise.chunkers.merge_to_parents`'s rule (an int = a
+        number of retrieved children, a float in (0, 1] = a fraction of the parent's children).
+    """
+
+    chunker: str
+    size: int | None = None
+    overlap: int = 0
+    parent_size: int | None = None
+    merge_threshold: int | float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.chunker == "Hierarchical":
+            return f"Hierarchical {self.size}/{self.parent_size} merge {self.merge_threshold:g}"
+        parts = [self.chunker]
+        if self.size is not None:
+            parts.append(str(self.size))
+        if self.overlap:
+            parts.append(f"overlap {self.overlap}")
+        return " ".join(parts)
+
+    def key(self) -> str:
+        """The cache key of the spec (unchanged for the specs chapter 2 cached)."""
+        base = f"{self.chunker}|{self.size}|{self.overlap}"
+        if self.chunker == "Hierarchical":
+            base += f"|{self.parent_size}|{self.merge_threshold!r}"
+        return base
+
+    def spec_string(self) -> str:
+        """The spec as :func:`parse_spec` reads it (``"Recursive:400:100"``, ``"Hierarchical:100:400:0.5"``)."""
+        s = self.chunker
+        if self.chunker == "Hierarchical":
+            return f"{s}:{self.size}:{self.parent_size}:{self.merge_threshold!r}"
+        if self.size is not None:
+            s += f":{self.size}"
+            if self.overlap:
+                s += f":{self.overlap}"
+        return s
+
+    @property
+    def boundary_spec(self) -> ChunkerSpec:
+        """The spec whose spans give this one's boundaries: ``Recursive:size`` for Late and
+        Contextual (whose chunks are recursive chunks; they share its span cache), else itself."""
+        if self.chunker in ("Late", "Contextual"):
+            return ChunkerSpec("Recursive", self.size, 0)
+        return self
+
+
+def _parse_threshold(text: str, spec: str) -> int | float:
+    try:
+        value: int | float = int(text)
+    except ValueError:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(
+                f"merge threshold {text!r} in {spec!r} must be an int >= 1 (retrieved children) or a fraction in (0, 1]."
+            ) from None
+        if not 0 < value <= 1:
+            raise ValueError(f"merge threshold {text!r} in {spec!r} must be a fraction in (0, 1] or an int >= 1.")
+        return value
+    if value < 1:
+        raise ValueError(f"merge threshold {text!r} in {spec!r} must be an int >= 1 or a fraction in (0, 1].")
+    return value
+
+
+def parse_spec(text: str) -> ChunkerSpec:
+    """Parse a spec string into a :class:`ChunkerSpec`.
+
+    Forms (sizes in cl100k_base tokens): ``"Recursive:250:125"`` (size, overlap),
+    ``"TokenText:200"``, ``"Kamradt"``, ``"KamradtMod:300"``, ``"Cluster:200"``, ``"LLM"``,
+    ``"Sentence:200"``, ``"Structure:400"``, ``"Hierarchical:child:parent[:merge_threshold]"``
+    (e.g. ``"Hierarchical:100:400"``, threshold default 0.5 = half of a parent's children;
+    an int is a count), ``"Contextual:200"`` and ``"Late:200"``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown chunker name, a non-integer size/overlap, or settings the chunker does
+        not take.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"a chunker spec must be a string such as 'Recursive:200', got {text!r}.")
+    parts = text.split(":")
+    name = parts[0]
+    if name not in NAMES:
+        raise ValueError(f"unknown chunker {name!r} in {text!r}; use {', '.join(NAMES[:-1])} or {NAMES[-1]}.")
+    if name == "Hierarchical":
+        if len(parts) not in (3, 4):
+            raise ValueError(
+                f"{text!r}: use 'Hierarchical:child_tokens:parent_tokens[:merge_threshold]', e.g. 'Hierarchical:100:400:0.5'."
+            )
+        try:
+            child, parent = int(parts[1]), int(parts[2])
+        except ValueError as exc:
+            raise ValueError(f"child and parent sizes in {text!r} must be integers (tokens).") from exc
+        if child < 1 or parent <= child:
+            raise ValueError(f"{text!r}: child size must be >= 1 token and the parent size larger than the child's.")
+        threshold = _parse_threshold(parts[3], text) if len(parts) == 4 else 0.5
+        return ChunkerSpec(name, child, 0, parent, threshold)
+    if len(parts) > 3:
+        raise ValueError(f"{text!r} has too many fields; use 'Name:size_tokens:overlap_tokens'.")
+    try:
+        size = int(parts[1]) if len(parts) > 1 and parts[1] else None
+        overlap = int(parts[2]) if len(parts) > 2 else 0
+    except ValueError as exc:
+        raise ValueError(f"size and overlap in {text!r} must be integers (tokens).") from exc
+    if name in ("TokenText", "Recursive", "Cluster", "KamradtMod", "Sentence", "Structure", "Contextual", "Late") and size is None:
+        raise ValueError(f"{name} needs a size in tokens, e.g. '{name}:250'.")
+    if name in ("Kamradt", "LLM") and (size is not None or overlap):
+        raise ValueError(f"{name} takes no size or overlap (LangChain / report defaults); got {text!r}.")
+    if name in ("Cluster", "KamradtMod", "Sentence", "Structure", "Contextual", "Late") and overlap:
+        raise ValueError(f"{name} takes no overlap; got {text!r}.")
+    if size is not None and size < 1:
+        raise ValueError(f"size in {text!r} must be >= 1 token.")
+    if not 0 <= overlap < (size or 1):
+        raise ValueError(f"overlap in {text!r} must be in [0, size - 1] tokens.")
+    if name in ("Cluster", "KamradtMod") and size < 50:
+        raise ValueError(f"{name} size must be >= 50 tokens (the size of its pieces); got {text!r}.")
+    return ChunkerSpec(name, size, overlap)
+
+
+def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
+    """Build the chunker of a spec (the report's settings for each family).
+
+    Hierarchical: :class:`~chunkwise.chunkers.HierarchicalChunker` with
+    ``StructureChunker(parent_size)`` parents and ``RecursiveTokenChunker(size, 0)`` children.
+    Contextual: :class:`~chunkwise.chunkers.ContextualChunker` over
+    ``RecursiveTokenChunker(size, 0)`` with ``llm``. Late: the ``RecursiveTokenChunker(size, 0)``
+    that gives its boundaries (the late-chunking vectors come from
+    :class:`~chunkwise.chunkers.LateChunkingEmbedder`, not from a chunker).
+
+    Raises
+    ------
+    ValueError
+        If ``spec`` is an LLM or Contextual row and no ``llm`` client is given.
+    """
+    from chunkwise.chunkers import (
+        ClusterSemanticChunker,
+        ContextualChunker,
+        FixedTokenChunker,
+        HierarchicalChunker,
+        KamradtModifiedChunker,
+        LLMSemanticChunker,
+        RecursiveTokenChunker,
+        SemanticChunker,
+        SentenceChunker,
+        StructureChunker,
+    )
+
+    if spec.chunker == "TokenText":
+        return FixedTokenChunker(spec.size, spec.overlap)
+    if spec.chunker in ("Recursive", "Late"):
+        return RecursiveTokenChunker(spec.size, spec.overlap, keep_separator="start")
+    if spec.chunker == "Kamradt":
+        return SemanticChunker(embedder)  # LangChain defaults: buffer 1, percentile 95
+    if spec.chunker == "KamradtMod":
+        return KamradtModifiedChunker(embedder, avg_chunk_size=spec.size)
+    if spec.chunker == "Cluster":
+        return ClusterSemanticChunker(embedder, max_chunk_size=spec.size)
+    if spec.chunker == "Sentence":
+        return SentenceChunker(spec.size)
+    if spec.chunker == "Structure":
+        return StructureChunker(spec.size)
+    if spec.chunker == "Hierarchical":
+        return HierarchicalChunker(
+            StructureChunker(spec.parent_size), RecursiveTokenChunker(spec.size, 0, keep_separator="start")
+        )
+    if spec.chunker in ("LLM", "Contextual"):
+        if llm is None:
+            raise ValueError(
+                f"the {spec.chunker} chunker needs an LLM client (chunkwise.llm.LLMClient or OnDemandLocalClient); pass llm=."
+            )
+        if spec.chunker == "LLM":
+            return LLMSemanticChunker(llm)
+        return ContextualChunker(RecursiveTokenChunker(spec.size, 0, keep_separator="start"), llm)
+    raise ValueError(f"unknown chunker {spec.chunker!r}")
+
+
+def span_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """The chunk-span cache folder: ``cache_dir`` if given, else ``$CHUNKWISE_CACHE_DIR/chroma_chunks``
+    (default ``~/.cache/chunkwise/chroma_chunks``)."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    base = os.environ.get("CHUNKWISE_CACHE_DIR")
+    return (Path(base) if base else Path.home() / ".cache" / "chunkwise") / "chroma_chunks"
+
+
+def _span_path(spec_key: str, file_stem: str, name: str, text: str, ident: str, cache_dir: str | Path | None) -> Path:
+    from chunkwise import __version__
+
+    # The package version is part of the key: a fixed chunker never serves spans cached by an old one.
+    digest = hashlib.sha256(f"{__version__}\0{spec_key}\0{ident}\0".encode() + text.encode()).hexdigest()[:24]
+    return span_cache_dir(cache_dir) / f"{name}-{file_stem}-{digest}.json"
+
+
+def _write_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)  # atomic: an interrupted run never leaves a half-written cache file
+
+
+class _Given:
+    """A chunker that returns chunks already cut (cached spans given to a wrapping chunker)."""
+
+    def __init__(self, chunks: list[Chunk]) -> None:
+        self.chunks = chunks
+
+    def split(self, text: str) -> list[Chunk]:
+        return list(self.chunks)
+
+
+def chunk_corpus(
+    spec: ChunkerSpec,
+    name: str,
+    text: str,
+    embedder: Any,
+    llm: Any = None,
+    cache_dir: str | Path | None = None,
+) -> list[Chunk]:
+    """Chunk one corpus, reading/writing the span cache.
+
+    The cache key is the spec, the embedder's name (semantic chunkers) or the LLM's identity,
+    and the sha256 of the corpus text. The file holds only spans; texts are re-sliced.
+
+    Late and Contextual specs take their boundaries from ``Recursive:size`` (the same cache
+    file). Contextual then adds each chunk's context through ``llm`` (whose own response
+    cache makes a rerun free): the chunks carry ``metadata["index_text"]``. Hierarchical
+    returns the children (with ``metadata["parent_id"]``), see :func:`chunk_hierarchy`.
+
+    Returns
+    -------
+    list of Chunk
+        With exact offsets into ``text``.
+
+    Raises
+    ------
+    ValueError
+        For a Contextual or LLM spec without ``llm``.
+    """
+    if spec.chunker == "Hierarchical":
+        return chunk_hierarchy(spec, name, text, cache_dir)[1]
+    if spec.chunker == "Contextual":
+        if llm is None:
+            raise ValueError("the Contextual chunker needs an LLM client (chunkwise.llm.LLMClient); pass llm=.")
+        base = chunk_corpus(spec.boundary_spec, name, text, embedder, None, cache_dir)
+        from chunkwise.chunkers import ContextualChunker
+
+        return ContextualChunker(_Given(base), llm).split(text)
+    spec = spec.boundary_spec
+    ident = ""
+    if spec.chunker in ("Kamradt", "KamradtMod", "Cluster"):
+        ident = getattr(embedder, "name", type(embedder).__name__)
+    elif spec.chunker == "LLM":
+        ident = getattr(llm, "model_identity", repr(llm))
+    path = _span_path(spec.key(), f"{spec.chunker}-{spec.size}-{spec.overlap}", name, text, ident, cache_dir)
+    if path.exists():
+        spans = json.loads(path.read_text())
+        return [Chunk(text[s:e], s, e) for s, e in spans]
+    chunks = make_chunker(spec, embedder, llm).split(text)
+    _write_atomic(path, [[c.start, c.end] for c in chunks])
+    return chunks
+
+
+def chunk_hierarchy(
+    spec: ChunkerSpec, name: str, text: str, cache_dir: str | Path | None = None
+) -> tuple[list[Chunk], list[Chunk]]:
+    """Parents and children of a Hierarchical spec for one corpus, through the span cache.
+
+    Returns
+    -------
+    (parents, children)
+        As :meth:`chunkwise.chunkers.HierarchicalChunker.split_hierarchy`: parents with
+        ``metadata["parent_id"]`` and ``["n_children"]``, children with ``["parent_id"]``.
+
+    Raises
+    ------
+    ValueError
+        If ``spec`` is not a Hierarchical spec.
+    """
+    if spec.chunker != "Hierarchical":
+        raise ValueError(f"chunk_hierarchy needs a Hierarchical spec, got {spec.label!r}.")
+    path = _span_path(
+        f"Hierarchical|{spec.size}|{spec.parent_size}", f"Hierarchical-{spec.size}-{spec.parent_size}", name, text, "",
+        cache_dir,
+    )
+    if path.exists():
+        data = json.loads(path.read_text())
+    else:
+        parents, children = make_chunker(spec, None).split_hierarchy(text)
+        data = {
+            "parents": [[p.start, p.end] for p in parents],
+            "children": [[c.start, c.end, c.metadata["parent_id"]] for c in children],
+        }
+        _write_atomic(path, data)
+    kids = [Chunk(text[s:e], s, e, {"parent_id": pid}) for s, e, pid in data["children"]]
+    counts: dict[int, int] = {}
+    for c in kids:
+        counts[c.metadata["parent_id"]] = counts.get(c.metadata["parent_id"], 0) + 1
+    parents = [
+        Chunk(text[s:e], s, e, {"parent_id": i, "n_children": counts.get(i, 0)}) for i, (s, e) in enumerate(data["parents"])
+    ]
+    return parents, kids
+
+
+# The name chapter 2's driver and older callers used.
+_cache_dir = span_cache_dir

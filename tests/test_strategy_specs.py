@@ -1,0 +1,189 @@
+"""Engine wiring of the Hierarchical, Contextual and Late specs (chunkwise.chunkers.specs + evaluation.grid).
+
+Hand example for Hierarchical:2:5 (children: recursive 2 cl100k_base tokens; parents: structure blocks of
+up to 5 tokens):
+
+    H = "one two three four\\n\\nfive six seven eight"
+        parents  P0 (0,18) "one two three four"        P1 (20,40) "five six seven eight"
+        children c0 (0,7)  c1 (8,18)                   c2 (20,28) c3 (29,40)
+    B = "nine ten"  -> one parent (0,8) with one child (0,8)
+
+Bag-of-words cosines: Q1 "three four one" ranks c1 (0.816), c0 (0.408), then ties;
+Q2 "seven eight nine" ranks c3 (0.816), b0 (0.408), then ties.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, parse_spec
+from chunkwise.evaluation.grid import GridConfig, run_grid
+
+from test_grid import DOCS, WordEmbedder, questions
+
+H = "one two three four\n\nfive six seven eight"
+
+
+def hier_questions():
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "question_id": ["Q1", "Q2"],
+            "question": ["three four one", "seven eight nine"],
+            "corpus_id": ["h.txt", "h.txt"],
+            "references": [[{"start_index": 8, "end_index": 18}], [{"start_index": 29, "end_index": 40}]],
+        }
+    )
+
+
+def cell(result, chunker, k, retriever="dense"):
+    t = result.table
+    return t[(t["chunker"] == chunker) & (t["k"] == k) & (t["retriever"] == retriever)].iloc[0]
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def test_parse_new_specs_and_keep_old_keys():
+    assert parse_spec("Hierarchical:100:400") == ChunkerSpec("Hierarchical", 100, 0, 400, 0.5)
+    h = parse_spec("Hierarchical:100:400:2")
+    assert h.merge_threshold == 2 and isinstance(h.merge_threshold, int)
+    assert h.label == "Hierarchical 100/400 merge 2"
+    assert parse_spec(h.spec_string()) == h
+    assert parse_spec("Contextual:200") == ChunkerSpec("Contextual", 200)
+    assert parse_spec("Late:200").boundary_spec == ChunkerSpec("Recursive", 200, 0)
+    # chapter 2's span-cache keys are unchanged by the new fields
+    assert ChunkerSpec("Recursive", 250, 125).key() == "Recursive|250|125"
+    assert parse_spec("Kamradt").key() == "Kamradt|None|0"
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("Hierarchical:100", "Hierarchical:child_tokens:parent_tokens"),
+        ("Hierarchical:400:100", "parent size larger"),
+        ("Hierarchical:100:400:1.5", "fraction in"),
+        ("Hierarchical:100:400:0", "int >= 1"),
+        ("Hierarchical:a:400", "must be integers"),
+        ("Late", "Late needs a size"),
+        ("Contextual:200:20", "Contextual takes no overlap"),
+        ("Paragraph:10", "unknown chunker 'Paragraph'"),
+    ],
+)
+def test_bad_specs_get_one_clear_error(bad, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_spec(bad)
+
+
+# ------------------------------------------------------------------ hierarchical
+
+
+def test_hierarchical_returns_parents_by_hand(tmp_path):
+    docs = {"h.txt": H, "b.txt": "nine ten"}
+    cfg = GridConfig(chunkers=["Hierarchical:2:5:2", "Hierarchical:2:5"], retrievers=["dense"], top_k=[1, 2])
+    res = run_grid(docs, hier_questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    # the index is the children
+    assert res.chunks["Hierarchical 2/5 merge 2"]["h.txt"] == [(0, 7), (8, 18), (20, 28), (29, 40)]
+    k1 = cell(res, "Hierarchical 2/5 merge 2", 1)
+    assert k1["recall"] == 1.0 and k1["precision"] == 1.0 and k1["retrieved_tokens"] == 2.0
+    k2 = cell(res, "Hierarchical 2/5 merge 2", 2)
+    # Q1: c1 + c0 = both children of P0 -> P0 (0,18): precision 10/18, 4 tokens.
+    # Q2: c3 + b0 (other document, its parent has one child, 1 < 2): no merge -> 11 / (11 + 8).
+    assert k2["recall"] == 1.0
+    assert k2["precision"] == pytest.approx((10 / 18 + 11 / 19) / 2)
+    assert k2["retrieved_tokens"] == pytest.approx(4.0)
+    assert k2["mrr"] == 1.0
+    assert k2["n_chunks"] == 5 and k2["embedded_tokens"] == 10
+    # threshold 0.5: one retrieved child of two is enough -> k=1 already returns the parents
+    half = cell(res, "Hierarchical 2/5 merge 0.5", 1)
+    assert half["precision"] == pytest.approx((10 / 18 + 11 / 20) / 2)
+    with pytest.raises(ValueError, match="placement='exact' only"):
+        run_grid(docs, hier_questions(), GridConfig(chunkers=["Hierarchical:2:5"], placement="report"),
+                 WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+
+
+# ------------------------------------------------------------------ contextual
+
+
+class Reply:
+    def __init__(self, text, cached=False):
+        self.text, self.cached, self.latency_s = text, cached, 1.5
+
+
+class ZebraLLM:
+    """Context "zebra" for the chunk holding "nine", "plain" for the others; counts like LLMClient.stats()."""
+
+    def __init__(self):
+        self.prompts = []
+        self.n = 0
+
+    def stats(self):
+        return {"calls": self.n, "cache_hits": 0, "latency_s": 0.0}
+
+    def chat(self, messages, temperature=None, max_tokens=None):
+        self.n += 1
+        prompt = messages[-1]["content"]
+        self.prompts.append(prompt)
+        chunk = re.search(r"<chunk>\n(.*?)\n</chunk>", prompt, re.S).group(1)
+        return Reply("zebra" if "nine" in chunk else "plain")
+
+
+def test_contextual_indexes_context_but_scores_the_chunk(tmp_path):
+    import pandas as pd
+
+    llm = ZebraLLM()
+    q = pd.DataFrame({"question": ["zebra"], "corpus_id": ["b.txt"],
+                      "references": [[{"start_index": 12, "end_index": 20}]]})
+    emb = WordEmbedder()
+    cfg = GridConfig(chunkers=["Contextual:2"], retrievers=["dense", "bm25"], top_k=[1])
+    res = run_grid(DOCS, q, cfg, emb, llm=llm, cache_dir=tmp_path, show_progress=False)
+    # Recursive:2 chunks of b: "seven eight" (0,11), "nine ten" (12,20); only the latter's context says zebra
+    row = cell(res, "Contextual 2", 1, "bm25")
+    assert row["recall"] == 1.0 and row["precision"] == 1.0  # scored span = the chunk's own (12,20)
+    assert res.chunks["Contextual 2"]["b.txt"] == [(0, 11), (12, 20)]
+    # one call per chunk, document first in every prompt, in document order
+    assert row["llm_calls"] == 5 and llm.n == 5 and row["llm_seconds"] == pytest.approx(7.5)
+    assert all(p.index("<document>") < p.index("<chunk>") for p in llm.prompts)
+    # the embedder saw context + chunk; embedded tokens count them: per chunk 2 (chunk) + 1 ("\n\n")
+    # + 1 ("plain") or 2 ("zebra" = "zeb" + "ra" in cl100k_base) -> 4 * 4 + 5 = 21
+    assert "zebra\n\nnine ten" in emb.calls[-1]
+    assert cell(res, "Contextual 2", 1, "dense")["embedded_tokens"] == 21
+    with pytest.raises(ValueError, match="needs an LLM client"):
+        run_grid(DOCS, q, cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+
+
+# ------------------------------------------------------------------ late
+
+
+class NextChunkLate:
+    """A stand-in late-chunking embedder: each chunk's vector is the bag of words of the NEXT chunk
+    of its document (zero for the last), so retrieval through it is easy to tell apart."""
+
+    def __init__(self):
+        self.calls = []
+
+    def embed_chunks(self, text, chunks):
+        self.calls.append((text, [(c.start, c.end) for c in chunks]))
+        nxt = [c.text for c in chunks[1:]] + [""]
+        return WordEmbedder().embed(nxt)
+
+
+def test_late_uses_late_vectors_and_recursive_boundaries(tmp_path):
+    late = NextChunkLate()
+    cfg = GridConfig(chunkers=["Recursive:2", "Late:2"], retrievers=["dense"], top_k=[1])
+    res = run_grid(DOCS, questions(), cfg, WordEmbedder(), late_embedder=late, cache_dir=tmp_path, show_progress=False)
+    assert res.chunks["Late 2"] == res.chunks["Recursive 2"]
+    assert [t for t, _ in late.calls] == [DOCS["a.txt"], DOCS["b.txt"]]
+    # one span-cache file per document: Late reads Recursive:2's
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    # Q1 "three four": a1 (8,18) with its own vector (recall 1); with "next chunk" vectors a0 (0,7) wins (recall 0)
+    assert cell(res, "Recursive 2", 1)["recall"] == pytest.approx(0.5)
+    assert cell(res, "Late 2", 1)["recall"] == 0.0
+
+
+def test_chunk_corpus_contextual_needs_llm():
+    with pytest.raises(ValueError, match="needs an LLM client"):
+        chunk_corpus(ChunkerSpec("Contextual", 2), "a", "one two", None, None)
