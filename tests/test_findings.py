@@ -304,3 +304,19 @@ def test_chroma_results_cover_every_chapter2_claim():
     assert fd.missing_keys(fd.load_claims(CLAIMS), {"02_chroma_recall": got}) == {}
     with pytest.raises(fd.FindingsError, match="recall_mean"):
         fd.chroma_results(mine.drop(columns=["recall_mean"]), report, "all-MiniLM-L6-v2")
+
+
+def test_build_book_refuses_a_results_file_that_lacks_a_registry_claim(tmp_path, capsys):
+    from chunkwise import cli
+
+    book = tmp_path / "book"
+    (book / "generated" / "results").mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml", "intro.md", "findings.md"):
+        (book / name).write_text((ROOT / "book" / name).read_text(encoding="utf-8"), encoding="utf-8")
+    for stem in ("01_handbook_boundaries", "02_chroma_recall", "03_crud_pgrag"):
+        (book / "generated" / f"{stem}.ipynb").write_text("{}", encoding="utf-8")  # only has to exist
+    fd.write_results("01_handbook_boundaries", {"pct_counts": "5, 3, 2"}, out_dir=book / "generated" / "results")
+    assert cli.main(["build-book", "--book", str(book)]) == 1
+    err = capsys.readouterr().err
+    assert "could not write the book's findings page" in err and "01_handbook_boundaries: pct_cases" in err
+    assert not (book / "_build").exists()  # refused before Sphinx ran
