@@ -245,7 +245,7 @@ def test_findings_page_from_synthetic_results(tmp_path):
     assert page.startswith("**4 claims checked in this build:** 1 reproduced, 1 not reproduced, "
                            "1 not testable here, 1 not run in this build.")
     assert "| chunks \\| with a pipe | row 1 | 2 chunks | 3 chunks | +1 | ±0 chunks | **not reproduced**: we get 3 |" in page
-    assert "| BLEU | Table 1 | 55.73 % | 54.00 % | -1.73 | ±2 % | **reproduced** |" in page
+    assert "| BLEU | Table 1 | 55.73 % | 54.00 % | -1.73 | ±2 points | **reproduced** |" in page
     assert "**not testable here**: an OpenAI key" in page
     assert "run `chunkwise run-notebooks --only ch2`" in page
     # The sources in the book's order: guide, Chroma, PG-RAG.

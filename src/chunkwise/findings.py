@@ -668,8 +668,8 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
                     published += f" (the source's table implies {r['implied']})"
                 ours = f"{r['ours']}{unit}" if r["ours"] != "-" and r["kind"] == "number" else r["ours"]
                 tol = "-"
-                if r["kind"] == "number":
-                    tol = f"±{r['tolerance']:g}{unit}"
+                if r["kind"] == "number":  # a tolerance on a percentage is in percentage points
+                    tol = f"±{r['tolerance']:g}{' points' if r['unit'] == '%' else unit}"
                 elif r["kind"] == "exact":
                     tol = "exact"
                 verdict_text = f"**{r['verdict']}**" + (f": {r['detail']}" if r["detail"] else "")
