@@ -62,7 +62,7 @@ def test_exact_claims_compare_text_ignoring_case_and_spacing():
 def test_missing_value_is_not_reproduced_and_says_so():
     v = fd.verdict(claim(cause="on {n} questions"), {"k": None, "n": 10})
     assert v["verdict"] == "not reproduced" and v["ours"] == "-"
-    assert v["detail"] == "the run gave no value. on 10 questions"
+    assert v["detail"] == "the run gave no value; on 10 questions"
 
 
 def test_untestable_fills_needs_from_the_run_or_says_not_measured():
@@ -246,6 +246,9 @@ def test_findings_page_from_synthetic_results(tmp_path):
                            "1 not testable here, 1 not run in this build.")
     assert "| chunks \\| with a pipe | row 1 | 2 chunks | 3 chunks | +1 | ±0 chunks | **not reproduced**: we get 3 |" in page
     assert "| BLEU | Table 1 | 55.73 % | 54.00 % | -1.73 | ±2 points | **reproduced** |" in page
+    # Groups other than headline and abstract claims fold away under their verdict counts.
+    assert ":::{dropdown} T: 1 claim (1 reproduced)" in page
+    assert ":::{dropdown} G: 2 claims (1 not reproduced, 1 not run in this build)" in page
     assert "**not testable here**: an OpenAI key" in page
     assert "run `chunkwise run-notebooks --only ch2`" in page
     # The sources in the book's order: guide, Chroma, PG-RAG.

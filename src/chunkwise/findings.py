@@ -71,6 +71,8 @@ CLAIM_COLUMNS = (
     "claim_id", "source", "location", "group", "claim", "published", "unit", "kind", "tolerance",
     "chapter", "key", "cross_check", "cause", "needs",
 )
+#: Groups whose table is shown open on the page (group name prefixes); the others are folded.
+OPEN_GROUPS = ("Headline", "Abstract")
 #: Order of sources on the page.
 SOURCE_ORDER = ("guide", "Chroma report", "PG-RAG paper")
 SOURCE_TITLES = {
@@ -553,7 +555,7 @@ def verdict(claim: Claim, results: Mapping[str, Any] | None) -> dict[str, str]:
         x = _number(value)
         if x is None:
             return {"ours": "-", "delta": "-", "verdict": "not reproduced",
-                    "detail": ("the run gave no value. " + cause).strip()}
+                    "detail": "the run gave no value" + (f"; {cause}" if cause else "")}
         delta = x - float(claim.published)
         tol = float(claim.tolerance or 0.0)
         ok = abs(delta) <= tol + _EPS * max(1.0, tol, abs(x))
@@ -614,7 +616,8 @@ def _cell(text: str) -> str:
 
 def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The findings tables as MyST Markdown: a count of verdicts, an overview (verdicts per
-    group), then per source one table per group.
+    group), then per source one table per group; groups not named in :data:`OPEN_GROUPS` are
+    folded into a sphinx-design ``dropdown`` titled with their verdict counts.
 
     ``rows`` come from :func:`evaluate`. Columns: claim, where (in the source), published (and
     what the source's own table implies, for a prose claim), ours, delta (ours minus published),
@@ -657,11 +660,20 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             if r["group"] not in groups:
                 groups.append(r["group"])
         for group in groups:
-            if group:
+            members = [x for x in mine if x["group"] == group]
+            # Headline and abstract claims stay open; the cell-by-cell tables fold away under
+            # a title that counts their verdicts (the overview above lists them all).
+            folded = bool(group) and not group.startswith(OPEN_GROUPS)
+            if folded:
+                n = {v: sum(x["verdict"] == v for x in members) for v in order}
+                counted = ", ".join(f"{k} {v}" for v, k in n.items() if k)
+                plural = "s" if len(members) != 1 else ""
+                lines += [f":::{{dropdown}} {group}: {len(members)} claim{plural} ({counted})", ""]
+            elif group:
                 lines += [f"### {group}", ""]
             lines += ["| claim | where | published | ours | delta | tolerance | verdict |",
                       "|---|---|---|---|---|---|---|"]
-            for r in (x for x in mine if x["group"] == group):
+            for r in members:
                 unit = f" {r['unit']}" if r["unit"] else ""
                 published = f"{r['published']}{unit}" if r["kind"] != "exact" else r["published"]
                 if r.get("implied"):
@@ -676,6 +688,8 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
                 lines.append("| " + " | ".join(_cell(x) for x in (
                     r["claim"], r["location"], published, ours, r["delta"], tol, verdict_text)) + " |")
             lines.append("")
+            if folded:
+                lines += [":::", ""]
     return "\n".join(lines)
 
 
