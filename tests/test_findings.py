@@ -323,3 +323,36 @@ def test_build_book_refuses_a_results_file_that_lacks_a_registry_claim(tmp_path,
     err = capsys.readouterr().err
     assert "could not write the book's findings page" in err and "01_handbook_boundaries: pct_cases" in err
     assert not (book / "_build").exists()  # refused before Sphinx ran
+
+
+def test_handbook_findings_results_from_a_synthetic_sweep():
+    from chunkwise.experiments import handbook as hb
+
+    texts = hb.load_handbook()
+    rows = []
+    for text in ("handbook", "control"):
+        for b in (0, 1):
+            for p, c in ((80, 5), (90, 3), (95, 2)):
+                # Buffer 1 on the control text breaks the pattern: 4 chunks at the 80th percentile.
+                chunks = 4 if (text, b, p) == ("control", 1, 80) else c
+                bounds = [5, 8] if (text, b, p) == ("handbook", 1, 95) else []  # 5 is real, 8 is in expenses
+                rows.append({"text": text, "buffer_size": b, "threshold": "percentile", "amount": float(p),
+                             "min_chunk_size": None, "chunks": chunks, "boundaries": bounds})
+    table = pd.DataFrame(rows)
+    comparison = pd.DataFrame([
+        {"id": "table-1", "delta_chunks": 0.0, "ours_chunks": 2, "ours_shifts_found": "0 of 2",
+         "ours_extra_splits": 1, "n_with_outcome": 3, "n_settings": 12},
+        {"id": "table-2", "delta_chunks": None, "ours_chunks": None, "ours_shifts_found": None,
+         "ours_extra_splits": None, "n_with_outcome": 0, "n_settings": 12},
+    ])
+    got = hb.findings_results(table, comparison, texts)
+    assert got["table_1_chunks"] == 2 and got["table_1_shifts_found"] == "0 of 2"
+    assert got["table_2_chunks"] is None and got["table_2_n_settings"] == 12
+    assert got["defaults_extra_break_topics"] == "travel expenses"  # sentence 8 lies in topic 2 (6-11)
+    assert got["pct_cases"] == 4
+    assert got["pct_counts"] == "control b0: 5, 3, 2; control b1: 4, 3, 2; handbook b0: 5, 3, 2; handbook b1: 5, 3, 2"
+    assert got["bedrock_chunks"] == 11  # 100 gaps, rank 0.9 * 99 = 89.1: 100 - 89 = 11
+    assert got["am_split"] == "yes" and got["robust_sentences"] == 18
+    assert got["hotel_cut"] == "Hotel stays are | capped at the city rate"
+    # Without the 95th percentile in the sweep the claim cannot be checked: None, not a wrong count.
+    assert hb.findings_results(table[table.amount != 95], comparison, texts)["pct_counts"] is None
