@@ -534,7 +534,7 @@ def _copy_of_the_real_book(tmp_path: Path) -> Path:
     pytest.importorskip("jupyter_book", reason="the book extra is not installed")
     root = tmp_path / "book"
     root.mkdir()
-    for name in ("_config.yml", "_toc.yml", "intro.md"):
+    for name in ("_config.yml", "_toc.yml", "intro.md", "findings.md"):
         (root / name).write_text((REPO / "book" / name).read_text(encoding="utf-8"), encoding="utf-8")
     return root
 

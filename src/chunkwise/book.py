@@ -550,8 +550,10 @@ def check_output_dir(out_dir: str | os.PathLike[str]) -> Path:
     return out.resolve()
 
 
-def _kernel_manager_with_log(log: Any) -> type:
-    """A jupyter-client kernel manager that starts the kernel with its stderr in ``log``.
+def _kernel_manager_with_log(log: Any, env: Mapping[str, str] | None = None) -> type:
+    """A jupyter-client kernel manager that starts the kernel with its stderr in ``log``
+    and ``env`` added to its environment (e.g. ``CHUNKWISE_RESULTS_DIR``, where a chapter's
+    :func:`chunkwise.findings.write_results` writes).
 
     The kernel process writes its own log lines (startup notes, and on Ctrl-C an "Exception in
     message handler" traceback from the race between the interrupted cell and the shutdown
@@ -563,6 +565,8 @@ def _kernel_manager_with_log(log: Any) -> type:
     class _LoggedKernelManager(AsyncKernelManager):
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
             kw.setdefault("stderr", log)  # Popen keyword, passed down to the kernel launch
+            if env:
+                kw["env"] = {**(kw.get("env") or os.environ), **env}
             await super().start_kernel(**kw)
 
     return _LoggedKernelManager
@@ -615,7 +619,9 @@ def execute_notebook(
     -------
     pathlib.Path
         The executed notebook. The kernel's working directory is the notebook's own folder,
-        so paths such as ``../data/handbook/handbook.txt`` resolve as they do in Jupyter.
+        so paths such as ``../data/handbook/handbook.txt`` resolve as they do in Jupyter. The
+        kernel's ``CHUNKWISE_RESULTS_DIR`` is ``<out_dir>/results``, where the chapter's
+        :func:`chunkwise.findings.write_results` call writes its results file.
 
     Notes
     -----
@@ -677,7 +683,9 @@ def execute_notebook(
     kernel_log = running.with_suffix(".kernel.log")
     failed_log = output.with_name(f"{source.stem}.failed.kernel.log")
     log_file = open(kernel_log, "wb")  # noqa: SIM115 - closed in the finally below
-    engine_kwargs: dict[str, Any] = {"kernel_manager_class": _kernel_manager_with_log(log_file)}
+    # The chapter's findings results go beside the executed copy: <out_dir>/results/<stem>.json.
+    results_env = {"CHUNKWISE_RESULTS_DIR": os.fspath(out_dir / "results")}
+    engine_kwargs: dict[str, Any] = {"kernel_manager_class": _kernel_manager_with_log(log_file, results_env)}
     if cell_timeout is not None:
         engine_kwargs["execution_timeout"] = cell_timeout
     before = _file_state(output)

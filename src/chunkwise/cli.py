@@ -255,6 +255,12 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
         book.write_status_page(book_dir)
     except (OSError, ValueError) as exc:
         return _fail(f"could not write the book's status page: {exc}")
+    try:  # the findings page: the claims registry beside the chapters' results files
+        from chunkwise.findings import write_findings_page
+
+        write_findings_page(book_dir)
+    except (OSError, ValueError) as exc:  # FindingsError is a ValueError
+        return _fail(f"could not write the book's findings page: {exc}")
 
     cmd = [
         sys.executable,
