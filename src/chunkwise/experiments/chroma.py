@@ -437,6 +437,60 @@ def compare_with_report(ours: pd.DataFrame, report: pd.DataFrame, model: str) ->
     return out
 
 
+def metric_view(ours: pd.DataFrame, report: pd.DataFrame, model: str, metric: str = "recall") -> pd.DataFrame:
+    """One metric of our rows beside the published one, formatted for reading.
+
+    Parameters
+    ----------
+    ours : DataFrame
+        :func:`results_table` output.
+    report : DataFrame
+        :func:`load_report` output.
+    model : str
+        The report table to compare with (``embedding_model`` value).
+    metric : {"recall", "precision", "precision_omega", "iou"}
+
+    Returns
+    -------
+    DataFrame
+        Index ``chunker`` (e.g. ``"TokenText 250/125"``), string columns ``ours`` (mean, percent,
+        2 decimals, unrounded before formatting), ``published`` (as printed in the report) and
+        ``delta`` (ours minus published, percentage points); ``–`` where the report has no row.
+
+    Raises
+    ------
+    ValueError
+        For an unknown metric.
+    """
+    if metric not in METRIC_COLUMNS:
+        raise ValueError(f"unknown metric {metric!r}; use one of {METRIC_COLUMNS}.")
+    key = ["chunker", "size_tokens", "overlap_tokens"]
+    rep = report[report["embedding_model"] == model].copy()
+    mine = ours.copy()
+    for df in (rep, mine):
+        df["size_tokens"] = pd.to_numeric(df["size_tokens"], errors="coerce")
+        df["overlap_tokens"] = pd.to_numeric(df["overlap_tokens"], errors="coerce").fillna(0).astype(int)
+    col = f"{metric}_mean"
+    merged = mine[key + [col]].merge(rep[key + [col]], on=key, how="left", suffixes=("", "_published"))
+
+    def label(r: Any) -> str:
+        text = str(r.chunker) + (f" {int(r.size_tokens)}" if pd.notna(r.size_tokens) else "")
+        return text + (f"/{int(r.overlap_tokens)}" if r.overlap_tokens else "")
+
+    def fmt(v: float, spec: str) -> str:
+        return "–" if pd.isna(v) else format(v, spec)
+
+    delta = merged[col] - merged[f"{col}_published"]
+    return pd.DataFrame(
+        {
+            "ours": [fmt(v, ".2f") for v in merged[col]],
+            "published": [fmt(v, ".1f") for v in merged[f"{col}_published"]],
+            "delta": [fmt(v, "+.2f") for v in delta],
+        },
+        index=pd.Index([label(r) for r in merged.itertuples()], name="chunker"),
+    )
+
+
 def plot_recall_vs_precision_omega(table: pd.DataFrame, report: pd.DataFrame | None = None, model: str = ""):
     """Recall against precision_Ω, one point per chunker, marker size by mean chunk tokens.
 
