@@ -327,67 +327,105 @@ def _cmd_llm_weights(args: argparse.Namespace) -> int:
     return 0
 
 
-def _raise_interrupt(signum, frame):  # noqa: ANN001 - signal handler signature
-    raise KeyboardInterrupt
+class _StopSignals:
+    """SIGINT and SIGTERM handler of ``chunkwise llm serve``.
+
+    The first signal raises :class:`KeyboardInterrupt` (whatever the process inherited: a
+    shell starts background jobs with SIGINT *ignored*, and Python keeps an inherited
+    ``SIG_IGN``, so without this ``kill -INT`` -- or Ctrl-C reaching a script's background
+    job -- did nothing and the command never returned). Once stopping has begun, a further
+    signal kills the server at once instead of raising in the middle of the cleanup.
+    """
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        self.server = None  # a LocalLLMServer once created
+        self.stopping = False
+        self._previous: dict[int, object] = {}
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if not self.stopping:
+            self.stopping = True
+            raise KeyboardInterrupt
+        if self.server is not None:
+            self.server.kill()  # the server is reaped by the stop() under way
+            os.write(2, f"{PROG}: interrupted again: killed the server\n".encode())
+
+    def __enter__(self) -> _StopSignals:
+        import signal
+
+        for name in self.SIGNALS:
+            signum = getattr(signal, name)
+            try:
+                self._previous[signum] = signal.signal(signum, self)
+            except ValueError:  # not the main thread (an embedding program): leave them alone
+                break
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        import signal
+
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        # An interrupt that landed in the cleanup itself (after stopping began) is ours to absorb.
+        return exc_type is KeyboardInterrupt and self.stopping
 
 
 def _cmd_llm_serve(args: argparse.Namespace) -> int:
-    import signal
-
     from chunkwise.llm.local import LocalLLMServer, LocalLLMServerError, require_llama_cpp
     from chunkwise.llm.weights import WeightsChecksumError, WeightsNotFoundError
 
-    try:
-        require_llama_cpp()  # before resolving (and maybe assembling) a gigabyte of weights
-        weights = _resolve_weights(args)
-    except RuntimeError as exc:
-        return _fail(str(exc))
-    except (WeightsNotFoundError, WeightsChecksumError, FileNotFoundError, ValueError) as exc:
-        return _fail(str(exc))
-    server = LocalLLMServer(
-        weights,
-        host=args.host,
-        port=args.port,
-        n_ctx=args.n_ctx,
-        n_threads=args.threads,
-        alias=args.alias,
-        startup_timeout=args.startup_timeout,
-        log_path=args.log,
-    )
-    print(f"{PROG}: starting llama-cpp-python with {weights.path} ({weights.source}) ...", file=sys.stderr)
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    except ValueError:  # not in the main thread (tests)
-        previous = None
-    try:
+    ready = False
+    with _StopSignals() as signals:
         try:
+            require_llama_cpp()  # before resolving (and maybe assembling) a gigabyte of weights
+            weights = _resolve_weights(args)
+            server = LocalLLMServer(
+                weights,
+                host=args.host,
+                port=args.port,
+                n_ctx=args.n_ctx,
+                n_threads=args.threads,
+                alias=args.alias,
+                startup_timeout=args.startup_timeout,
+                log_path=args.log,
+            )
+            signals.server = server
+            print(f"{PROG}: starting llama-cpp-python with {weights.path} ({weights.source}) ...", file=sys.stderr)
             server.start()
-        except (RuntimeError, LocalLLMServerError) as exc:
+            print(f"base_url: {server.base_url}")
+            print(f"model:    {server.alias}")
+            print(f"sha256:   {weights.sha256}")
+            print(f"identity: {server.model_identity}")
+            print(f"log:      {server.log_path}")
+            print(
+                f"# use it: export CHUNKWISE_LLM_BASE_URL={server.base_url} "
+                f"CHUNKWISE_LLM_MODEL={server.alias}"
+            )
+            sys.stdout.flush()
+            ready = True
+            print(f"{PROG}: ready after {server.load_time_s:.1f} s; Ctrl-C to stop", file=sys.stderr, flush=True)
+            rc = server.wait()
+            return _fail(
+                f"the llama-cpp-python server exited with status {rc}\n"
+                f"--- last lines of {server.log_path} ---\n{server.log_tail()}"
+            )
+        except KeyboardInterrupt:
+            if ready:
+                print(f"{PROG}: stopping the server", file=sys.stderr, flush=True)
+                return 0
+            print(f"{PROG}: interrupted before the server was ready; stopped", file=sys.stderr, flush=True)
+            return 130
+        except (LocalLLMServerError, RuntimeError, WeightsNotFoundError, WeightsChecksumError,
+                FileNotFoundError, ValueError) as exc:
             return _fail(str(exc))
-        print(f"base_url: {server.base_url}")
-        print(f"model:    {server.alias}")
-        print(f"sha256:   {weights.sha256}")
-        print(f"identity: {server.model_identity}")
-        print(f"log:      {server.log_path}")
-        print(
-            f"# use it: export CHUNKWISE_LLM_BASE_URL={server.base_url} "
-            f"CHUNKWISE_LLM_MODEL={server.alias}"
-        )
-        print(f"{PROG}: ready after {server.load_time_s:.1f} s; Ctrl-C to stop", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        rc = server.wait()
-        return _fail(
-            f"the llama-cpp-python server exited with status {rc}\n"
-            f"--- last lines of {server.log_path} ---\n{server.log_tail()}"
-        )
-    except KeyboardInterrupt:
-        print(f"{PROG}: stopping the server", file=sys.stderr)
-        return 0
-    finally:
-        server.stop()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        finally:
+            signals.stopping = True  # from here on a signal kills the server instead of raising
+            if signals.server is not None:
+                signals.server.stop()
+    print(f"{PROG}: interrupted; the server is stopped", file=sys.stderr)
+    return 130
 
 
 def _add_weights_options(p: argparse.ArgumentParser) -> None:
