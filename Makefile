@@ -1,12 +1,17 @@
 # chunkwise: two commands for a fresh machine.
 #   make book   create the environment, execute every notebook with papermill, build the HTML book
 #   make test   create the environment and run the test suite
+# make book BOOK_PROFILE=ci executes the notebooks under notebooks/profiles/ci.json (what CI
+# builds: every cell runs, chapter 2 on a corpus subset); plain `make book` is the published build.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 TORCH_PIP_ARGS ?=
 BIN := $(VENV)/bin
 SHARED := $(abspath ../shared)
+# A parameter profile (notebooks/profiles/<name>.json) for run-notebooks; empty = the chapters' defaults.
+BOOK_PROFILE ?=
+RUN_NOTEBOOKS := $(BIN)/chunkwise run-notebooks$(if $(strip $(BOOK_PROFILE)), --profile $(strip $(BOOK_PROFILE)))
 
 # Machine facts: an offline mirror of the data and tokenizer files, when one sits beside the repo.
 ifneq ($(wildcard $(SHARED)/tiktoken_cache),)
@@ -37,13 +42,13 @@ test: venv
 	$(BIN)/python -m pytest -q
 
 notebooks: venv
-	$(BIN)/chunkwise run-notebooks
+	$(RUN_NOTEBOOKS)
 
 html: venv
 	$(BIN)/chunkwise build-book
 
 book: venv
-	$(BIN)/chunkwise run-notebooks
+	$(RUN_NOTEBOOKS)
 	$(BIN)/chunkwise build-book
 
 bench: venv

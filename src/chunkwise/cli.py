@@ -2,7 +2,7 @@
 
 Usage::
 
-    chunkwise run-notebooks [--only NAME ...] [-p NAME VALUE ...] [--out DIR]
+    chunkwise run-notebooks [--only NAME ...] [--profile NAME] [-p NAME VALUE ...] [--out DIR]
     chunkwise build-book [--strict | --no-strict] [--book DIR]
     chunkwise check-notebook PATH [PATH ...]
     chunkwise llm serve [--model-path P] [--port N] [--n-ctx 8192] [--threads 2]
@@ -51,13 +51,22 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
     raw_params: list[tuple[str, str]] = [tuple(p) for p in (args.parameters or [])]
 
     # Resolve and type every parameter for every notebook before starting any kernel.
-    plans: list[tuple[str, dict[str, object]]] = []
+    profile: dict[str, dict[str, object]] = {}
+    about = ""
+    if args.profile:
+        try:
+            profile = book.load_profile(args.profile, notebooks_dir)
+            about = book.profile_about(args.profile, notebooks_dir)
+        except (FileNotFoundError, ValueError) as exc:
+            return _fail(str(exc))
+    plans: list[tuple[str, dict[str, object], dict[str, str]]] = []
     for name in names:
         try:
             path = book.resolve_notebook(name, notebooks_dir)
             defaults = book.parameters_cell_defaults(path)
-            values: dict[str, object] = {}
-            for pname, raw in raw_params:
+            values: dict[str, object] = dict(profile.get(name, {}))
+            origin = {pname: f"profile {args.profile}" for pname in values}
+            for pname, raw in raw_params:  # -p wins over the profile
                 if pname not in defaults:
                     raise book.NotebookCheckError(
                         f"{name} does not declare parameter {pname!r} in its parameters cell "
@@ -65,13 +74,16 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
                         f"use --only to pick the notebooks that take it"
                     )
                 values[pname] = book.coerce_parameter(pname, raw, defaults[pname])
+                origin[pname] = "command line"
         except (FileNotFoundError, ValueError) as exc:  # NotebookCheckError is a ValueError
             return _fail(str(exc))
-        plans.append((name, values))
+        plans.append((name, values, origin))
 
     failures: list[book.NotebookExecutionError] = []
-    for name, values in plans:
+    for name, values, origin in plans:
         shown = ", ".join(f"{k}={v!r}" for k, v in values.items()) or "defaults"
+        if args.profile:
+            shown += f"; profile {args.profile}"
         print(f"{PROG}: executing {name} ({shown}) -> {out_dir / name}", file=sys.stderr)
         try:
             book.execute_notebook(
@@ -81,6 +93,8 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
                 notebooks_dir=notebooks_dir,
                 progress_bar=not args.no_progress,
                 cell_timeout=args.cell_timeout,
+                origin=origin if args.profile else None,
+                about=about,
             )
         except book.NotebookCheckError as exc:
             return _fail(str(exc))
@@ -513,6 +527,15 @@ def _parser() -> argparse.ArgumentParser:
             "the default there: a str parameter receives VALUE exactly as typed (no YAML or "
             "JSON parsing), int/float/bool parameters are converted, list/dict parameters "
             "read VALUE as JSON"
+        ),
+    )
+    run.add_argument(
+        "--profile", metavar="NAME", default=None,
+        help=(
+            "take parameter values from notebooks/profiles/NAME.json ({notebook stem: "
+            "{parameter: value}}), checked against every notebook before any kernel starts; "
+            "-p still wins. The pages say which values the profile injected. "
+            "`ci` keeps continuous integration short while every cell still runs"
         ),
     )
     run.add_argument("--out", metavar="DIR", help="output folder (default: book/generated)")
