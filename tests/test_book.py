@@ -7,7 +7,10 @@ import logging
 import math
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -500,3 +503,40 @@ def test_make_book_passes_the_profile_only_when_asked():
     assert dry_run("BOOK_PROFILE=ci") == [".venv/bin/chunkwise run-notebooks --profile ci"]
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test" in ci and "make book BOOK_PROFILE=ci" in ci
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="uses /proc to see the kernel process")
+def test_ctrl_c_on_run_notebooks_shuts_the_kernel_down(tmp_path):
+    """The papermill kernel is a child process too: Ctrl-C must leave none behind."""
+    from procs import DrainedProcess, pid_alive
+
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "chunkwise"\n', encoding="utf-8")
+    pid_file = tmp_path / "kernel.pid"
+    _write_notebook(
+        root / "notebooks" / "01_handbook_boundaries.ipynb",
+        [
+            _params_cell("n = 1"),
+            # 200 kB of output first: the kernel's output travels over ZeroMQ, not a pipe.
+            new_code_cell(f"import os, time\nprint('x' * 200_000)\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)"),
+        ],
+    )
+    env = {**os.environ, "CHUNKWISE_ROOT": str(root)}
+    cmd = [sys.executable, "-m", "chunkwise.cli", "run-notebooks", "--only", "01_handbook_boundaries", "--no-progress"]
+    with DrainedProcess(cmd, env=env) as proc:
+        deadline = time.monotonic() + 180  # a kernel start on a busy machine
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            assert proc.proc.poll() is None, proc.output()
+            time.sleep(0.1)
+        kernel = int(pid_file.read_text())
+        assert pid_alive(kernel)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, proc.output()
+        assert "interrupted while executing 01_handbook_boundaries.ipynb" in proc.output()
+    deadline = time.monotonic() + 30  # normally gone before the command returns
+    while pid_alive(kernel) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(kernel), "the kernel outlived run-notebooks"
+    generated = root / "book" / "generated"
+    assert sorted(p.name for p in generated.iterdir()) == ["01_handbook_boundaries.failed.ipynb"]

@@ -722,6 +722,8 @@ def execute_notebook(
     NotebookExecutionError
         A cell raised, timed out or the kernel died; the executed copy (with the
         traceback) is still written and named in the message.
+    KeyboardInterrupt
+        Passed on after the kernel is shut down; what ran is kept as ``<stem>.failed.ipynb``.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -775,6 +777,9 @@ def execute_notebook(
     except Exception as exc:  # kernel death, cell timeout, missing kernel, ...
         _keep_failed(running, failed)
         raise NotebookExecutionError(source.name, failed, f"{type(exc).__name__}: {exc}") from exc
+    except BaseException:  # Ctrl-C: papermill has shut the kernel down; keep what ran
+        _keep_failed(running, failed)
+        raise
     if origin is not None and parameters:
         _add_profile_note(running, _profile_note(parameters, origin, about))
     running.replace(output)

@@ -98,6 +98,13 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
             )
         except book.NotebookCheckError as exc:
             return _fail(str(exc))
+        except KeyboardInterrupt:
+            print(
+                f"{PROG}: interrupted while executing {name}; its kernel is shut down, what ran "
+                f"is in {out_dir / (Path(name).stem + '.failed.ipynb')}",
+                file=sys.stderr,
+            )
+            return 130
         except book.NotebookExecutionError as exc:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             failures.append(exc)
