@@ -203,16 +203,6 @@ def test_bad_run_inputs(tmp_path):
         run_grid({}, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
 
 
-def test_report_placement_needs_place_spans(tmp_path):
-    import chunkwise.evaluation.spans as spans
-
-    if hasattr(spans, "place_spans"):
-        pytest.skip("place_spans is available")
-    cfg = GridConfig(chunkers=["TokenText:2"], top_k=[1], placement="report")
-    with pytest.raises(ValueError, match="place_spans"):
-        run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
-
-
 def test_bm25_only_grid_needs_no_embedder(tmp_path):
     cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["bm25"], top_k=[1])
     res = run_grid(DOCS, questions(), cfg, None, cache_dir=tmp_path, show_progress=False)

@@ -69,7 +69,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from chunkwise.evaluation.spans import score_questions
+from chunkwise.evaluation.spans import place_spans, score_questions
 from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
 from chunkwise.chunkers.contextual import index_text
 from chunkwise.chunkers.hierarchical import merge_to_parents
@@ -187,8 +187,8 @@ class GridConfig:
         Chinese.
     placement : {"exact", "report"}, default "exact"
         Where a chunk's text sits in its document: ``"exact"`` uses the chunker's own spans;
-        ``"report"`` re-places each chunk's text the way Chroma's evaluation does (needs
-        ``chunkwise.evaluation.spans.place_spans``).
+        ``"report"`` re-places each chunk's text the way Chroma's evaluation code does (one
+        trailing ``.`` dropped, first occurrence; :func:`chunkwise.evaluation.spans.place_spans`).
     index : {"exact", "hnsw"}, default "exact"
         The dense retriever's vector index: exact cosine search, or an HNSW graph through
         ``chromadb`` (the setup of Chroma's report: one collection, l2 space,
@@ -650,14 +650,7 @@ class _Placed(NamedTuple):
 
 
 def _place(chunks: dict[str, list[Any]], docs: Mapping[str, str], placement: str) -> dict[str, list[Any]]:
-    """Chunks re-placed in their documents by ``chunkwise.evaluation.spans.place_spans``."""
-    try:
-        from chunkwise.evaluation.spans import place_spans  # type: ignore[attr-defined]
-    except ImportError:
-        raise ValueError(
-            f"placement={placement!r} needs chunkwise.evaluation.spans.place_spans, which this version of "
-            "chunkwise does not have; use placement='exact'."
-        ) from None
+    """Chunks re-placed in their documents by :func:`chunkwise.evaluation.spans.place_spans`."""
     out = {}
     for name, cs in chunks.items():
         spans = place_spans(docs[name], [(c.text, c.start, c.end) for c in cs], placement=placement)
