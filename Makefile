@@ -2,6 +2,8 @@
 #   make book   create the environment, execute every notebook with papermill, build the HTML book
 #   make test   create the environment and run the test suite
 #   make lab    create the environment and open notebooks/ in JupyterLab (project kernel, machine facts set)
+# make book BOOK_PROFILE=ci executes the notebooks under notebooks/profiles/ci.json (what CI
+# builds: every cell runs, chapter 2 on a corpus subset); plain `make book` is the published build.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -9,6 +11,9 @@ TORCH_PIP_ARGS ?=
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 BIN := $(VENV)/bin
 SHARED := $(abspath ../shared)
+# A parameter profile (notebooks/profiles/<name>.json) for run-notebooks; empty = the chapters' defaults.
+BOOK_PROFILE ?=
+RUN_NOTEBOOKS := $(BIN)/chunkwise run-notebooks$(if $(strip $(BOOK_PROFILE)), --profile $(strip $(BOOK_PROFILE)))
 
 # Machine facts: an offline mirror of the data and tokenizer files, when one sits beside the repo.
 ifneq ($(wildcard $(SHARED)/tiktoken_cache),)
@@ -43,13 +48,13 @@ test: venv
 	$(BIN)/python -m pytest -q
 
 notebooks: venv
-	$(BIN)/chunkwise run-notebooks
+	$(RUN_NOTEBOOKS)
 
 html: venv
 	$(BIN)/chunkwise build-book
 
 book: venv
-	$(BIN)/chunkwise run-notebooks
+	$(RUN_NOTEBOOKS)
 	$(BIN)/chunkwise build-book
 
 # JupyterLab in notebooks/ (the folder papermill runs the chapters in, so their relative paths

@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -398,6 +404,22 @@ def _tiny_repo(tmp_path: Path, monkeypatch, cells=None) -> Path:
     return root
 
 
+# ------------------------------------------------------------------ parameter profiles
+
+
+def _profile_repo(tmp_path, monkeypatch, profile) -> Path:
+    """A repository with the tiny notebook registered and ``profiles/test.json`` = ``profile``."""
+    root = tmp_path / "repo"
+    (root / "notebooks" / "profiles").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "chunkwise"\n', encoding="utf-8")
+    tiny_notebook(root / "notebooks" / "tiny.ipynb")
+    text = profile if isinstance(profile, str) else json.dumps(profile)
+    (root / "notebooks" / "profiles" / "test.json").write_text(text, encoding="utf-8")
+    monkeypatch.setenv("CHUNKWISE_ROOT", str(root))
+    monkeypatch.setattr(book, "NOTEBOOKS", ("tiny.ipynb",))
+    return root
+
+
 def test_interrupted_execution_leaves_no_temporary_and_keeps_the_chapter(tmp_path, monkeypatch):
     """Issue 13 bug 3: Ctrl-C (KeyboardInterrupt is not an Exception) left .<name>.running.ipynb,
     which Sphinx then read."""
@@ -415,8 +437,10 @@ def test_interrupted_execution_leaves_no_temporary_and_keeps_the_chapter(tmp_pat
     monkeypatch.setattr(papermill, "execute_notebook", interrupted)
     with pytest.raises(KeyboardInterrupt):
         book.execute_notebook(source, {}, out, progress_bar=False)
-    assert sorted(p.name for p in out.iterdir()) == ["tiny.ipynb"]
+    # no hidden temporary is left; what ran is kept as the failed copy (not a page: only the TOC is built)
+    assert sorted(p.name for p in out.iterdir()) == ["tiny.failed.ipynb", "tiny.ipynb"]
     assert (out / "tiny.ipynb").read_text(encoding="utf-8") == "the last good chapter"
+    assert (out / "tiny.failed.ipynb").read_text(encoding="utf-8") == "half a chapter"
 
 
 def test_cli_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, capsys):
@@ -436,7 +460,10 @@ def test_cli_interrupt_is_one_line_and_exit_code_130(tmp_path, monkeypatch, caps
     assert rc == 130
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 2 and err[0].startswith("chunkwise: executing tiny.ipynb")
-    assert err[1] == f"chunkwise: interrupted while executing tiny.ipynb: the last good chapter {generated / 'tiny.ipynb'} is kept"
+    assert err[1] == (
+        f"chunkwise: interrupted while executing tiny.ipynb: its kernel is shut down, the last good chapter "
+        f"{generated / 'tiny.ipynb'} is kept"
+    )
 
 
 def test_concurrent_runs_do_not_share_a_temporary_and_the_later_one_says_it_won(tmp_path, caplog):
@@ -534,7 +561,7 @@ def _copy_of_the_real_book(tmp_path: Path) -> Path:
     pytest.importorskip("jupyter_book", reason="the book extra is not installed")
     root = tmp_path / "book"
     root.mkdir()
-    for name in ("_config.yml", "_toc.yml", "intro.md"):
+    for name in ("_config.yml", "_toc.yml", "intro.md", "findings.md"):
         (root / name).write_text((REPO / "book" / name).read_text(encoding="utf-8"), encoding="utf-8")
     return root
 
@@ -546,8 +573,8 @@ def test_build_book_before_run_notebooks_says_what_to_do(tmp_path, capsys):
         assert cli.main(["build-book", flag, "--book", str(root)]) == 1
         err = capsys.readouterr().err.strip()
         assert err == (
-            f"chunkwise: error: 3 page(s) of {root.resolve() / '_toc.yml'} do not exist yet (generated/01_handbook_boundaries, "
-            "generated/02_chroma_recall, generated/03_crud_pgrag): run `chunkwise run-notebooks` first "
+            f"chunkwise: error: 4 page(s) of {root.resolve() / '_toc.yml'} do not exist yet (generated/01_handbook_boundaries, "
+            "generated/02_chroma_recall, generated/03_crud_pgrag, generated/05_strategies): run `chunkwise run-notebooks` first "
             f"(it executes the notebooks into {root.resolve() / 'generated'})"
         )
     assert not (root / "_build").exists()  # refused before Sphinx ran
@@ -629,10 +656,12 @@ def test_ctrl_c_on_run_notebooks_end_to_end(tmp_path, monkeypatch):
         assert rc == 130, stderr
         assert "Traceback" not in stderr, stderr
         lines = [line for line in stderr.splitlines() if line.strip()]
-        assert lines[-1] == (f"chunkwise: interrupted while executing tiny.ipynb: the last good chapter "
-                             f"{generated / 'tiny.ipynb'} is kept"), stderr
+        assert lines[-1] == (f"chunkwise: interrupted while executing tiny.ipynb: its kernel is shut down, "
+                             f"the last good chapter {generated / 'tiny.ipynb'} is kept, what ran is in "
+                             f"{generated / 'tiny.failed.ipynb'}"), stderr
         assert len(lines) <= 3, stderr
-        assert sorted(p.name for p in generated.iterdir()) == ["tiny.ipynb"]
+        # no hidden temporary left for Sphinx; the partial run is the (never published) failed copy
+        assert sorted(p.name for p in generated.iterdir()) == ["tiny.failed.ipynb", "tiny.ipynb"]
         assert (generated / "tiny.ipynb").read_text(encoding="utf-8") == "the last good chapter"
         deadline = time.monotonic() + 60
         while _alive(kernel_pid) and time.monotonic() < deadline:
@@ -651,3 +680,142 @@ def test_toc_fallback_scan_skips_dot_files(tmp_path):
                 "_build/jupyter_execute/ch.ipynb"):
         _write_notebook(tmp_path / rel, [new_code_cell("1")])
     assert cli._toc_notebooks(tmp_path) == [tmp_path / "generated" / "ch.ipynb"]
+
+
+def test_ci_profile_names_declared_parameters_of_the_right_type():
+    notebooks = REPO / "notebooks"
+    raw = json.loads((notebooks / "profiles" / "ci.json").read_text(encoding="utf-8"))
+    loaded = book.load_profile("ci", notebooks)
+    assert set(loaded) == {f"{stem}.ipynb" for stem in raw if stem != "_about"}
+    assert loaded, "the ci profile changes nothing"
+    for file_name, values in loaded.items():
+        defaults = book.parameters_cell_defaults(notebooks / file_name)
+        for name, value in values.items():
+            assert name in defaults, f"{file_name} has no parameter {name!r}"
+            default = defaults[name]
+            if default is not None:  # same JSON-visible type as the default
+                kinds = (int, float) if isinstance(default, float) else (list if isinstance(default, tuple) else type(default))
+                assert isinstance(value, kinds) and isinstance(value, bool) == isinstance(default, bool), (
+                    f"{file_name}: {name} = {value!r} does not have the type of {default!r}"
+                )
+    # Chapter 2 runs on a subset of its corpora, each one a real corpus name.
+    from chunkwise.datasets import CHROMA_CORPORA
+
+    corpora = loaded["02_chroma_recall.ipynb"]["corpora"]
+    assert corpora and set(corpora) < set(CHROMA_CORPORA)
+    assert book.profile_about("ci", notebooks).strip()
+
+
+@pytest.mark.parametrize(
+    "profile, needle",
+    [
+        ("{not json", "not valid JSON"),
+        ([1, 2], "must be a JSON object"),
+        ({"nope": {"n": 1}}, "'nope' is not a registered notebook; registered: tiny"),
+        ({"tiny": [1]}, "the entry of tiny must be an object"),
+        ({"tiny": {"m": 1}}, "tiny.ipynb does not declare parameter 'm'"),
+        ({"tiny": {"n": "7"}}, "parameter 'n' is a int (default 1); got '7' (str)"),
+        ({"tiny": {"n": True}}, "parameter 'n' is a int"),
+        ({"tiny": {"flag": 0}}, "parameter 'flag' is a bool"),
+        ({"tiny": {"sizes": {"a": 1}}}, "parameter 'sizes' is a list"),
+        ({"_about": 3}, "'_about' must be a string"),
+    ],
+)
+def test_bad_profiles_are_rejected_before_any_kernel_starts(tmp_path, monkeypatch, capsys, profile, needle):
+    root = _profile_repo(tmp_path, monkeypatch, profile)
+    assert cli.main(["run-notebooks", "--profile", "test"]) == 1
+    err = capsys.readouterr().err
+    assert needle in err, err
+    assert not (root / "book" / "generated").exists()  # nothing was executed
+
+
+def test_unknown_profile_lists_the_available_ones(tmp_path, monkeypatch, capsys):
+    root = _profile_repo(tmp_path, monkeypatch, {"tiny": {"n": 2}})
+    assert cli.main(["run-notebooks", "--profile", "cj"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown parameter profile 'cj'" in err and "available profiles: test" in err
+    assert cli.main(["run-notebooks", "--profile", "../notebooks/profiles/test"]) == 1
+    assert "unknown parameter profile" in capsys.readouterr().err
+    assert not (root / "book" / "generated").exists()
+
+
+def test_profile_values_are_injected_and_p_wins(tmp_path, monkeypatch, capsys):
+    about = "Used by the tests."
+    root = _profile_repo(tmp_path, monkeypatch, {"_about": about, "tiny": {"n": 5, "s": "p=q", "ratio": 2}})
+    rc = cli.main(["run-notebooks", "--no-progress", "--profile", "test", "-p", "n", "7"])
+    assert rc == 0, capsys.readouterr().err
+    out = root / "book" / "generated" / "tiny.ipynb"
+    values = printed_values(out)
+    assert (values["n"], values["s"], values["ratio"], values["flag"]) == (7, "p=q", 2, False)
+    nb = nbformat.read(str(out), as_version=4)
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    injected = tags.index(["injected-parameters"])
+    note = nb.cells[injected + 1]
+    assert note.cell_type == "markdown" and note.metadata["tags"] == [book.PROFILE_NOTE_TAG]
+    assert note.source.startswith("```{note}") and "**test** parameter profile" in note.source
+    assert about in note.source
+    assert "- `n = 7` (command line)" in note.source
+    assert "- `s = 'p=q'` (profile test)" in note.source and "- `ratio = 2` (profile test)" in note.source
+    assert len({c.get("id") for c in nb.cells}) == len(nb.cells)
+    nbformat.validate(nb)
+
+
+def test_without_a_profile_the_page_gets_no_note(tmp_path, monkeypatch, capsys):
+    root = _profile_repo(tmp_path, monkeypatch, {"tiny": {"n": 5}})
+    assert cli.main(["run-notebooks", "--no-progress", "-p", "n", "3"]) == 0, capsys.readouterr().err
+    nb = nbformat.read(str(root / "book" / "generated" / "tiny.ipynb"), as_version=4)
+    assert printed_values(root / "book" / "generated" / "tiny.ipynb")["n"] == 3
+    assert not [c for c in nb.cells if book.PROFILE_NOTE_TAG in c.metadata.get("tags", [])]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_book_passes_the_profile_only_when_asked():
+    def dry_run(*extra):
+        done = subprocess.run(
+            ["make", "-n", "-C", str(REPO), "book", *extra],
+            capture_output=True, text=True, check=True,
+            env={**os.environ, "MAKEFLAGS": ""},
+        )
+        return [line for line in done.stdout.splitlines() if "run-notebooks" in line]
+
+    assert dry_run() == [".venv/bin/chunkwise run-notebooks"]
+    assert dry_run("BOOK_PROFILE=ci") == [".venv/bin/chunkwise run-notebooks --profile ci"]
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "make test" in ci and "make book BOOK_PROFILE=ci" in ci
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="uses /proc to see the kernel process")
+def test_ctrl_c_on_run_notebooks_shuts_the_kernel_down(tmp_path):
+    """The papermill kernel is a child process too: Ctrl-C must leave none behind."""
+    from procs import DrainedProcess, pid_alive
+
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "chunkwise"\n', encoding="utf-8")
+    pid_file = tmp_path / "kernel.pid"
+    _write_notebook(
+        root / "notebooks" / "01_handbook_boundaries.ipynb",
+        [
+            _params_cell("n = 1"),
+            # 200 kB of output first: the kernel's output travels over ZeroMQ, not a pipe.
+            new_code_cell(f"import os, time\nprint('x' * 200_000)\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)"),
+        ],
+    )
+    env = {**os.environ, "CHUNKWISE_ROOT": str(root)}
+    cmd = [sys.executable, "-m", "chunkwise.cli", "run-notebooks", "--only", "01_handbook_boundaries", "--no-progress"]
+    with DrainedProcess(cmd, env=env) as proc:
+        deadline = time.monotonic() + 180  # a kernel start on a busy machine
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            assert proc.proc.poll() is None, proc.output()
+            time.sleep(0.1)
+        kernel = int(pid_file.read_text())
+        assert pid_alive(kernel)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, proc.output()
+        assert "interrupted while executing 01_handbook_boundaries.ipynb" in proc.output()
+    deadline = time.monotonic() + 30  # normally gone before the command returns
+    while pid_alive(kernel) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(kernel), "the kernel outlived run-notebooks"
+    generated = root / "book" / "generated"
+    assert sorted(p.name for p in generated.iterdir()) == ["01_handbook_boundaries.failed.ipynb"]

@@ -749,3 +749,30 @@ def test_id_text_pairs_accepts_every_chunk_form_and_rejects_bad_input():
         id_text_pairs([("a", "  ")])
     with pytest.raises(ValueError, match="unique"):
         id_text_pairs([("a", "x"), ("a", "y")])
+
+
+def test_run_baselines_generates_through_the_client_batch_call(tmp_path):
+    """With an LLMClient the missing answers go out concurrently; rows keep item-then-method order,
+    each row holds its own reply, and a rerun is served by the checkpoint and the LLM cache."""
+    from chunkwise.llm import LLMClient
+    from chunkwise.llm.fake_server import FakeChatServer
+
+    items = [{"ID": f"i{k}", "task": "t", "questions": f"问题{k}？", "answers": "答"} for k in range(4)]
+    retrievers = {"none": NoRetriever(), "fixed": _ListRetriever("fixed", ["d#0"])}
+
+    def reply(body):
+        prompt = body["messages"][-1]["content"]
+        q = prompt.split("问题：")[-1].split("\n")[0]
+        return f"<response>{q}|{'ctx' if '[1]' in prompt else 'none'}</response>"
+
+    with FakeChatServer(latency_s=0.05, reply=reply) as server:
+        llm = LLMClient(base_url=server.base_url, model="fake", cache=tmp_path / "llm.sqlite", max_concurrency=4)
+        df = run_baselines(items, None, retrievers, llm, checkpoint=tmp_path / "a.jsonl")
+        assert server.chat_count == 8 and 2 <= server.max_in_flight <= 4
+        assert list(df["ID"]) == ["i0", "i0", "i1", "i1", "i2", "i2", "i3", "i3"]
+        assert list(df["answer"]) == [f"问题{k}？|{m}" for k in range(4) for m in ("none", "ctx")]
+        assert (df["generation_s"] >= 0.05).all() and not df["cached"].any()
+        server.reset()
+        again = run_baselines(items, None, retrievers, llm)  # no checkpoint: every answer from the LLM cache
+        assert server.chat_count == 0 and again["cached"].all()
+        assert list(again["answer"]) == list(df["answer"])

@@ -487,3 +487,16 @@ def test_drawing_inputs_mark_the_shifts_and_cut_the_handbook_as_the_chunkers_do(
     fixed = spans["fixed 60-token windows"]
     assert [e for _, e in fixed] == [304, 630, 949, 1258, 1555, 1845, 1929]
     assert hand.text[:949].endswith("Hotel stays are")
+
+
+def test_metric_view_sets_one_metric_beside_the_published_value():
+    ours = pd.DataFrame({"chunker": ["TokenText", "Kamradt"], "size_tokens": [250, None], "overlap_tokens": [125, 0],
+                         "recall_mean": [83.0123, 70.0]})
+    report = pd.DataFrame({"embedding_model": ["m", "other"], "chunker": ["TokenText", "Kamradt"],
+                           "size_tokens": [250, None], "overlap_tokens": [125, 0], "recall_mean": [82.4, 60.0]})
+    view = ch.metric_view(ours, report, "m", "recall")
+    assert view.index.tolist() == ["TokenText 250/125", "Kamradt"]
+    assert view.loc["TokenText 250/125"].tolist() == ["83.01", "82.4", "+0.61"]
+    assert view.loc["Kamradt"].tolist() == ["70.00", "–", "–"]  # the other model's row is not used
+    with pytest.raises(ValueError, match="unknown metric 'mrr'"):
+        ch.metric_view(ours, report, "m", "mrr")

@@ -203,16 +203,6 @@ def test_bad_run_inputs(tmp_path):
         run_grid({}, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
 
 
-def test_report_placement_needs_place_spans(tmp_path):
-    import chunkwise.evaluation.spans as spans
-
-    if hasattr(spans, "place_spans"):
-        pytest.skip("place_spans is available")
-    cfg = GridConfig(chunkers=["TokenText:2"], top_k=[1], placement="report")
-    with pytest.raises(ValueError, match="place_spans"):
-        run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
-
-
 def test_bm25_only_grid_needs_no_embedder(tmp_path):
     cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["bm25"], top_k=[1])
     res = run_grid(DOCS, questions(), cfg, None, cache_dir=tmp_path, show_progress=False)
@@ -249,20 +239,77 @@ def test_boundaries_html_escapes_and_marks_chunks():
     assert math.isfinite(len(html))
 
 
-def test_dense_cell_matches_chapter_2_protocol(tmp_path):
-    # The engine's dense cells at k are chapter 2's evaluate_spec at top_k = k (same chunk cache,
-    # one index over all documents, chroma metrics): per-question scores identical.
-    from chunkwise.experiments.chroma import run_comparison
+def test_chapter_2_runs_on_the_engine(tmp_path):
+    # run_comparison is the engine's dense cells at one k, read back per chunker: TokenText:2 at
+    # k=1 retrieves a1 for Q1 (recall 1) and a0, from the other document, for Q2 (recall 0).
+    from chunkwise.experiments import chroma as ch
 
     q = questions().rename(columns={"corpus_id": "corpus"})
-    emb = WordEmbedder()
-    cfg = GridConfig(chunkers=["TokenText:2", "Recursive:3"], retrievers=["dense"], top_k=[2])
-    grid = run_grid(DOCS, q, cfg, emb, cache_dir=tmp_path, show_progress=False)
-    old = run_comparison(list(cfg.chunkers), DOCS, q, emb, top_k=2, mode="chroma", cache_dir=tmp_path, show_progress=False)
-    for r in old:
-        mine = grid.per_question[grid.per_question["chunker"] == r.spec.label].reset_index(drop=True)
-        for m in ("recall", "precision", "iou", "precision_omega"):
-            np.testing.assert_allclose(mine[m].to_numpy(), r.per_question[m].to_numpy(), err_msg=f"{r.spec.label} {m}")
+    r = ch.run_comparison([ch.parse_spec("TokenText:2")], DOCS, q, WordEmbedder(), top_k=1, cache_dir=tmp_path,
+                          show_progress=False)[0]
+    assert r.per_question["recall"].tolist() == [1.0, 0.0]
+    assert r.retrieved_rows.tolist() == [[1], [0]]
+    assert r.n_chunks == 5 and [c.text for c in r.chunks_by_corpus["b.txt"]] == ["seven eight", " nine ten"]
+
+
+def test_engine_report_placement_equals_rescoring_the_same_retrieval(tmp_path):
+    # "one two one two three" cut into one-token chunks: " two" at (11, 15) also occurs at (3, 7),
+    # so the report's placement scores it there. The engine run with placement="report" must give
+    # what chapter 2's rescore gives for the exact run's retrieval, and differ from exact.
+    from chunkwise.experiments import chroma as ch
+
+    docs = {"d": "one two one two three"}
+    q = pd.DataFrame({"question_id": ["A", "B"], "question": ["two", "two three"], "corpus": ["d", "d"],
+                      "references": [[(4, 7)], [(12, 21)]]})
+    spec = [ch.parse_spec("TokenText:1")]
+    exact = ch.run_comparison(spec, docs, q, WordEmbedder(), top_k=2, cache_dir=tmp_path, show_progress=False)
+    report = ch.run_comparison(spec, docs, q, WordEmbedder(), top_k=2, cache_dir=tmp_path, show_progress=False,
+                               placement="report")
+    again = ch.rescore(exact[0], docs, q, placement="report")
+    for m in ("recall", "precision", "iou", "precision_omega"):
+        np.testing.assert_allclose(report[0].per_question[m].to_numpy(), again.per_question[m].to_numpy(), err_msg=m)
+    assert int(ch.placement_moves(exact, docs)["moved"].sum()) >= 1
+    assert not np.allclose(exact[0].per_question["recall"].to_numpy(), report[0].per_question["recall"].to_numpy())
+
+
+def test_engine_hnsw_index_gives_the_exact_neighbours_on_a_small_set(tmp_path):
+    pytest.importorskip("chromadb")
+    cfg = dict(chunkers=["TokenText:2"], retrievers=["dense"], top_k=[1])
+    exact = run_grid(DOCS, questions(), GridConfig(**cfg), WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    hnsw = run_grid(DOCS, questions(), GridConfig(**cfg, index="hnsw"), WordEmbedder(), cache_dir=tmp_path,
+                    show_progress=False)
+    assert hnsw.rankings["TokenText 2"]["dense"] == exact.rankings["TokenText 2"]["dense"] == [[1], [0]]
+    with pytest.raises(ValueError, match="unknown index 'faiss'"):
+        GridConfig(**cfg, index="faiss")
+
+
+def test_chapter_2_difference_and_best_by_k_tables(tmp_path):
+    # Per question (dense, k=1): TokenText:2 recall [1, 0]; Recursive:3 cuts a into "one two three"
+    # / " four five six" and b into "seven eight nine" / " ten": Q1 retrieves a0 (0,13), covering
+    # 8-13 of the reference 8-18 (recall 0.5); Q2 "one two nine" also retrieves a0 (cos 2/3 against
+    # 1/3 for b0), from the other document (recall 0).
+    from chunkwise.experiments import chroma as ch
+
+    cfg = GridConfig(chunkers=["TokenText:2", "Recursive:3"], retrievers=["dense"], top_k=[1])
+    grid = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    scores = grid.scores("recall")
+    np.testing.assert_allclose(scores.iloc[:, 1].to_numpy(), [0.5, 0.0])
+    d = ch.difference_table(grid, "TokenText 2", top_k=1, n_resamples=500)
+    assert d.loc[0, ["diff", "diff_low", "diff_high"]].tolist() == [0.0, 0.0, 0.0]
+    assert d.loc[1, "mean"] == pytest.approx(25.0) and d.loc[1, "diff"] == pytest.approx(-25.0)
+    # Resampling two questions with paired differences -0.5 and 0: resampled means -0.5, -0.25, 0.
+    assert d.loc[1, "diff_low"] == pytest.approx(-50.0) and d.loc[1, "diff_high"] == pytest.approx(0.0)
+    assert ch.pair_difference(grid, "Recursive 3", "TokenText 2", top_k=1, n_resamples=500) == pytest.approx((-25.0, -50.0, 0.0))
+    b = ch.best_by_k(grid, n_resamples=500)
+    assert b.loc[0, "k"] == 1 and set(b.loc[0, "in_play"].split(", ")) == {"TokenText 2", "Recursive 3"}
+    # TokenText 2 is best unless both draws are Q2 (a tie, split): P(best) = 3/4 + 1/8 < 90%.
+    assert b.loc[0, "best"] == "TokenText 2" and b.loc[0, "runner_up"] == "Recursive 3"
+    assert b.loc[0, "lead"] == pytest.approx(25.0) and b.loc[0, "winner"] == ""
+    assert ch.by_k_table(grid).loc["Recursive 3", "k=1"] == pytest.approx(25.0)
+    with pytest.raises(ValueError, match="baseline 'Fixed' is not a chunker"):
+        ch.difference_table(grid, "Fixed", top_k=1)
+    with pytest.raises(ValueError, match="no cells for retriever 'bm25'"):
+        ch.difference_table(grid, "TokenText 2", retriever="bm25", top_k=1)
 
 
 def test_sentence_and_structure_specs_run_their_chunkers(tmp_path):

@@ -247,3 +247,45 @@ def test_contextual_empty_text_and_bad_input():
 
     with pytest.raises(ValueError, match="not text\\[start:end\\]"):
         ContextualChunker(Liar(), llm, tokenizer=W).split("ab")
+
+
+def test_block_windows_share_a_prefix_by_hand():
+    from chunkwise.chunkers.contextual import block_window
+
+    units = W.token_spans(TEN)
+    cum = list(range(11))
+    # budget 6: blocks w0..w5 (0,17) and w6..w9 (18,29)
+    assert block_window(cum, units, 0, 5, 6) == (0, 17)
+    assert block_window(cum, units, 12, 17, 6) == (0, 17)
+    assert block_window(cum, units, 18, 23, 6) == (18, 29)
+    # a chunk starting in block 0 and ending in block 1 extends its window to its own end
+    assert block_window(cum, units, 12, 23, 6) == (0, 23)
+    llm = FakeLLM()
+    chunker = ContextualChunker(FixedTokenChunker(2, tokenizer=W), llm, max_document_tokens=6, tokenizer=W,
+                                windows="blocks")
+    chunks = chunker.split(TEN)
+    assert [c.metadata["document_window"] for c in chunks] == [[0, 17], [0, 17], [0, 17], [18, 29], [18, 29]]
+    assert "<document>\n[...] w6 w7 w8 w9\n</document>" in llm.prompts[3]
+    with pytest.raises(ValueError, match="windows must be 'centered' or 'blocks'"):
+        ContextualChunker(FixedTokenChunker(2, tokenizer=W), llm, windows="middle")
+
+
+def test_contextual_uses_the_client_batch_call(tmp_path):
+    """With an LLMClient the chunk contexts go out through chat_many: concurrently (the fake
+    endpoint sees several in flight, never more than max_workers), in chunk order, and a
+    second split is served by the cache."""
+    from chunkwise.llm import LLMClient
+    from chunkwise.llm.fake_server import FakeChatServer
+
+    def reply(body):
+        return "CTX " + re.findall(r"<chunk>\s*(.*?)\s*</chunk>", body["messages"][-1]["content"], re.S)[-1]
+
+    with FakeChatServer(latency_s=0.05, reply=reply) as server:
+        llm = LLMClient(base_url=server.base_url, model="fake", cache=tmp_path / "llm.sqlite")
+        chunker = ContextualChunker(FixedTokenChunker(1, tokenizer=W), llm, max_workers=3, tokenizer=W)
+        chunks = chunker.split(TEN)
+        assert [c.metadata["context"] for c in chunks] == [f"CTX w{k}" for k in range(10)]
+        assert server.chat_count == 10 and 2 <= server.max_in_flight <= 3
+        server.reset()
+        assert [c.metadata for c in chunker.split(TEN)] == [c.metadata for c in chunks]
+        assert server.chat_count == 0 and chunker.last_stats["cache_hits"] == 10

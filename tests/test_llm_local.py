@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import textwrap
 import time
@@ -483,6 +482,40 @@ def test_stop_kills_a_server_that_ignores_sigterm(fake_server) -> None:
     assert not srv.running and srv.process is not None and srv.process.returncode == -signal.SIGKILL
 
 
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_interrupted_stop_kills_the_server_at_once(fake_server) -> None:
+    """A KeyboardInterrupt (a second Ctrl-C) during the SIGTERM grace period: SIGKILL now, then re-raise."""
+    srv = fake_server("stubborn", startup_timeout=30)
+    srv.start()
+    pid = srv.pid
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)  # inside the 600 s grace period below
+        with pytest.raises(KeyboardInterrupt):
+            srv.stop(timeout=600)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert srv.process is not None and srv.process.returncode == -signal.SIGKILL
+    assert _gone(pid) and srv not in local_mod._live
+
+
+def test_stop_signals_deferred_delivers_after_the_block() -> None:
+    """A Ctrl-C inside the block (where Popen runs) is held, then raised once the block is left."""
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with local_mod._stop_signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # a Python handler runs between bytecodes: give it the chance
+            reached.append("end of block")
+    assert reached == ["end of block"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_explicit_port_and_path_weights(fake_server, tmp_path: Path) -> None:
     port = find_free_port()
     srv = LocalLLMServer(_gguf(tmp_path / "direct.gguf"), port=port)
@@ -613,30 +646,29 @@ def test_real_server_answers_and_stops(tmp_path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc to find the server process")
 def test_real_cli_serve_stops_on_ctrl_c() -> None:
+    """The real server behind the CLI, stopped with SIGINT.
+
+    The CLI starts with SIGINT *ignored*, as a script's background job (or a CI step started
+    that way) runs it: Python keeps an inherited ``SIG_IGN``, so this is the case where Ctrl-C
+    used to do nothing (the CLI never exited). Both output pipes are read throughout.
+    """
+    from procs import DrainedProcess
+
     weights = _real_weights()
     cmd = [sys.executable, "-m", "chunkwise.cli", "llm", "serve", "--model-path", str(weights.path),
            "--n-ctx", "2048"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        lines: dict[str, str] = {}
-        deadline = time.monotonic() + 300
-        while "sha256" not in lines and time.monotonic() < deadline:
-            line = proc.stdout.readline()  # type: ignore[union-attr]
-            if not line:
-                break
-            key, _, value = line.partition(":")
-            lines[key.strip()] = value.strip()
-        assert lines.get("sha256") == weights.sha256, (lines, proc.stderr.read() if proc.poll() is not None else "")  # type: ignore[union-attr]
+    with DrainedProcess(cmd, ignore_sigint=True) as proc:
+        proc.wait_for("Ctrl-C to stop", timeout=300)  # model load on a busy machine
+        proc.wait_for("# use it", stream="out")  # the last line on stdout
+        lines = dict(line.partition(":")[::2] for line in proc.lines["out"] if ":" in line)
+        lines = {k.strip(): v.strip() for k, v in lines.items()}
+        assert lines.get("sha256") == weights.sha256, proc.output()
         assert lines["model"] == weights.name
         client = LLMClient(base_url=lines["base_url"], model=lines["model"], cache=False)
         assert client.chat("2+3= ? Reply with only the number.", max_tokens=8).text.strip()
         port = int(lines["base_url"].rsplit(":", 1)[1].split("/")[0])
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        assert proc.wait(timeout=60) == 0, proc.output()  # a bound; it takes about a second
     assert _port_closed(port)
     leftovers = []
     for d in Path("/proc").iterdir():
@@ -665,6 +697,10 @@ def test_on_demand_client_serves_hits_without_a_server_and_starts_one_on_a_miss(
         hit = again.chat("2+3?")
         assert hit.cached and hit.text == first.text
         assert not again.server.running  # a cache hit never starts the model
+        # the batch call serves hits without a server too; one request at a time by default
+        assert again.max_concurrency == 1
+        [batch_hit] = again.chat_many(["2+3?"])
+        assert batch_hit.get().cached and not again.server.running
 
 
 def test_on_demand_client_does_not_retry_a_timeout(fake_server, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,3 +33,14 @@ def test_handbook_chapter_runs_with_overridden_parameters_and_keeps_its_figure(t
     # rows whose labels are lost are listed by outcome, never matched to one setting.
     assert "of the 4 article results we can rerun, chunk counts agree in 4" in flat
     assert flat.count("the article's label is lost") == 2
+    # The chapter's results file lands beside the executed copy and holds every key the claims
+    # registry asks of chapter 1 (the findings page fails the build otherwise).
+    from chunkwise import findings
+
+    results = findings.load_results(tmp_path / "results")
+    assert findings.missing_keys(findings.load_claims(), results) == {}
+    got = results["01_handbook_boundaries"]
+    assert got["pct_counts"] == "5, 3, 2" and got["pct_cases"] == 4  # 2 texts x buffer sizes 0 and 1
+    assert got["am_split"] == "yes" and got["lc_pieces"] == 19 and got["robust_sentences"] == 18
+    assert got["hotel_cut"] == "Hotel stays are | capped at the city rate"
+    assert got["bedrock_chunks"] == 11 and got["table_2_chunks"] is None

@@ -331,3 +331,35 @@ def test_real_local_model_indexes_resumes_and_walks(tmp_path):
         hits = retriever.retrieve("每张体育消费券的面额是多少？", 8)
     assert hits and "50" in " ".join(h.text for h in hits)
     assert isinstance(llm, LLMClient)
+
+
+def test_indexer_batches_llm_stages_through_the_client(tmp_path):
+    """Through a real LLMClient: extraction and mind maps of a block go out concurrently (the
+    fake endpoint sees several in flight), records and per-document call counts match the
+    sequential indexer, and a second index over the same LLM cache sends nothing."""
+    from chunkwise.llm import LLMClient
+    from chunkwise.llm.fake_server import FakeChatServer
+
+    docs = [(f"zh{i}", DOC_ZH + "。" * i) for i in range(3)] + [(f"en{i}", DOC_EN + " " * i) for i in range(3)]
+    with FakeChatServer(latency_s=0.05, reply=lambda body: respond_docs(body["messages"], {})) as server:
+        llm = LLMClient(base_url=server.base_url, model="fake", cache=tmp_path / "llm.sqlite", max_concurrency=3)
+        ix = PGIndexer(tmp_path / "pg", llm, BagEmbedder())
+        assert ix.add_documents(docs) == [d for d, _ in docs]
+        # one extraction per document; the mind-map requests of the 3 "zh" (and of the 3 "en")
+        # documents are identical (same topic and facts), so each is sent once
+        assert server.chat_count == 6 + 2
+        assert 2 <= server.max_in_flight <= 3
+        recs = ix.records()
+        assert [recs[d]["llm_calls"] for d, _ in docs] == [2] * 6
+        assert recs["en2"]["extraction"]["topic"] == "New library branch" and recs["zh1"]["n_paths"] == 3
+        server.reset()
+        again = PGIndexer(tmp_path / "pg2", llm, BagEmbedder())
+        assert again.add_documents(docs) == [d for d, _ in docs]
+        assert server.chat_count == 0
+        assert {d: r["mindmap"] for d, r in again.records().items()} == {d: r["mindmap"] for d, r in recs.items()}
+    # the same documents through the sequential scripted llm give the same records
+    seq = PGIndexer(tmp_path / "pg3", ScriptedLLM(respond_docs), BagEmbedder())
+    seq.add_documents(docs)
+    assert {d: r["extraction"]["facts"] for d, r in seq.records().items()} == {
+        d: r["extraction"]["facts"] for d, r in recs.items()
+    }

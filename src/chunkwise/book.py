@@ -13,6 +13,11 @@ Parameters are checked before a kernel is started (bug case B23):
 - every passed name must be declared in that cell;
 - the cell papermill is about to inject is parsed back and must reproduce every value
   exactly (strings with quotes, backslashes or ``=`` included).
+
+A *parameter profile* (``notebooks/profiles/<name>.json``, read by :func:`load_profile`) is a
+named set of such values per chapter, e.g. the ``ci`` profile that keeps continuous
+integration inside its time limit while every cell of every chapter still runs. A chapter
+executed under a profile says so on its page (:func:`execute_notebook`, ``origin``).
 """
 
 from __future__ import annotations
@@ -35,15 +40,20 @@ __all__ = [
     "NotebookCheckError",
     "NotebookExecutionError",
     "OutputDirError",
+    "PROFILES_DIR",
+    "available_profiles",
     "check_cell_timeout",
     "check_notebook",
     "check_output_dir",
+    "check_parameter_type",
     "coerce_parameter",
     "execute_notebook",
     "find_repo_root",
     "html_frame",
+    "load_profile",
     "parameters_cell_defaults",
     "parameters_cell_names",
+    "profile_about",
     "registered_notebooks",
     "resolve_notebook",
     "chapter_status",
@@ -56,10 +66,17 @@ __all__ = [
 #: ``book/_toc.yml`` lists the generated copies.
 NOTEBOOKS: tuple[str, ...] = (
     "01_handbook_boundaries.ipynb", "02_chroma_recall.ipynb", "03_crud_pgrag.ipynb", "04_your_own_data.ipynb",
+    "05_strategies.ipynb",
 )
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
+#: Folder of parameter profiles, inside the notebooks folder: ``<name>.json``.
+PROFILES_DIR = "profiles"
+#: Optional top-level key of a profile: one sentence on what it is for (shown on the pages).
+PROFILE_ABOUT_KEY = "_about"
+#: Tag of the note added to a chapter executed under a profile.
+PROFILE_NOTE_TAG = "parameter-profile-note"
 DEFAULT_KERNEL = "python3"
 
 # Marks a default that is not a Python literal (e.g. ``Path("x")``): its type is unknown.
@@ -439,6 +456,184 @@ def coerce_parameter(name: str, raw: str, default: Any) -> Any:
     return _resolve_untyped(raw)
 
 
+# ------------------------------------------------------------------------ profiles
+
+
+def _kind(default: Any) -> str:
+    return "list" if isinstance(default, tuple) else type(default).__name__
+
+
+def check_parameter_type(notebook: str, name: str, value: Any, default: Any) -> None:
+    """Require ``value`` (read from JSON) to have the type of the parameter's default.
+
+    bool for a bool default, int (not bool) for an int, int or float for a float, str for a
+    str, list for a list or tuple, dict for a dict; a ``None`` or non-literal default accepts
+    any value (what papermill can inject is checked later).
+
+    Raises
+    ------
+    NotebookCheckError
+        Naming the notebook, the parameter, the expected type and the value.
+    """
+    if default is None or default is _NOT_A_LITERAL:
+        return
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, (list, tuple)):
+        ok = isinstance(value, list)
+    elif isinstance(default, dict):
+        ok = isinstance(value, dict)
+    else:
+        ok = True
+    if not ok:
+        raise NotebookCheckError(
+            f"{notebook}: parameter {name!r} is a {_kind(default)} (default {default!r}); "
+            f"got {value!r} ({type(value).__name__})"
+        )
+
+
+def available_profiles(notebooks_dir: str | os.PathLike[str]) -> list[str]:
+    """Names of the parameter profiles in ``<notebooks_dir>/profiles/`` (``<name>.json``)."""
+    folder = Path(notebooks_dir) / PROFILES_DIR
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def load_profile(
+    name: str,
+    notebooks_dir: str | os.PathLike[str],
+    notebooks: Sequence[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Read and check the parameter profile ``<notebooks_dir>/profiles/<name>.json``.
+
+    A profile is a JSON object ``{notebook stem: {parameter: value}}``, e.g.
+    ``{"02_chroma_recall": {"corpora": ["chatlogs"]}}``, plus an optional ``"_about"``
+    string saying what it is for. Every notebook must be registered, every parameter declared
+    in that notebook's ``parameters`` cell, and every value of the default's type
+    (:func:`check_parameter_type`) -- all checked here, before any kernel starts.
+
+    Parameters
+    ----------
+    name : str
+        The profile's name (the file name without ``.json``).
+    notebooks_dir : path-like
+        The notebooks folder.
+    notebooks : sequence of str, optional
+        The registered notebook file names (default :data:`NOTEBOOKS`).
+
+    Returns
+    -------
+    dict
+        ``{notebook file name: {parameter: value}}`` (the ``"_about"`` text is not included;
+        see :func:`profile_about`).
+
+    Raises
+    ------
+    NotebookCheckError
+        Unknown profile (the message lists the available ones), a file that is not a JSON
+        object of objects, an unregistered notebook, an undeclared parameter or a value of
+        the wrong type.
+    """
+    registered = list(NOTEBOOKS if notebooks is None else notebooks)
+    path = Path(notebooks_dir) / PROFILES_DIR / f"{name}.json"
+    if not name or Path(name).name != name or not path.is_file():
+        have = ", ".join(available_profiles(notebooks_dir)) or "none"
+        raise NotebookCheckError(
+            f"unknown parameter profile {name!r}: no {path}; available profiles: {have}"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise NotebookCheckError(f"profile {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise NotebookCheckError(
+            f"profile {path} must be a JSON object {{notebook stem: {{parameter: value}}}}, "
+            f"got a {type(data).__name__}"
+        )
+    about = data.get(PROFILE_ABOUT_KEY)
+    if about is not None and not isinstance(about, str):
+        raise NotebookCheckError(f"profile {path}: {PROFILE_ABOUT_KEY!r} must be a string")
+    stems = {Path(n).stem: n for n in registered}
+    out: dict[str, dict[str, Any]] = {}
+    for stem, values in data.items():
+        if stem == PROFILE_ABOUT_KEY:
+            continue
+        if stem not in stems:
+            raise NotebookCheckError(
+                f"profile {path}: {stem!r} is not a registered notebook; registered: "
+                f"{', '.join(stems)}"
+            )
+        if not isinstance(values, dict):
+            raise NotebookCheckError(
+                f"profile {path}: the entry of {stem} must be an object {{parameter: value}}, "
+                f"got {values!r}"
+            )
+        file_name = stems[stem]
+        defaults = parameters_cell_defaults(resolve_notebook(file_name, notebooks_dir))
+        for pname, value in values.items():
+            if pname not in defaults:
+                raise NotebookCheckError(
+                    f"profile {path}: {file_name} does not declare parameter {pname!r} in its "
+                    f"parameters cell (it declares: {', '.join(defaults) or 'nothing'})"
+                )
+            check_parameter_type(file_name, pname, value, defaults[pname])
+        out[file_name] = dict(values)
+    return out
+
+
+def profile_about(name: str, notebooks_dir: str | os.PathLike[str]) -> str:
+    """The profile's ``"_about"`` sentence ("" when it has none); call after :func:`load_profile`."""
+    path = Path(notebooks_dir) / PROFILES_DIR / f"{name}.json"
+    about = json.loads(path.read_text(encoding="utf-8")).get(PROFILE_ABOUT_KEY)
+    return about if isinstance(about, str) else ""
+
+
+def _profile_note(parameters: Mapping[str, Any], origin: Mapping[str, str], about: str) -> str:
+    """The Markdown of the note that says a page ran with other values than the published build."""
+    profiles = sorted({o.removeprefix("profile ") for o in origin.values() if o.startswith("profile ")})
+    if profiles:
+        head = (
+            f"This page was executed under the **{', '.join(profiles)}** parameter profile "
+            f"(`notebooks/{PROFILES_DIR}/{profiles[0]}.json`), not with the chapter's defaults"
+        )
+    else:
+        head = "This page was executed with parameters changed from the chapter's defaults"
+    lines = [
+        "```{note}",
+        head + ", so its numbers are not the published ones."
+        + (f" {about.strip()}" if about.strip() else ""),
+        "Injected parameters:",
+        "",
+    ]
+    for pname, value in parameters.items():
+        lines.append(f"- `{pname} = {value!r}` ({origin.get(pname, 'command line')})")
+    lines += ["", "`make book` (no profile) builds the published chapter.", "```"]
+    return "\n".join(lines)
+
+
+def _add_profile_note(executed: Path, note: str) -> None:
+    """Insert ``note`` as a Markdown cell right after papermill's injected-parameters cell."""
+    import nbformat
+
+    nb = nbformat.read(os.fspath(executed), as_version=4)
+    where = next((i + 1 for i, c in enumerate(nb.cells) if INJECTED_TAG in _tags(c)), None)
+    if where is None:
+        where = next((i + 1 for i, c in enumerate(nb.cells) if PARAMETERS_TAG in _tags(c)), 0)
+    ids = {c.get("id") for c in nb.cells}
+    cell_id = PROFILE_NOTE_TAG
+    while cell_id in ids:
+        cell_id += "-1"
+    cell = nbformat.v4.new_markdown_cell(note, metadata={"tags": [PROFILE_NOTE_TAG]})
+    cell["id"] = cell_id
+    nb.cells.insert(where, cell)
+    nbformat.write(nb, os.fspath(executed))
+
+
 # ----------------------------------------------------------------------- execution
 
 
@@ -552,8 +747,10 @@ def check_output_dir(out_dir: str | os.PathLike[str]) -> Path:
     return out.resolve()
 
 
-def _kernel_manager_with_log(log: Any) -> type:
-    """A jupyter-client kernel manager that starts the kernel with its stderr in ``log``.
+def _kernel_manager_with_log(log: Any, env: Mapping[str, str] | None = None) -> type:
+    """A jupyter-client kernel manager that starts the kernel with its stderr in ``log``
+    and ``env`` added to its environment (e.g. ``CHUNKWISE_RESULTS_DIR``, where a chapter's
+    :func:`chunkwise.findings.write_results` writes).
 
     The kernel process writes its own log lines (startup notes, and on Ctrl-C an "Exception in
     message handler" traceback from the race between the interrupted cell and the shutdown
@@ -565,6 +762,8 @@ def _kernel_manager_with_log(log: Any) -> type:
     class _LoggedKernelManager(AsyncKernelManager):
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
             kw.setdefault("stderr", log)  # Popen keyword, passed down to the kernel launch
+            if env:
+                kw["env"] = {**(kw.get("env") or os.environ), **env}
             await super().start_kernel(**kw)
 
     return _LoggedKernelManager
@@ -588,6 +787,8 @@ def execute_notebook(
     kernel_name: str = DEFAULT_KERNEL,
     progress_bar: bool = True,
     cell_timeout: float | None = None,
+    origin: Mapping[str, str] | None = None,
+    about: str = "",
 ) -> Path:
     """Execute one notebook with papermill and return the path of the executed copy.
 
@@ -612,12 +813,22 @@ def execute_notebook(
     cell_timeout : int, optional
         Whole seconds one cell may run (>= 1); ``None`` (default) means no limit, since full
         chunking and evaluation runs can take long.
+    origin : mapping, optional
+        Where each injected value came from, e.g. ``{"corpora": "profile ci", "top_k":
+        "command line"}``. When given (and something was injected), a note is added to the
+        executed copy right after papermill's ``injected-parameters`` cell: the page says that
+        it ran under that profile, with which values, and that its numbers are not the
+        published ones.
+    about : str
+        One sentence for that note (a profile's ``"_about"``).
 
     Returns
     -------
     pathlib.Path
         The executed notebook. The kernel's working directory is the notebook's own folder,
-        so paths such as ``../data/handbook/handbook.txt`` resolve as they do in Jupyter.
+        so paths such as ``../data/handbook/handbook.txt`` resolve as they do in Jupyter. The
+        kernel's ``CHUNKWISE_RESULTS_DIR`` is ``<out_dir>/results``, where the chapter's
+        :func:`chunkwise.findings.write_results` call writes its results file.
 
     Notes
     -----
@@ -643,6 +854,8 @@ def execute_notebook(
     NotebookExecutionError
         A cell raised, timed out or the kernel died; the executed copy (with the
         traceback) is still written and named in the message.
+    KeyboardInterrupt
+        Passed on after the kernel is shut down; what ran is kept as ``<stem>.failed.ipynb``.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -679,7 +892,9 @@ def execute_notebook(
     kernel_log = running.with_suffix(".kernel.log")
     failed_log = output.with_name(f"{source.stem}.failed.kernel.log")
     log_file = open(kernel_log, "wb")  # noqa: SIM115 - closed in the finally below
-    engine_kwargs: dict[str, Any] = {"kernel_manager_class": _kernel_manager_with_log(log_file)}
+    # The chapter's findings results go beside the executed copy: <out_dir>/results/<stem>.json.
+    results_env = {"CHUNKWISE_RESULTS_DIR": os.fspath(out_dir / "results")}
+    engine_kwargs: dict[str, Any] = {"kernel_manager_class": _kernel_manager_with_log(log_file, results_env)}
     if cell_timeout is not None:
         engine_kwargs["execution_timeout"] = cell_timeout
     before = _file_state(output)
@@ -708,14 +923,19 @@ def execute_notebook(
                 kernel_log.replace(failed_log)
                 detail += f" (the kernel's own log is {failed_log})"
             raise NotebookExecutionError(source.name, failed, detail) from exc
+        except BaseException:  # Ctrl-C: papermill has shut the kernel down; keep what ran
+            _keep_failed(running, failed)
+            raise
         if _file_state(output) != before:
             _log.warning(
                 "%s: another run wrote %s while this one executed; this run finished later and "
                 "replaces it", source.name, output,
             )
+        if origin is not None and parameters:
+            _add_profile_note(running, _profile_note(parameters, origin, about))
         running.replace(output)
     finally:
-        # Ctrl-C (KeyboardInterrupt), SystemExit, ...: never leave the partial copy behind.
+        # Ctrl-C (KeyboardInterrupt), SystemExit, ...: never leave the hidden partial copy behind.
         running.unlink(missing_ok=True)
         log_file.close()
         kernel_log.unlink(missing_ok=True)

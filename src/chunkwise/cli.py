@@ -2,7 +2,7 @@
 
 Usage::
 
-    chunkwise run-notebooks [--only NAME ...] [-p NAME VALUE ...] [--out DIR]
+    chunkwise run-notebooks [--only NAME ...] [--profile NAME] [-p NAME VALUE ...] [--out DIR]
     chunkwise build-book [--strict | --no-strict] [--book DIR]
     chunkwise check-notebook PATH [PATH ...]
     chunkwise llm serve [--model-path P] [--port N] [--n-ctx 8192] [--threads 2]
@@ -49,20 +49,25 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         return _fail(str(exc))
     notebooks_dir = root / "notebooks"
-    try:
-        out_dir = book.check_output_dir(args.out if args.out else root / "book" / "generated")
-    except book.OutputDirError as exc:
-        return _fail(f"--out: {exc}" if args.out else str(exc))
     raw_params: list[tuple[str, str]] = [tuple(p) for p in (args.parameters or [])]
 
     # Resolve and type every parameter for every notebook before starting any kernel.
-    plans: list[tuple[str, dict[str, object]]] = []
+    profile: dict[str, dict[str, object]] = {}
+    about = ""
+    if args.profile:
+        try:
+            profile = book.load_profile(args.profile, notebooks_dir)
+            about = book.profile_about(args.profile, notebooks_dir)
+        except (FileNotFoundError, ValueError) as exc:
+            return _fail(str(exc))
+    plans: list[tuple[str, dict[str, object], dict[str, str]]] = []
     for name in names:
         try:
             path = book.resolve_notebook(name, notebooks_dir)
             defaults = book.parameters_cell_defaults(path)
-            values: dict[str, object] = {}
-            for pname, raw in raw_params:
+            values: dict[str, object] = dict(profile.get(name, {}))
+            origin = {pname: f"profile {args.profile}" for pname in values}
+            for pname, raw in raw_params:  # -p wins over the profile
                 if pname not in defaults:
                     raise book.NotebookCheckError(
                         f"{name} does not declare parameter {pname!r} in its parameters cell "
@@ -70,13 +75,22 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
                         f"use --only to pick the notebooks that take it"
                     )
                 values[pname] = book.coerce_parameter(pname, raw, defaults[pname])
+                origin[pname] = "command line"
         except (FileNotFoundError, ValueError) as exc:  # NotebookCheckError is a ValueError
             return _fail(str(exc))
-        plans.append((name, values))
+        plans.append((name, values, origin))
+
+    # The output folder is checked (and created) only once every parameter is known to be good.
+    try:
+        out_dir = book.check_output_dir(args.out if args.out else root / "book" / "generated")
+    except book.OutputDirError as exc:
+        return _fail(f"--out: {exc}" if args.out else str(exc))
 
     failures: list[book.NotebookExecutionError] = []
-    for index, (name, values) in enumerate(plans):
+    for index, (name, values, origin) in enumerate(plans):
         shown = ", ".join(f"{k}={v!r}" for k, v in values.items()) or "defaults"
+        if args.profile:
+            shown += f"; profile {args.profile}"
         print(f"{PROG}: executing {name} ({shown}) -> {out_dir / name}", file=sys.stderr)
         had_chapter = (out_dir / name).is_file()
         try:
@@ -87,6 +101,8 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
                 notebooks_dir=notebooks_dir,
                 progress_bar=not args.no_progress,
                 cell_timeout=args.cell_timeout,
+                origin=origin if args.profile else None,
+                about=about,
             )
         except book.NotebookCheckError as exc:
             return _fail(str(exc))
@@ -99,7 +115,12 @@ def _cmd_run_notebooks(args: argparse.Namespace) -> int:
                 else f"no chapter {out_dir / name} was written"
             )
             rest = f"; {len(plans) - index - 1} notebook(s) not run" if index + 1 < len(plans) else ""
-            print(f"\n{PROG}: interrupted while executing {name}: {kept}{rest}", file=sys.stderr)
+            partial = out_dir / (Path(name).stem + ".failed.ipynb")
+            ran = f", what ran is in {partial}" if partial.is_file() else ""
+            print(
+                f"\n{PROG}: interrupted while executing {name}: its kernel is shut down, {kept}{ran}{rest}",
+                file=sys.stderr,
+            )
             return 130  # 128 + SIGINT, as a shell reports Ctrl-C
     if failures:
         return _fail(
@@ -255,6 +276,12 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
         book.write_status_page(book_dir)
     except (OSError, ValueError) as exc:
         return _fail(f"could not write the book's status page: {exc}")
+    try:  # the findings page: the claims registry beside the chapters' results files
+        from chunkwise.findings import write_findings_page
+
+        write_findings_page(book_dir)
+    except (OSError, ValueError) as exc:  # FindingsError is a ValueError
+        return _fail(f"could not write the book's findings page: {exc}")
 
     cmd = [
         sys.executable,
@@ -376,67 +403,105 @@ def _cmd_llm_weights(args: argparse.Namespace) -> int:
     return 0
 
 
-def _raise_interrupt(signum, frame):  # noqa: ANN001 - signal handler signature
-    raise KeyboardInterrupt
+class _StopSignals:
+    """SIGINT and SIGTERM handler of ``chunkwise llm serve``.
+
+    The first signal raises :class:`KeyboardInterrupt` (whatever the process inherited: a
+    shell starts background jobs with SIGINT *ignored*, and Python keeps an inherited
+    ``SIG_IGN``, so without this ``kill -INT`` -- or Ctrl-C reaching a script's background
+    job -- did nothing and the command never returned). Once stopping has begun, a further
+    signal kills the server at once instead of raising in the middle of the cleanup.
+    """
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        self.server = None  # a LocalLLMServer once created
+        self.stopping = False
+        self._previous: dict[int, object] = {}
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if not self.stopping:
+            self.stopping = True
+            raise KeyboardInterrupt
+        if self.server is not None:
+            self.server.kill()  # the server is reaped by the stop() under way
+            os.write(2, f"{PROG}: interrupted again: killed the server\n".encode())
+
+    def __enter__(self) -> _StopSignals:
+        import signal
+
+        for name in self.SIGNALS:
+            signum = getattr(signal, name)
+            try:
+                self._previous[signum] = signal.signal(signum, self)
+            except ValueError:  # not the main thread (an embedding program): leave them alone
+                break
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        import signal
+
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        # An interrupt that landed in the cleanup itself (after stopping began) is ours to absorb.
+        return exc_type is KeyboardInterrupt and self.stopping
 
 
 def _cmd_llm_serve(args: argparse.Namespace) -> int:
-    import signal
-
     from chunkwise.llm.local import LocalLLMServer, LocalLLMServerError, require_llama_cpp
     from chunkwise.llm.weights import WeightsChecksumError, WeightsNotFoundError
 
-    try:
-        require_llama_cpp()  # before resolving (and maybe assembling) a gigabyte of weights
-        weights = _resolve_weights(args)
-    except RuntimeError as exc:
-        return _fail(str(exc))
-    except (WeightsNotFoundError, WeightsChecksumError, FileNotFoundError, ValueError) as exc:
-        return _fail(str(exc))
-    server = LocalLLMServer(
-        weights,
-        host=args.host,
-        port=args.port,
-        n_ctx=args.n_ctx,
-        n_threads=args.threads,
-        alias=args.alias,
-        startup_timeout=args.startup_timeout,
-        log_path=args.log,
-    )
-    print(f"{PROG}: starting llama-cpp-python with {weights.path} ({weights.source}) ...", file=sys.stderr)
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    except ValueError:  # not in the main thread (tests)
-        previous = None
-    try:
+    ready = False
+    with _StopSignals() as signals:
         try:
+            require_llama_cpp()  # before resolving (and maybe assembling) a gigabyte of weights
+            weights = _resolve_weights(args)
+            server = LocalLLMServer(
+                weights,
+                host=args.host,
+                port=args.port,
+                n_ctx=args.n_ctx,
+                n_threads=args.threads,
+                alias=args.alias,
+                startup_timeout=args.startup_timeout,
+                log_path=args.log,
+            )
+            signals.server = server
+            print(f"{PROG}: starting llama-cpp-python with {weights.path} ({weights.source}) ...", file=sys.stderr)
             server.start()
-        except (RuntimeError, LocalLLMServerError) as exc:
+            print(f"base_url: {server.base_url}")
+            print(f"model:    {server.alias}")
+            print(f"sha256:   {weights.sha256}")
+            print(f"identity: {server.model_identity}")
+            print(f"log:      {server.log_path}")
+            print(
+                f"# use it: export CHUNKWISE_LLM_BASE_URL={server.base_url} "
+                f"CHUNKWISE_LLM_MODEL={server.alias} CHUNKWISE_LLM_MAX_CONCURRENCY=1"
+            )
+            sys.stdout.flush()
+            ready = True
+            print(f"{PROG}: ready after {server.load_time_s:.1f} s; Ctrl-C to stop", file=sys.stderr, flush=True)
+            rc = server.wait()
+            return _fail(
+                f"the llama-cpp-python server exited with status {rc}\n"
+                f"--- last lines of {server.log_path} ---\n{server.log_tail()}"
+            )
+        except KeyboardInterrupt:
+            if ready:
+                print(f"{PROG}: stopping the server", file=sys.stderr, flush=True)
+                return 0
+            print(f"{PROG}: interrupted before the server was ready; stopped", file=sys.stderr, flush=True)
+            return 130
+        except (LocalLLMServerError, RuntimeError, WeightsNotFoundError, WeightsChecksumError,
+                FileNotFoundError, ValueError) as exc:
             return _fail(str(exc))
-        print(f"base_url: {server.base_url}")
-        print(f"model:    {server.alias}")
-        print(f"sha256:   {weights.sha256}")
-        print(f"identity: {server.model_identity}")
-        print(f"log:      {server.log_path}")
-        print(
-            f"# use it: export CHUNKWISE_LLM_BASE_URL={server.base_url} "
-            f"CHUNKWISE_LLM_MODEL={server.alias}"
-        )
-        print(f"{PROG}: ready after {server.load_time_s:.1f} s; Ctrl-C to stop", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        rc = server.wait()
-        return _fail(
-            f"the llama-cpp-python server exited with status {rc}\n"
-            f"--- last lines of {server.log_path} ---\n{server.log_tail()}"
-        )
-    except KeyboardInterrupt:
-        print(f"{PROG}: stopping the server", file=sys.stderr)
-        return 0
-    finally:
-        server.stop()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        finally:
+            signals.stopping = True  # from here on a signal kills the server instead of raising
+            if signals.server is not None:
+                signals.server.stop()
+    print(f"{PROG}: interrupted; the server is stopped", file=sys.stderr)
+    return 130
 
 
 def _add_weights_options(p: argparse.ArgumentParser) -> None:
@@ -466,7 +531,11 @@ def _add_llm_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparser
         description=(
             "Start `python -m llama_cpp.server` on HOST:PORT with the resolved GGUF, wait until it "
             "answers, print its base URL, model alias and weights sha256, and keep it running "
-            "until Ctrl-C (or SIGTERM)."
+            "until Ctrl-C (or SIGTERM). There is no --parallel option: llama-cpp-python 0.3.36's "
+            "server answers one request at a time (every request waits for a global lock around "
+            "its single Llama object; there are no llama.cpp slots), so concurrent clients only "
+            "queue; keep CHUNKWISE_LLM_MAX_CONCURRENCY=1 for it. It keeps the last prompt's KV "
+            "cache, so requests that share a prompt prefix are faster in sequence."
         ),
     )
     _add_weights_options(serve)
@@ -536,6 +605,15 @@ def _parser() -> argparse.ArgumentParser:
             "the default there: a str parameter receives VALUE exactly as typed (no YAML or "
             "JSON parsing), int/float/bool parameters are converted, list/dict parameters "
             "read VALUE as JSON"
+        ),
+    )
+    run.add_argument(
+        "--profile", metavar="NAME", default=None,
+        help=(
+            "take parameter values from notebooks/profiles/NAME.json ({notebook stem: "
+            "{parameter: value}}), checked against every notebook before any kernel starts; "
+            "-p still wins. The pages say which values the profile injected. "
+            "`ci` keeps continuous integration short while every cell still runs"
         ),
     )
     run.add_argument("--out", metavar="DIR", help="output folder (default: book/generated)")

@@ -14,7 +14,7 @@ from chunkwise.chunk import Chunk
 from chunkwise.chunkers.base import check_positive_int
 from chunkwise.tokens import DEFAULT_ENCODING, TokenSpanner, as_spanner
 
-__all__ = ["CONTEXT_PROMPT", "ContextualChunker", "document_window", "index_text"]
+__all__ = ["CONTEXT_PROMPT", "ContextualChunker", "block_window", "document_window", "index_text"]
 
 #: The request sent for every chunk; ``{document}`` comes first so that a server with prefix
 #: caching (llama.cpp's ``cache_prompt``, Anthropic's prompt caching) reuses the document's
@@ -84,6 +84,35 @@ def document_window(
     return units[lo][0], units[hi - 1][1]
 
 
+def block_window(
+    cum_tokens: Sequence[int], units: Sequence[tuple[int, int, int]], start: int, end: int, budget: int
+) -> tuple[int, int]:
+    """Character span of the document shown for the chunk ``[start, end)`` in ``"blocks"`` mode.
+
+    Rule: the document's token units are cut, in order, into consecutive blocks of whole units
+    holding at most ``budget`` tokens each (a unit alone over the budget is a block of its
+    own). The window is the block holding the chunk's first unit, extended to the end of the
+    chunk's last unit when the chunk runs past the block. All chunks that start in one block
+    therefore share the same prompt up to that block's end: a server with prompt-prefix
+    caching (llama.cpp) processes the block once for all of them, when the requests are sent
+    in document order.
+
+    Parameters and returns as :func:`document_window`.
+    """
+    n = len(units)
+    starts = [u[0] for u in units]
+    ends = [u[1] for u in units]
+    u0 = min(bisect.bisect_right(ends, start), n - 1)  # first unit ending after start
+    u1 = max(bisect.bisect_left(starts, end), u0 + 1)
+    b0 = 0  # walk the blocks up to the one holding u0
+    while True:
+        b1 = max(bisect.bisect_right(cum_tokens, cum_tokens[b0] + budget, b0 + 1) - 1, b0 + 1)
+        if u0 < b1 or b1 >= n:
+            break
+        b0 = b1
+    return units[b0][0], units[max(b1, u1) - 1][1]
+
+
 class ContextualChunker:
     """Any chunker's chunks, each with a short LLM-written context that situates it in its document.
 
@@ -109,7 +138,9 @@ class ContextualChunker:
     tokens around the chunk instead (:func:`document_window`: the chunk, then the remaining
     budget split evenly before and after it, unused budget moving to the other side), with
     ``[...]`` where text was left out. ``metadata["document_window"]`` records the span
-    shown.
+    shown. With ``windows="blocks"`` the window is instead the fixed block of the document
+    that holds the chunk (:func:`block_window`), so that consecutive chunks share their
+    prompt prefix and a prefix-caching server reads each block once.
 
     Parameters
     ----------
@@ -125,15 +156,22 @@ class ContextualChunker:
         context (the local Qwen2.5 server of ``chunkwise.llm.local``).
     context_max_tokens : int, default 100
         ``max_tokens`` of each reply (tokens of the model's tokenizer).
-    max_workers : int, default 1
-        Concurrent requests. ``1`` is sequential (a local 2-core server gains nothing from
-        more); with a remote API, more workers overlap the waiting. ``LLMClient`` is
-        thread-safe (its cache and counters are behind locks).
+    max_workers : int, optional
+        Concurrent requests. When the llm has the batch call of :class:`chunkwise.llm.LLMClient`
+        (:meth:`~chunkwise.llm.LLMClient.chat_many`: cached replies first, the misses at most
+        this many at once), it is used, and ``None`` means the client's ``max_concurrency``.
+        For other llm objects a thread pool of this size is used (``None``: 1, sequential). A
+        local 2-core server gains nothing from more than 1; with a remote API, more overlap
+        the waiting.
     temperature : float or None, default 0.0
     encoding_name : str, default "cl100k_base"
         tiktoken encoding used to measure documents when ``tokenizer`` is None.
     tokenizer : TokenSpanner, tiktoken-like object or str, optional
         Anything :func:`chunkwise.tokens.as_spanner` accepts; overrides ``encoding_name``.
+    windows : {"centered", "blocks"}, default "centered"
+        How a long document is cut for the prompt: :func:`document_window` (the chunk in the
+        middle of its own window) or :func:`block_window` (fixed blocks shared by their
+        chunks; much cheaper with a prefix-caching local server).
 
     Attributes
     ----------
@@ -148,7 +186,8 @@ class ContextualChunker:
         If ``base_chunker`` has no ``split`` or ``llm`` no ``chat`` method.
     ValueError
         If ``max_document_tokens``, ``context_max_tokens`` or ``max_workers`` is not a
-        positive int, or ``temperature`` is not a number ``>= 0`` or None.
+        positive int, ``temperature`` is not a number ``>= 0`` or None, or ``windows`` is
+        not "centered" or "blocks".
 
     References
     ----------
@@ -164,11 +203,15 @@ class ContextualChunker:
         llm: Any,
         max_document_tokens: int = 3000,
         context_max_tokens: int = 100,
-        max_workers: int = 1,
+        max_workers: int | None = None,
         temperature: float | None = 0.0,
         encoding_name: str = DEFAULT_ENCODING,
         tokenizer: Any = None,
+        windows: str = "centered",
     ) -> None:
+        if windows not in ("centered", "blocks"):
+            raise ValueError(f"windows must be 'centered' or 'blocks', got {windows!r}.")
+        self.windows = windows
         if isinstance(base_chunker, (str, bytes)) or not callable(getattr(base_chunker, "split", None)):
             raise TypeError(
                 "base_chunker must have a split(text) -> list[Chunk] method, e.g. "
@@ -183,7 +226,9 @@ class ContextualChunker:
         self.llm = llm
         self.max_document_tokens = check_positive_int("max_document_tokens", max_document_tokens, "tokens")
         self.context_max_tokens = check_positive_int("context_max_tokens", context_max_tokens, "tokens")
-        self.max_workers = check_positive_int("max_workers", max_workers, "concurrent requests")
+        self.max_workers = (
+            None if max_workers is None else check_positive_int("max_workers", max_workers, "concurrent requests")
+        )
         if temperature is not None and (
             isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not temperature >= 0
         ):
@@ -247,8 +292,9 @@ class ContextualChunker:
         units = self.spanner.token_spans(text)
         cum = [0, *accumulate(u[2] for u in units)]
         whole = cum[-1] <= self.max_document_tokens
+        rule = block_window if self.windows == "blocks" else document_window
         windows = [
-            (0, len(text)) if whole else document_window(cum, units, c.start, c.end, self.max_document_tokens)
+            (0, len(text)) if whole else rule(cum, units, c.start, c.end, self.max_document_tokens)
             for c in chunks
         ]
         prompts = [self.prompt(text, c, w) for c, w in zip(chunks, windows)]
@@ -260,7 +306,15 @@ class ContextualChunker:
                 max_tokens=self.context_max_tokens,
             )
 
-        if self.max_workers == 1 or len(prompts) == 1:
+        from chunkwise.llm.batch import chat_many, has_batch
+
+        if has_batch(self.llm):
+            results = chat_many(
+                self.llm, [[{"role": "user", "content": p}] for p in prompts], max_concurrency=self.max_workers,
+                errors="raise", temperature=self.temperature, max_tokens=self.context_max_tokens,
+            )
+            replies = [r.output for r in results]
+        elif (self.max_workers or 1) == 1 or len(prompts) == 1:
             replies = [ask(p) for p in prompts]
         else:
             with ThreadPoolExecutor(max_workers=self.max_workers) as pool:

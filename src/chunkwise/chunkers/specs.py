@@ -25,6 +25,13 @@ from chunkwise.chunk import Chunk
 __all__ = ["NAMES", "ChunkerSpec", "chunk_corpus", "chunk_hierarchy", "make_chunker", "parse_spec", "span_cache_dir"]
 
 
+#: ContextualChunker settings of the ``Contextual`` spec. Blocks of 1000 cl100k_base tokens
+#: instead of the whole document (Anthropic's prompt shows it all): a 2-core CPU server
+#: processes a 1000-token block in minutes, not the tens of minutes of a whole Chroma corpus,
+#: and reuses it for every chunk of the block. Changing them changes every prompt, hence the
+#: LLM cache keys.
+CONTEXTUAL_SETTINGS: dict[str, Any] = {"windows": "blocks", "max_document_tokens": 1000, "context_max_tokens": 80}
+
 #: Every chunker name a spec may start with.
 NAMES: tuple[str, ...] = (
     "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM", "Sentence", "Structure",
@@ -182,7 +189,9 @@ def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
     Hierarchical: :class:`~chunkwise.chunkers.HierarchicalChunker` with
     ``StructureChunker(parent_size)`` parents and ``RecursiveTokenChunker(size, 0)`` children.
     Contextual: :class:`~chunkwise.chunkers.ContextualChunker` over
-    ``RecursiveTokenChunker(size, 0)`` with ``llm``. Late: the ``RecursiveTokenChunker(size, 0)``
+    ``RecursiveTokenChunker(size, 0)`` with ``llm``, documents over 3000 cl100k_base tokens
+    shown in fixed blocks (``windows="blocks"``: one prompt prefix per block, reused by a
+    prefix-caching server). Late: the ``RecursiveTokenChunker(size, 0)``
     that gives its boundaries (the late-chunking vectors come from
     :class:`~chunkwise.chunkers.LateChunkingEmbedder`, not from a chunker).
 
@@ -229,7 +238,7 @@ def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
             )
         if spec.chunker == "LLM":
             return LLMSemanticChunker(llm)
-        return ContextualChunker(RecursiveTokenChunker(spec.size, 0, keep_separator="start"), llm)
+        return ContextualChunker(RecursiveTokenChunker(spec.size, 0, keep_separator="start"), llm, **CONTEXTUAL_SETTINGS)
     raise ValueError(f"unknown chunker {spec.chunker!r}")
 
 
@@ -303,7 +312,7 @@ def chunk_corpus(
         base = chunk_corpus(spec.boundary_spec, name, text, embedder, None, cache_dir)
         from chunkwise.chunkers import ContextualChunker
 
-        return ContextualChunker(_Given(base), llm).split(text)
+        return ContextualChunker(_Given(base), llm, **CONTEXTUAL_SETTINGS).split(text)
     spec = spec.boundary_spec
     ident = ""
     if spec.chunker in ("Kamradt", "KamradtMod", "Cluster"):

@@ -988,9 +988,26 @@ class QuestEval:
             If the reply does not hold exactly one answer per question.
         """
         n = len(questions)
+        value = self._ask(self._answer_prompt(text, questions), _answer_schema(n))
+        return self._parse_answers(value, n)
+
+    @staticmethod
+    def _answer_prompt(text: str, questions: Sequence[str]) -> str:
         listing = "\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1))
-        prompt = _ANSWER_PROMPT.format(unanswerable=UNANSWERABLE, n=n, text=text.strip(), questions=listing)
-        value = self._ask(prompt, _answer_schema(n))
+        return _ANSWER_PROMPT.format(unanswerable=UNANSWERABLE, n=len(questions), text=text.strip(), questions=listing)
+
+    def _request(self, prompt: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+        """The batch item of :meth:`_ask`'s request (same messages and parameters)."""
+        item: dict[str, Any] = {
+            "messages": [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
+            "schema": dict(schema), "temperature": self.temperature,
+        }
+        if self.max_tokens is not None:
+            item["max_tokens"] = self.max_tokens
+        return item
+
+    @staticmethod
+    def _parse_answers(value: Any, n: int) -> list[str | None]:
         answers = value.get("answers") if isinstance(value, Mapping) else None
         if not isinstance(answers, list) or len(answers) != n:
             got = len(answers) if isinstance(answers, list) else type(answers).__name__
@@ -1086,29 +1103,111 @@ class QuestEval:
         GenerationMetricError
             When the LLM's reply cannot be used (wrong number of answers, no questions).
         """
+        key = None if id is None else str(id)
+        prep = self._prepare_score(candidate, reference, key)
+        if isinstance(prep, QuestEvalResult):
+            return prep
+        if candidate.strip():
+            cand_answers = self.answer(candidate, prep.questions)
+        else:
+            cand_answers = [UNANSWERABLE] * len(prep.questions)
+        return self._result(key, prep, cand_answers)
+
+    def _prepare_score(self, candidate: str, reference: str | None, key: str | None) -> Any:
+        """Ground truth of one item: a :class:`QuestEvalResult` when it needs no candidate answers,
+        else ``(gt, valid)``."""
         if not isinstance(candidate, str):
             raise TypeError(f"candidate must be str, got {type(candidate).__name__}.")
-        key = None if id is None else str(id)
         try:
             gt = self.ground_truth(reference, key)
         except _Undefined as exc:
             miss = MetricResult.missing(str(exc))
             return QuestEvalResult(key, miss, miss)
-        base = {
-            "id": key, "questions": gt.questions, "reference_answers": gt.answers,
-            "source": gt.source, "key_info": gt.key_info,
-        }
         valid = [i for i, a in enumerate(gt.answers) if not is_unanswerable(a)]
         if not valid:
             miss = MetricResult.missing(
                 f"none of the {len(gt.questions)} questions is answerable from the reference "
                 f"(every reference answer is {UNANSWERABLE})"
             )
-            return QuestEvalResult(recall=miss, avg_f1=miss, **base)
-        if candidate.strip():
-            cand_answers = self.answer(candidate, gt.questions)
-        else:
-            cand_answers = [UNANSWERABLE] * len(gt.questions)
+            return QuestEvalResult(recall=miss, avg_f1=miss, id=key, questions=gt.questions,
+                                   reference_answers=gt.answers, source=gt.source, key_info=gt.key_info)
+        return gt
+
+    def score_many(
+        self,
+        candidates: Sequence[str],
+        references: Sequence[str | None],
+        ids: Sequence[str | None] | None = None,
+        *,
+        max_concurrency: int | None = None,
+    ) -> list[QuestEvalResult | Exception]:
+        """:meth:`score` for many items, the candidate-answering requests sent as one batch.
+
+        The ground truth of each item is taken first, in order (from the cache, or from the
+        LLM for items without one); then the LLM answers every item's questions from its
+        candidate through :meth:`chunkwise.llm.LLMClient.chat_json_many` (the same requests as
+        :meth:`score`: cached ones are not sent, the others at most ``max_concurrency`` at
+        once, sorted by prompt so requests over the same candidate text follow each other).
+
+        Parameters
+        ----------
+        candidates, references : sequence
+            As in :meth:`score`, one per item.
+        ids : sequence, optional
+            Ground-truth ids, one per item (default: none).
+        max_concurrency : int, optional
+            Requests in flight at once (default: the client's).
+
+        Returns
+        -------
+        list of QuestEvalResult or Exception
+            In input order. An item whose request failed or whose reply was unusable holds
+            the exception :meth:`score` would have raised (never a score of 0).
+        """
+        n = len(candidates)
+        if len(references) != n or (ids is not None and len(ids) != n):
+            raise ValueError(f"{n} candidates, {len(references)} references and "
+                             f"{'no' if ids is None else len(ids)} ids: give one of each per item.")
+        keys = [None if ids is None or ids[i] is None else str(ids[i]) for i in range(n)]
+        out: list[Any] = [None] * n
+        asks: list[int] = []
+        gts: dict[int, QuestGroundTruth] = {}
+        for i in range(n):
+            try:
+                prep = self._prepare_score(candidates[i], references[i], keys[i])
+            except Exception as exc:  # noqa: BLE001 - LLM errors of ground truth: per item
+                out[i] = exc
+                continue
+            if isinstance(prep, QuestEvalResult):
+                out[i] = prep
+            elif candidates[i].strip():
+                gts[i] = prep
+                asks.append(i)
+            else:
+                out[i] = self._result(keys[i], prep, [UNANSWERABLE] * len(prep.questions))
+        from chunkwise.llm.batch import chat_json_many
+
+        requests = [self._request(self._answer_prompt(candidates[i], gts[i].questions),
+                                  _answer_schema(len(gts[i].questions))) for i in asks]
+        results = chat_json_many(self.llm, requests, max_concurrency=max_concurrency, order="prefix")
+        for i, res in zip(asks, results):
+            if res.error is not None:
+                out[i] = res.error
+                continue
+            try:
+                answers = self._parse_answers(res.value, len(gts[i].questions))
+            except GenerationMetricError as exc:
+                out[i] = exc
+                continue
+            out[i] = self._result(keys[i], gts[i], answers)
+        return out
+
+    def _result(self, key: str | None, gt: QuestGroundTruth, cand_answers: Sequence[str | None]) -> QuestEvalResult:
+        base = {
+            "id": key, "questions": gt.questions, "reference_answers": gt.answers,
+            "source": gt.source, "key_info": gt.key_info,
+        }
+        valid = [i for i, a in enumerate(gt.answers) if not is_unanswerable(a)]
         answered = [i for i in valid if not is_unanswerable(cand_answers[i])]
         recall = 1.0 - (len(valid) - len(answered)) / len(valid)
         per_q: list[float | None] = [None] * len(gt.questions)
@@ -1243,18 +1342,31 @@ def score_generation(
                 put(col, i, r)
         elif m == "quest_eval":
             assert quest_eval is not None
+            scorable = [i for i in range(n) if not none_reason(i)]
+            if callable(getattr(quest_eval, "score_many", None)):
+                # one batch: the candidate-answering requests go out concurrently (LLM batch call)
+                scored = quest_eval.score_many([cands[i] for i in scorable], [refs[i] for i in scorable],
+                                               [id_list[i] for i in scorable])
+            else:
+                scored = []
+                for i in scorable:
+                    try:
+                        scored.append(quest_eval.score(cands[i], refs[i], id_list[i]))
+                    except Exception as exc:  # noqa: BLE001 - recorded below
+                        scored.append(exc)
+            by_item = dict(zip(scorable, scored))
             for i in range(n):
                 reason = none_reason(i)
                 if reason:
                     rec = f1 = MetricResult.missing(reason)
                 else:
-                    try:
-                        qr = quest_eval.score(cands[i], refs[i], id_list[i])  # type: ignore[arg-type]
-                        rec, f1 = qr.recall, qr.avg_f1
-                    except Exception as exc:  # LLM errors, unusable replies: recorded, never 0
+                    qr = by_item[i]
+                    if isinstance(qr, Exception):  # LLM errors, unusable replies: recorded, never 0
                         if errors == "raise":
-                            raise
-                        rec = f1 = MetricResult.missing(f"{type(exc).__name__}: {exc}")
+                            raise qr
+                        rec = f1 = MetricResult.missing(f"{type(qr).__name__}: {qr}")
+                    else:
+                        rec, f1 = qr.recall, qr.avg_f1
                 put("quest_recall", i, rec)
                 put("quest_avg_f1", i, f1)
 

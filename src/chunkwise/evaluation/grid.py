@@ -35,6 +35,23 @@ BM25 indexing, as measured in this run: near 0 when caches were warm), ``retriev
 (mean cl100k_base tokens of the retrieved chunks per question) and ``query_ms`` (milliseconds
 per question to retrieve: the median time to embed one question alone with the uncached model,
 measured on up to 8 questions, plus the mean search time per question).
+LLM costs: ``llm_calls`` (Contextual: one per chunk, cached or not; LLM chunker: the calls made
+in this run), ``llm_cache_hits`` and ``llm_seconds`` (Contextual: the summed latency of the
+original requests, replayed from the LLM cache, so a warm run still reports the cold model
+time).
+
+Strategies beyond plain chunking:
+
+- ``Hierarchical:child:parent[:merge_threshold]``: the children are indexed (``n_chunks``,
+  ``embedded_tokens`` and precision_Ω are the children's); for each question and ``k`` the top
+  ``k`` children go through :func:`chunkwise.chunkers.merge_to_parents`, and the merged list
+  (parents replacing enough of their children) is what recall, precision, IoU, MRR and
+  ``retrieved_tokens`` score;
+- ``Contextual:size``: each chunk is embedded and BM25-indexed as its context + the chunk
+  (:func:`chunkwise.chunkers.index_text`; ``embedded_tokens`` counts that text); the scored span
+  is the chunk;
+- ``Late:size``: the recursive chunks of ``size`` tokens, each vector from
+  :class:`chunkwise.chunkers.LateChunkingEmbedder` (``late_embedder``) instead of the embedder.
 
 Interrupted runs resume: chunk spans, embeddings and BM25 indexes are cached by content.
 """
@@ -52,7 +69,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from chunkwise.evaluation.spans import score_questions
+from chunkwise.evaluation.spans import place_spans, score_questions
 from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
 from chunkwise.chunkers.contextual import index_text
 from chunkwise.chunkers.hierarchical import merge_to_parents
@@ -71,6 +88,9 @@ __all__ = [
 
 #: Retrievers the engine knows.
 RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
+
+#: Vector indexes of the dense retriever: exact cosine search, or chromadb's HNSW graph.
+INDEXES: tuple[str, ...] = ("exact", "hnsw")
 
 #: Per-question metrics kept for every cell (fractions in [0, 1]).
 METRICS: tuple[str, ...] = (
@@ -167,8 +187,13 @@ class GridConfig:
         Chinese.
     placement : {"exact", "report"}, default "exact"
         Where a chunk's text sits in its document: ``"exact"`` uses the chunker's own spans;
-        ``"report"`` re-places each chunk's text the way Chroma's evaluation does (needs
-        ``chunkwise.evaluation.spans.place_spans``).
+        ``"report"`` re-places each chunk's text the way Chroma's evaluation code does (one
+        trailing ``.`` dropped, first occurrence; :func:`chunkwise.evaluation.spans.place_spans`).
+    index : {"exact", "hnsw"}, default "exact"
+        The dense retriever's vector index: exact cosine search, or an HNSW graph through
+        ``chromadb`` (the setup of Chroma's report: one collection, l2 space,
+        ``hnsw:search_ef`` 50; :func:`chunkwise.retrieval.hnsw_search`, optional ``chroma``
+        extra). Used by the dense and hybrid retrievers.
     hybrid_depth : int, default 50
         Hits taken from each of BM25 and dense before reciprocal rank fusion (at least the
         largest k).
@@ -189,6 +214,7 @@ class GridConfig:
     language: str = "en"
     bm25_tokenizer: str | None = None
     placement: str = "exact"
+    index: str = "exact"
     hybrid_depth: int = 50
     rrf_c: float = 60.0
 
@@ -219,6 +245,8 @@ class GridConfig:
             )
         if self.placement not in ("exact", "report"):
             raise ValueError(f"placement must be 'exact' or 'report', got {self.placement!r}.")
+        if self.index not in INDEXES:
+            raise ValueError(f"unknown index {self.index!r}; use one of {INDEXES!r}.")
         if isinstance(self.hybrid_depth, bool) or not isinstance(self.hybrid_depth, int) or self.hybrid_depth < 1:
             raise ValueError(f"hybrid_depth must be an int >= 1, got {self.hybrid_depth!r}.")
 
@@ -250,6 +278,7 @@ class GridConfig:
             "language": self.language,
             "bm25_tokenizer": self.tokenizer,
             "placement": self.placement,
+            "index": self.index,
             "hybrid_depth": self.hybrid_depth,
             "rrf_c": self.rrf_c,
         }
@@ -259,12 +288,13 @@ class GridConfig:
         """A grid from a mapping (e.g. parsed TOML); missing keys come from ``base``.
 
         Keys: ``chunkers``, ``retrievers``, ``top_k``, ``mode``, ``language``,
-        ``bm25_tokenizer``, ``placement``, ``hybrid_depth``, ``rrf_c``. Other keys are refused, except the
+        ``bm25_tokenizer``, ``placement``, ``index``, ``hybrid_depth``, ``rrf_c``. Other keys are refused, except the
         run settings read by :func:`run_settings` (``embedder``, ``metric``, ``baseline``,
         ``n_resamples``, ``seed``).
         """
         known = {
-            "chunkers", "retrievers", "top_k", "mode", "language", "bm25_tokenizer", "placement", "hybrid_depth", "rrf_c"
+            "chunkers", "retrievers", "top_k", "mode", "language", "bm25_tokenizer", "placement", "index", "hybrid_depth",
+            "rrf_c",
         }
         run_keys = set(RUN_SETTINGS)
         unknown = set(data) - known - run_keys
@@ -372,7 +402,8 @@ class GridResult:
         One row per (cell, question): ``cell``, ``question_id``, ``corpus`` and every metric
         of :data:`METRICS` plus ``retrieved_tokens``.
     chunks : dict
-        Spec label -> document -> list of (start, end) chunk spans.
+        Spec label -> document -> list of (start, end) chunk spans (where they are scored, i.e.
+        after the ``placement`` rule).
     questions : DataFrame
         The questions scored.
     embedder : str
@@ -382,6 +413,14 @@ class GridResult:
     n_embedded : int or None
         Texts sent to the embedding model during the run (None when the embedder does not
         count); 0 on a fully warm cache.
+    chunk_objects : dict
+        Spec label -> document -> list of :class:`~chunkwise.chunk.Chunk` as the chunker cut
+        them (true offsets, whatever the placement), so a caller can score the same retrieval
+        under another placement.
+    rankings : dict
+        Spec label -> retriever -> one list per question of retrieved item positions, best
+        first, at the depth the run searched (at least the largest k). Positions index the
+        chunks of ``chunk_objects[label]`` taken document by document, in order.
     """
 
     config: GridConfig
@@ -392,6 +431,8 @@ class GridResult:
     embedder: str = ""
     seconds: float = 0.0
     n_embedded: int | None = None
+    chunk_objects: dict[str, dict[str, list[Any]]] = field(repr=False, default_factory=dict)
+    rankings: dict[str, dict[str, list[list[int]]]] = field(repr=False, default_factory=dict)
 
     @property
     def cells(self) -> list[str]:
@@ -609,14 +650,7 @@ class _Placed(NamedTuple):
 
 
 def _place(chunks: dict[str, list[Any]], docs: Mapping[str, str], placement: str) -> dict[str, list[Any]]:
-    """Chunks re-placed in their documents by ``chunkwise.evaluation.spans.place_spans``."""
-    try:
-        from chunkwise.evaluation.spans import place_spans  # type: ignore[attr-defined]
-    except ImportError:
-        raise ValueError(
-            f"placement={placement!r} needs chunkwise.evaluation.spans.place_spans, which this version of "
-            "chunkwise does not have; use placement='exact'."
-        ) from None
+    """Chunks re-placed in their documents by :func:`chunkwise.evaluation.spans.place_spans`."""
     out = {}
     for name, cs in chunks.items():
         spans = place_spans(docs[name], [(c.text, c.start, c.end) for c in cs], placement=placement)
@@ -793,6 +827,8 @@ def run_grid(
     rows: list[dict[str, Any]] = []
     per_q: list[pd.DataFrame] = []
     chunk_spans: dict[str, dict[str, list[tuple[int, int]]]] = {}
+    chunk_objects: dict[str, dict[str, list[Any]]] = {}
+    all_rankings: dict[str, dict[str, list[list[int]]]] = {}
     specs = list(config.chunkers)
     if progress is not None:
         bar: Iterable[ChunkerSpec] = progress(specs)
@@ -819,6 +855,7 @@ def run_grid(
         # what is embedded and BM25-indexed: the chunk, or (Contextual) its context + the chunk
         texts_index = [index_text(c) for cs in chunks.values() for c in cs]
         raw_chunks = chunks
+        chunk_objects[spec.label] = raw_chunks
         if config.placement != "exact":
             chunks = _place(chunks, docs, config.placement)
         chunk_spans[spec.label] = {name: [(c.start, c.end) for c in cs] for name, cs in chunks.items()}
@@ -860,7 +897,12 @@ def run_grid(
                 vectors = _embed(embedder, texts_index, "chunk")
             index_seconds["dense"] = chunk_seconds + time.perf_counter() - t0
             t0 = time.perf_counter()
-            idx, _ = top_k_cosine(qv, vectors, depth)
+            if config.index == "hnsw":
+                from chunkwise.retrieval import hnsw_search, unit_rows
+
+                idx = hnsw_search(unit_rows(vectors), qv, depth)
+            else:
+                idx, _ = top_k_cosine(qv, vectors, depth)
             query_seconds["dense"] = embed_q_seconds + (time.perf_counter() - t0) / len(q)
             rankings["dense"] = [list(map(int, row)) for row in idx]
         if any(r in ("bm25", "hybrid") for r in config.retrievers):
@@ -885,6 +927,7 @@ def run_grid(
             index_seconds["hybrid"] = index_seconds["dense"] + index_seconds["bm25"] - chunk_seconds
             query_seconds["hybrid"] = query_seconds["dense"] + query_seconds["bm25"] + fuse
 
+        all_rankings[spec.label] = {r: rankings[r] for r in config.retrievers}
         for retriever in config.retrievers:
             ranked_all = rankings[retriever]
             first = np.asarray(
@@ -958,6 +1001,8 @@ def run_grid(
         embedder=str(getattr(embedder, "name", type(embedder).__name__ if embedder is not None else "")),
         seconds=time.perf_counter() - t_start,
         n_embedded=n_embedded,
+        chunk_objects=chunk_objects,
+        rankings=all_rankings,
     )
 
 

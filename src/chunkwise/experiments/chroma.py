@@ -16,13 +16,18 @@ Two choices of the report's code can be switched on to reproduce it exactly:
   ``hnsw:search_ef`` 50, as the report ran it) instead of exact search (``"exact"``, the
   default). Needs the optional ``chroma`` extra.
 
+The runs go through the evaluation engine (:mod:`chunkwise.evaluation.grid`): this module
+turns the engine's cells back into per-chunker results (:func:`run_comparison`,
+:func:`results_from_grid`), rescoring them under another placement (:func:`rescore`), and adds
+what the chapter compares: the report's tables, paired-bootstrap intervals on the differences
+between chunkers (:func:`difference_table`) and the ranking at each k (:func:`best_by_k`).
+
 Everything slow is cached: chunk spans per (chunker, corpus text) as JSON, embeddings in the
 embedder's SQLite cache. A warm rerun embeds nothing and chunks nothing.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,12 +43,12 @@ from chunkwise.chunkers.specs import (  # noqa: F401 - re-exported: chapter 2 an
     make_chunker,
     parse_spec,
 )
-from chunkwise.evaluation.spans import PLACEMENTS, place_spans, score_questions, summarize
-from chunkwise.retrieval import DenseIndex
-from chunkwise.tokens import get_encoding
+from chunkwise.evaluation.grid import INDEXES, GridConfig, GridResult, cell_name, run_grid
+from chunkwise.evaluation.spans import PLACEMENTS, place_spans, score_questions
+from chunkwise.evaluation.stats import paired_bootstrap, paired_difference_ci
+from chunkwise.retrieval import hnsw_search  # noqa: F401 - re-exported: the report's index
 
 METRIC_COLUMNS = ("recall", "precision", "precision_omega", "iou")
-INDEXES = ("exact", "hnsw")
 
 #: The report's eight all-MiniLM-L6-v2 rows.
 REPORT_MINILM_ROWS: tuple[ChunkerSpec, ...] = (
@@ -149,75 +154,130 @@ def score_retrieval(
     return score_questions(q, retrieved, placed, mode=mode)
 
 
-def hnsw_search(
-    vectors: np.ndarray,
-    query_vectors: np.ndarray,
-    top_k: int = 5,
-    search_ef: int = 50,
-    batch_size: int = 500,
-) -> np.ndarray:
-    """Approximate nearest neighbours through one in-memory ``chromadb`` collection.
+def _skip_llm(specs: Sequence[ChunkerSpec], llm: Any) -> list[ChunkerSpec]:
+    """``specs`` without the LLM chunker when no LLM client is configured (with a printed note)."""
+    out = []
+    for spec in specs:
+        if spec.chunker == "LLM" and llm is None:
+            print(f"skipped {spec.label}: no LLM configured (set CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL)")
+            continue
+        out.append(spec)
+    return out
 
-    The report's setup (``BaseEvaluation._chunker_to_collection`` in chunking_evaluation at
-    d451fc4): one collection, Chroma's default l2 space, ``hnsw:search_ef`` 50, chunks added in
-    batches of 500 with ids ``"0", "1", ...``. Embeddings are passed explicitly, so chromadb
-    loads no embedding model (works offline) and telemetry is off.
+
+def run_chroma_grid(
+    specs: Sequence[ChunkerSpec],
+    corpora: dict[str, str],
+    questions: pd.DataFrame,
+    embedder: Any,
+    retrievers: Sequence[str] = ("dense",),
+    top_k: Sequence[int] | int = (5,),
+    mode: str = "chroma",
+    llm: Any = None,
+    cache_dir: str | Path | None = None,
+    progress: Callable[[Any], Any] | None = None,
+    show_progress: bool = True,
+    placement: str = "exact",
+    index: str = "exact",
+) -> GridResult:
+    """The Chroma protocol on the evaluation engine (:func:`chunkwise.evaluation.grid.run_grid`).
+
+    All corpora go into one index per chunker, as in the report; each chunking is embedded once
+    and reused for every retriever and k. LLM specs are skipped (with a printed note) when
+    ``llm`` is None.
 
     Parameters
     ----------
-    vectors : numpy.ndarray, shape (n, d)
-        Chunk vectors, in index order (l2 on unit vectors ranks as cosine does).
-    query_vectors : numpy.ndarray, shape (q, d)
-    top_k : int
-    search_ef, batch_size : int
+    specs : sequence of ChunkerSpec
+    corpora : dict of corpus name -> text
+    questions : DataFrame
+        From :func:`chunkwise.datasets.load_chroma_questions` (columns question_id, question,
+        corpus, references).
+    embedder : Embedder
+    retrievers : sequence of {"dense", "bm25", "hybrid"}
+    top_k : int or sequence of int
+    mode : {"chroma", "union"}
+    llm : LLMClient, optional
+    cache_dir : str or Path, optional
+        Chunk-span cache (default ``$CHUNKWISE_CACHE_DIR/chroma_chunks``).
+    progress, show_progress
+        A wrapper over the chunker list, or a tqdm bar (``show_progress``).
+    placement : {"exact", "report"}
+        Where chunks are scored (:func:`chunkwise.evaluation.spans.place_spans`).
+    index : {"exact", "hnsw"}
+        The dense retriever's index (:func:`chunkwise.retrieval.hnsw_search` for ``"hnsw"``).
 
     Returns
     -------
-    numpy.ndarray of int, shape (q, min(top_k, n))
-        Retrieved rows of ``vectors``, nearest first.
+    GridResult
 
     Raises
     ------
-    ImportError
-        If ``chromadb`` is not installed (``pip install 'chunkwise[chroma]'``).
     ValueError
-        On an empty index, mismatched dimensions or a non-positive ``top_k``.
+        On an unknown placement or index (before any chunking), or when every spec was skipped.
     """
-    try:
-        import chromadb
-        from chromadb.config import Settings
-    except ImportError as exc:
-        raise ImportError(
-            "index='hnsw' needs chromadb: pip install 'chunkwise[chroma]' (or use index='exact')."
-        ) from exc
-    vectors = np.asarray(vectors, dtype=np.float32)
-    query_vectors = np.asarray(query_vectors, dtype=np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] == 0:
-        raise ValueError("hnsw_search needs a non-empty (n, d) array of chunk vectors.")
-    if query_vectors.ndim != 2 or query_vectors.shape[1] != vectors.shape[1]:
-        raise ValueError(
-            f"query_vectors must have shape (q, {vectors.shape[1]}), got {query_vectors.shape}."
-        )
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive int, got {top_k!r}.")
-    client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=True))
-    name = "chunkwise_hnsw"
-    try:
-        client.delete_collection(name)
-    except Exception:  # noqa: BLE001 - absent collection: ValueError or NotFoundError by version
-        pass
-    collection = client.create_collection(
-        name, embedding_function=None, metadata={"hnsw:space": "l2", "hnsw:search_ef": search_ef}
+    _check_choice("placement", placement, PLACEMENTS)
+    _check_choice("index", index, INDEXES)
+    kept = _skip_llm(specs, llm)
+    if not kept:
+        raise ValueError("no chunker left to run (the LLM chunker needs a configured LLM); list other specs.")
+    config = GridConfig(
+        chunkers=tuple(kept), retrievers=tuple(retrievers), top_k=top_k, mode=mode, placement=placement, index=index
     )
-    try:
-        for i in range(0, len(vectors), batch_size):
-            batch = vectors[i : i + batch_size]
-            collection.add(ids=[str(j) for j in range(i, i + len(batch))], embeddings=batch)
-        k = min(top_k, len(vectors))
-        res = collection.query(query_embeddings=query_vectors, n_results=k, include=[])
-        return np.asarray([[int(x) for x in ids] for ids in res["ids"]], dtype=np.int64).reshape(-1, k)
-    finally:
-        client.delete_collection(name)
+    return run_grid(
+        corpora, questions, config, embedder, llm=llm, cache_dir=cache_dir, show_progress=show_progress, progress=progress
+    )
+
+
+def results_from_grid(grid: GridResult, retriever: str = "dense", top_k: int | None = None) -> list[RunResult]:
+    """The cells of one retriever and k of a grid as :class:`RunResult` objects, one per chunker.
+
+    Parameters
+    ----------
+    grid : GridResult
+    retriever : str
+    top_k : int, optional
+        Default the grid's largest k.
+
+    Returns
+    -------
+    list of RunResult
+        In grid order; ``seconds`` is the cell's indexing time (chunking + embedding, near 0
+        on warm caches), ``retrieved_rows`` the first ``top_k`` positions of its ranking.
+
+    Raises
+    ------
+    ValueError
+        If the grid has no such retriever or k.
+    """
+    cfg = grid.config
+    k = max(cfg.top_k) if top_k is None else int(top_k)
+    if retriever not in cfg.retrievers or k not in cfg.top_k:
+        raise ValueError(
+            f"the grid has no cells for retriever {retriever!r} at k={k}; it ran {cfg.retrievers} at k in {cfg.top_k}."
+        )
+    out = []
+    for spec in cfg.chunkers:
+        name = cell_name(spec, retriever, k)
+        row = grid.table[grid.table["cell"] == name].iloc[0]
+        pq = grid.per_question[grid.per_question["cell"] == name]
+        per_q = pq[["question_id", "corpus", "recall", "precision", "precision_omega", "iou"]].reset_index(drop=True)
+        rows = np.asarray([r[:k] for r in grid.rankings[spec.label][retriever]], dtype=np.int64)
+        out.append(
+            RunResult(
+                spec,
+                per_q,
+                int(row["n_chunks"]),
+                float(row["mean_chunk_tokens"]),
+                float(row["index_seconds"]),
+                grid.chunk_objects[spec.label],
+                cfg.placement,
+                cfg.index,
+                cfg.mode,
+                rows,
+            )
+        )
+    return out
 
 
 def evaluate_spec(
@@ -225,7 +285,6 @@ def evaluate_spec(
     corpora: dict[str, str],
     questions: pd.DataFrame,
     embedder: Any,
-    question_vectors: np.ndarray,
     top_k: int = 5,
     mode: str = "chroma",
     llm: Any = None,
@@ -233,64 +292,20 @@ def evaluate_spec(
     placement: str = "exact",
     index: str = "exact",
 ) -> RunResult:
-    """Chunk, index, retrieve and score one chunker spec.
+    """Chunk, index, retrieve (dense) and score one chunker spec on the engine.
 
-    Parameters
-    ----------
-    spec : ChunkerSpec
-    corpora : dict of corpus name -> text
-        All corpora go into one index, as in the report.
-    questions : DataFrame
-        From :func:`chunkwise.datasets.load_chroma_questions` (columns question_id, corpus,
-        references).
-    embedder : Embedder
-        Embeds chunks (cached) and is used by the semantic chunkers.
-    question_vectors : numpy.ndarray, shape (len(questions), d)
-    top_k : int
-    mode : {"chroma", "union"}
-        Span metric definitions (see :mod:`chunkwise.evaluation.spans`).
-    placement : {"exact", "report"}
-        Where chunks are scored: their true offsets, or the first occurrence of their text
-        (the report's code; see :func:`chunkwise.evaluation.spans.place_spans`).
-    index : {"exact", "hnsw"}
-        Exact cosine search, or chromadb's HNSW index as the report used it (:func:`hnsw_search`).
-
-    Returns
-    -------
-    RunResult
+    The one-chunker case of :func:`run_comparison`; the parameters are the same.
 
     Raises
     ------
     ValueError
-        On an unknown placement or index (before any chunking).
+        On an unknown placement or index (before any chunking), or an LLM spec without ``llm``.
     """
-    _check_choice("placement", placement, PLACEMENTS)
-    _check_choice("index", index, INDEXES)
-    t0 = time.perf_counter()
-    chunks = {name: chunk_corpus(spec, name, text, embedder, llm, cache_dir) for name, text in corpora.items()}
-    dense = DenseIndex.from_chunks(chunks, embedder)
-    if index == "hnsw":
-        if len(dense) == 0:
-            raise ValueError("The index is empty: no chunks were added (were all documents empty?).")
-        rows = hnsw_search(dense.vectors, question_vectors, top_k)
-    else:
-        rows, _ = dense.search(question_vectors, top_k)
-    per_q = score_retrieval(chunks, corpora, questions, rows, placement, mode)
-    enc = get_encoding("cl100k_base")
-    all_chunks = [c for cs in chunks.values() for c in cs]
-    tokens = [len(t) for t in enc.encode_ordinary_batch([c.text for c in all_chunks])] if all_chunks else [0]
-    return RunResult(
-        spec,
-        per_q,
-        len(all_chunks),
-        float(np.mean(tokens)),
-        time.perf_counter() - t0,
-        chunks,
-        placement,
-        index,
-        mode,
-        np.asarray(rows, dtype=np.int64),
-    )
+    if spec.chunker == "LLM" and llm is None:
+        raise ValueError(f"{spec.label} needs an LLM client (set CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL).")
+    grid = run_chroma_grid([spec], corpora, questions, embedder, ("dense",), (top_k,), mode, llm, cache_dir,
+                           show_progress=False, placement=placement, index=index)
+    return results_from_grid(grid, "dense", top_k)[0]
 
 
 def rescore(
@@ -422,6 +437,60 @@ def compare_with_report(ours: pd.DataFrame, report: pd.DataFrame, model: str) ->
     return out
 
 
+def metric_view(ours: pd.DataFrame, report: pd.DataFrame, model: str, metric: str = "recall") -> pd.DataFrame:
+    """One metric of our rows beside the published one, formatted for reading.
+
+    Parameters
+    ----------
+    ours : DataFrame
+        :func:`results_table` output.
+    report : DataFrame
+        :func:`load_report` output.
+    model : str
+        The report table to compare with (``embedding_model`` value).
+    metric : {"recall", "precision", "precision_omega", "iou"}
+
+    Returns
+    -------
+    DataFrame
+        Index ``chunker`` (e.g. ``"TokenText 250/125"``), string columns ``ours`` (mean, percent,
+        2 decimals, unrounded before formatting), ``published`` (as printed in the report) and
+        ``delta`` (ours minus published, percentage points); ``–`` where the report has no row.
+
+    Raises
+    ------
+    ValueError
+        For an unknown metric.
+    """
+    if metric not in METRIC_COLUMNS:
+        raise ValueError(f"unknown metric {metric!r}; use one of {METRIC_COLUMNS}.")
+    key = ["chunker", "size_tokens", "overlap_tokens"]
+    rep = report[report["embedding_model"] == model].copy()
+    mine = ours.copy()
+    for df in (rep, mine):
+        df["size_tokens"] = pd.to_numeric(df["size_tokens"], errors="coerce")
+        df["overlap_tokens"] = pd.to_numeric(df["overlap_tokens"], errors="coerce").fillna(0).astype(int)
+    col = f"{metric}_mean"
+    merged = mine[key + [col]].merge(rep[key + [col]], on=key, how="left", suffixes=("", "_published"))
+
+    def label(r: Any) -> str:
+        text = str(r.chunker) + (f" {int(r.size_tokens)}" if pd.notna(r.size_tokens) else "")
+        return text + (f"/{int(r.overlap_tokens)}" if r.overlap_tokens else "")
+
+    def fmt(v: float, spec: str) -> str:
+        return "–" if pd.isna(v) else format(v, spec)
+
+    delta = merged[col] - merged[f"{col}_published"]
+    return pd.DataFrame(
+        {
+            "ours": [fmt(v, ".2f") for v in merged[col]],
+            "published": [fmt(v, ".1f") for v in merged[f"{col}_published"]],
+            "delta": [fmt(v, "+.2f") for v in delta],
+        },
+        index=pd.Index([label(r) for r in merged.itertuples()], name="chunker"),
+    )
+
+
 def plot_recall_vs_precision_omega(table: pd.DataFrame, report: pd.DataFrame | None = None, model: str = ""):
     """Recall against precision_Ω, one point per chunker, marker size by mean chunk tokens.
 
@@ -463,33 +532,26 @@ def run_comparison(
     placement: str = "exact",
     index: str = "exact",
 ) -> list[RunResult]:
-    """Evaluate every spec (questions embedded once), with a progress bar over specs.
+    """Evaluate every spec with dense retrieval at ``top_k`` on the engine, one RunResult per spec.
 
-    LLM specs are skipped (with a printed note) when ``llm`` is None. ``show_progress=False``
-    (or a ``progress`` wrapper of your own) replaces the tqdm bar, e.g. in executed notebooks.
-    ``placement`` and ``index`` are passed to :func:`evaluate_spec`.
+    :func:`run_chroma_grid` with one retriever (dense) and one k, read back by
+    :func:`results_from_grid`. LLM specs are skipped (with a printed note) when ``llm`` is None;
+    an empty list comes back when nothing is left to run. ``show_progress=False`` (or a
+    ``progress`` wrapper of your own) replaces the tqdm bar, e.g. in executed notebooks.
+
+    Raises
+    ------
+    ValueError
+        On an unknown placement or index (before any chunking).
     """
-    from tqdm.auto import tqdm
-
     _check_choice("placement", placement, PLACEMENTS)
     _check_choice("index", index, INDEXES)
-
-    qv = np.asarray(embedder.embed(list(questions["question"])))
-    out = []
-    if progress is not None:
-        bar = progress(specs)
-    elif show_progress:
-        bar = tqdm(list(specs), desc="chunkers", unit="chunker")
-    else:
-        bar = list(specs)
-    for spec in bar:
-        if spec.chunker == "LLM" and llm is None:
-            print(f"skipped {spec.label}: no LLM configured (set CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL)")
-            continue
-        out.append(
-            evaluate_spec(spec, corpora, questions, embedder, qv, top_k, mode, llm, cache_dir, placement, index)
-        )
-    return out
+    kept = _skip_llm(specs, llm)
+    if not kept:
+        return []
+    grid = run_chroma_grid(kept, corpora, questions, embedder, ("dense",), (top_k,), mode, llm, cache_dir,
+                           progress, show_progress, placement, index)
+    return results_from_grid(grid, "dense", top_k)
 
 
 def precision_omega_by_mode(
@@ -673,3 +735,182 @@ def compare_with_report_code(ours: pd.DataFrame, code: pd.DataFrame, search: str
         out[f"{m}_code"] = merged[f"{m}_mean_code"]
         out[f"{m}_delta"] = merged[f"{m}_mean"] - merged[f"{m}_mean_code"]
     return out.reset_index(drop=True)
+
+
+def _cells_at(grid: GridResult, retriever: str, k: int) -> list[str]:
+    cfg = grid.config
+    if retriever not in cfg.retrievers or k not in cfg.top_k:
+        raise ValueError(
+            f"the grid has no cells for retriever {retriever!r} at k={k}; it ran {cfg.retrievers} at k in {cfg.top_k}."
+        )
+    return [cell_name(spec, retriever, k) for spec in cfg.chunkers]
+
+
+def difference_table(
+    grid: GridResult,
+    baseline: str,
+    metric: str = "recall",
+    retriever: str = "dense",
+    top_k: int = 5,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Each chunker's mean and its paired-bootstrap difference to a baseline chunker, at one (retriever, k).
+
+    The bootstrap resamples questions (:func:`chunkwise.evaluation.stats.paired_bootstrap`): every
+    chunker sees the same resampled questions, so the intervals are on paired differences.
+
+    Parameters
+    ----------
+    grid : GridResult
+    baseline : str
+        A chunker label of the grid (e.g. ``"Recursive 200"``).
+    metric : str
+        A per-question metric (``recall``, ``precision``, ``iou``, ``precision_omega``, ``hit_rate``, ``mrr``).
+    retriever : str
+    top_k : int
+    n_resamples, seed : int
+
+    Returns
+    -------
+    DataFrame
+        One row per chunker (grid order): ``chunker``, ``mean``, ``diff`` (minus the baseline),
+        ``diff_low``, ``diff_high`` (95% percentile interval), ``p_best`` (share of resamples in
+        which the chunker has the best mean), ``ruled_out`` (worse than the best beyond the
+        noise); means and differences in percentage points, ``p_best`` in percent. The
+        :class:`~chunkwise.evaluation.stats.BootstrapResult` is in ``.attrs["bootstrap"]``.
+
+    Raises
+    ------
+    ValueError
+        If ``baseline`` is not a chunker of the grid, or the grid has no such retriever / k.
+    """
+    cells = _cells_at(grid, retriever, top_k)
+    labels = [s.label for s in grid.config.chunkers]
+    if baseline not in labels:
+        raise ValueError(f"baseline {baseline!r} is not a chunker of the grid; use one of {labels}.")
+    scores = grid.scores(metric)[cells]
+    scores.columns = labels
+    boot = paired_bootstrap(scores, baseline, n_resamples=n_resamples, seed=seed, metric=metric)
+    t = boot.table
+    out = pd.DataFrame(
+        {
+            "chunker": labels,
+            "mean": 100 * t["mean"].to_numpy(dtype=float),
+            "diff": 100 * t["diff"].to_numpy(dtype=float),
+            "diff_low": 100 * t["diff_low"].to_numpy(dtype=float),
+            "diff_high": 100 * t["diff_high"].to_numpy(dtype=float),
+            "p_best": 100 * t["p_best"].to_numpy(dtype=float),
+            "ruled_out": t["ruled_out"].to_numpy(dtype=bool),
+        }
+    )
+    out.attrs["bootstrap"] = boot
+    return out
+
+
+def pair_difference(
+    grid: GridResult,
+    a: str,
+    b: str,
+    metric: str = "recall",
+    retriever: str = "dense",
+    top_k: int = 5,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Mean of chunker ``a`` minus chunker ``b`` (percentage points) with its 95% paired-bootstrap interval.
+
+    Returns
+    -------
+    (difference, low, high) : tuple of float
+
+    Raises
+    ------
+    ValueError
+        If ``a`` or ``b`` is not a chunker of the grid, or the grid has no such retriever / k.
+    """
+    cells = dict(zip((s.label for s in grid.config.chunkers), _cells_at(grid, retriever, top_k)))
+    for label in (a, b):
+        if label not in cells:
+            raise ValueError(f"{label!r} is not a chunker of the grid; use one of {list(cells)}.")
+    scores = grid.scores(metric)
+    d, lo, hi = paired_difference_ci(scores[cells[a]], scores[cells[b]], n_resamples=n_resamples, seed=seed)
+    return 100 * d, 100 * lo, 100 * hi
+
+
+def best_by_k(
+    grid: GridResult,
+    metric: str = "recall",
+    retrievers: Sequence[str] | None = None,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Which chunker ranks first at each (retriever, k), and whether the noise allows naming it.
+
+    Parameters
+    ----------
+    grid : GridResult
+    metric : str
+    retrievers : sequence of str, optional
+        Default every retriever of the grid.
+    n_resamples, seed : int
+
+    Returns
+    -------
+    DataFrame
+        One row per (retriever, k): ``best`` and ``runner_up`` (by observed mean), ``best_mean``
+        (percent), ``lead`` = best minus runner-up with ``lead_low`` / ``lead_high`` (95% paired
+        interval, percentage points), ``p_best`` (percent of resamples the best is best),
+        ``winner`` (the best when ``p_best`` >= 90%, else empty) and ``in_play`` (chunkers not
+        ruled out, comma-separated).
+
+    Raises
+    ------
+    ValueError
+        For a retriever the grid did not run.
+    """
+    cfg = grid.config
+    rows = []
+    labels = [s.label for s in cfg.chunkers]
+    for retriever in retrievers or cfg.retrievers:
+        for k in cfg.top_k:
+            scores = grid.scores(metric)[_cells_at(grid, retriever, k)]
+            scores.columns = labels
+            boot = paired_bootstrap(scores, None, n_resamples=n_resamples, seed=seed, metric=metric)
+            t = boot.table
+            lead = (np.nan, np.nan, np.nan)
+            if boot.runner_up is not None:
+                lead = paired_difference_ci(scores[boot.best], scores[boot.runner_up], n_resamples=n_resamples, seed=seed)
+            rows.append(
+                {
+                    "retriever": retriever,
+                    "k": k,
+                    "best": boot.best,
+                    "best_mean": 100 * float(t.loc[boot.best, "mean"]),
+                    "runner_up": boot.runner_up,
+                    "lead": 100 * lead[0],
+                    "lead_low": 100 * lead[1],
+                    "lead_high": 100 * lead[2],
+                    "p_best": 100 * float(t.loc[boot.best, "p_best"]),
+                    "winner": boot.winner or "",
+                    "in_play": ", ".join(boot.in_play),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def by_k_table(grid: GridResult, metric: str = "recall", retriever: str = "dense") -> pd.DataFrame:
+    """Mean ``metric`` (percent) of each chunker (rows) at each k (columns) for one retriever.
+
+    Raises
+    ------
+    ValueError
+        For a retriever the grid did not run.
+    """
+    if retriever not in grid.config.retrievers:
+        raise ValueError(f"the grid did not run retriever {retriever!r}; it ran {grid.config.retrievers}.")
+    t = grid.table[grid.table["retriever"] == retriever]
+    out = t.pivot(index="chunker", columns="k", values=metric) * 100
+    out = out.loc[[s.label for s in grid.config.chunkers]]
+    out.columns = [f"k={k}" for k in out.columns]
+    return out

@@ -8,6 +8,7 @@ per-item scores; nothing is turned into a silent 0.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -379,6 +380,74 @@ def compare_with_paper(table: pd.DataFrame, task: str, paper: pd.DataFrame | Non
     out = pd.DataFrame(cols, index=pd.Index(labels, name="method"))
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return out.round(2)
+
+
+def findings_key(task_prefix: str, method_label: str, metric: str) -> str:
+    """Results key of one Table 1 cell, e.g. ``("doc1", "PG-RAG", "f1qe") -> "doc1_pg_rag_f1qe"``
+    (the method label lower-cased, every run of other characters than letters and digits as ``_``)."""
+    import re
+
+    slug = re.sub(r"[^0-9a-z]+", "_", method_label.lower()).strip("_")
+    return f"{task_prefix}_{slug}_{metric}"
+
+
+def findings_results(
+    tables: Mapping[str, pd.DataFrame],
+    index_stats: Mapping[str, Any] | None = None,
+    n_pool: int | None = None,
+    generator: str | None = None,
+) -> dict[str, Any]:
+    """The chapter's numbers for the findings page (:func:`chunkwise.findings.write_results`).
+
+    Parameters
+    ----------
+    tables : mapping
+        :func:`task_tables` (task -> table, metrics in percent).
+    index_stats : mapping, optional
+        :func:`build_pg_retrievers`' statistics (for ``compression_ratio``).
+    n_pool : int, optional
+        Articles in the retrieval pool.
+    generator : str, optional
+        The generator's model identity; recorded without its ``@sha256:...`` suffix.
+
+    Returns
+    -------
+    dict
+        For every task of :data:`PAPER_TASK` and every method label of :data:`PAPER_METHOD`
+        and every metric of :data:`PAPER_METRIC`, :func:`findings_key` -> ours in percent
+        (None where the run has no such row or value); ``n_items_<doc>`` (questions per task,
+        None if not run); ``compression_ratio`` (source characters over pseudo-graph
+        characters); ``n_pool``, ``generator``; and the abstract's percentages recomputed on
+        our table (:func:`chunkwise.findings.pgrag_abstract_metrics`; None where a row is missing).
+    """
+    from chunkwise.findings import FindingsError, pgrag_abstract_metrics
+
+    out: dict[str, Any] = {}
+    paper_shaped: dict[str, dict[str, float]] = {}
+    for task, prefix in PAPER_TASK.items():
+        table = tables.get(task)
+        out[f"n_items_{prefix}"] = int(table["n_items"].max()) if table is not None and len(table) else None
+        for method, label in PAPER_METHOD.items():
+            for metric, (col, _) in PAPER_METRIC.items():
+                value = None
+                if table is not None and method in table.index and col in table.columns:
+                    v = float(table.loc[method, col])
+                    value = None if math.isnan(v) else v
+                out[findings_key(prefix, label, metric)] = value
+                paper_shaped.setdefault(label, {})[f"{prefix}_{metric}"] = math.nan if value is None else value
+    cr = (index_stats or {}).get("compression_ratio")
+    out["compression_ratio"] = None if cr is None or math.isnan(float(cr)) else float(cr)
+    out["n_pool"] = n_pool
+    out["generator"] = generator.split("@", 1)[0] if isinstance(generator, str) else generator
+    try:
+        abstract = pgrag_abstract_metrics(paper_shaped)
+    except FindingsError:
+        abstract = {}
+    for key in ("abstract_overall_1doc", "abstract_bleu_1doc", "abstract_f1qe_1doc", "abstract_multi_min_avg",
+                "abstract_multi_bleu", "abstract_multi_f1qe"):
+        v = abstract.get(key)
+        out[key] = None if v is None or math.isnan(v) else round(v, 2)
+    return out
 
 
 def pg_index_folder(root: str | os.PathLike[str], llm: Any, embedder: Any, settings: Mapping[str, Any]) -> Path:

@@ -874,6 +874,109 @@ def plot_distances(
     return fig
 
 
+def findings_results(
+    table: pd.DataFrame,
+    comparison: pd.DataFrame,
+    texts: Mapping[str, HandbookText],
+    fixed_chunk_size: int = 60,
+    claim_percentiles: Sequence[float] = (80, 90, 95),
+) -> dict[str, Any]:
+    """The chapter's numbers for the findings page (:func:`chunkwise.findings.write_results`).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The sweep table of :func:`run_sweep`.
+    comparison : pandas.DataFrame
+        :func:`article_comparison` of that table.
+    texts : mapping
+        :func:`load_handbook`'s texts (``"handbook"`` and ``"control"``).
+    fixed_chunk_size : int
+        Fixed window size in cl100k_base tokens for the hotel-sentence check.
+    claim_percentiles : sequence of float
+        The percentiles of the guide's "5, 3 and 2 chunks" claim.
+
+    Returns
+    -------
+    dict
+        Keys (``<row>`` is an article row id with ``-`` as ``_``, e.g. ``table_1``):
+
+        - ``<row>_chunks``, ``<row>_shifts_found`` (``"k of n"``), ``<row>_extra_splits``: ours
+          for the article's rows we can rerun, None for the others;
+        - ``<row>_n_with_outcome``, ``<row>_n_settings``: settings of the sweep on that text with
+          the article's outcome, out of how many;
+        - ``defaults_extra_break_topics``: the topics (gold.json's labels) of the handbook
+          sentences after which the defaults (buffer 1, percentile 95, no minimum) cut away from a
+          real shift, ``", "``-joined, ``"none"`` if none;
+        - ``pct_counts``: chunks at ``claim_percentiles`` (no minimum size) as ``"5, 3, 2"`` when
+          every buffer size on both texts gives the same counts, else each case
+          (``"handbook b0: 5, 3, 2; ..."``); None if the sweep lacks one of the percentiles;
+          ``pct_cases``: how many (text, buffer size) cases that covers;
+        - ``bedrock_chunks``: chunks for 101 sentences (100 gaps) at the 90th percentile by the
+          rank formula (before any size check);
+        - ``am_split``: ``"yes"`` if LangChain's sentence regex splits the handbook text after
+          "a.m."; ``lc_pieces`` / ``robust_sentences``: the two splitters' sentence counts;
+        - ``hotel_cut``: where the fixed windows cut the sentence that starts "Hotel stays",
+          as ``"<text before> | <first five words after>"``, or ``"not cut"``;
+          ``fixed_cuts_inside``, ``fixed_cuts``: cuts inside a sentence, of all cuts.
+    """
+    out: dict[str, Any] = {}
+    for _, r in comparison.iterrows():
+        rid = str(r["id"]).replace("-", "_")
+        has = pd.notna(r.get("delta_chunks"))
+        out[f"{rid}_chunks"] = int(r["ours_chunks"]) if has else None
+        out[f"{rid}_shifts_found"] = str(r["ours_shifts_found"]) if has else None
+        out[f"{rid}_extra_splits"] = int(r["ours_extra_splits"]) if has else None
+        out[f"{rid}_n_with_outcome"] = int(r["n_with_outcome"])
+        out[f"{rid}_n_settings"] = int(r["n_settings"])
+
+    hand = texts["handbook"]
+    d = table[(table.text == "handbook") & (table.buffer_size == 1) & (table.threshold == "percentile")
+              & (table.amount == 95) & table.min_chunk_size.isna()]
+    if len(d):
+        extra = [b for b in d.iloc[0]["boundaries"] if b not in hand.gold]
+        topics = [hand.topics[sum(g < b for g in hand.gold)] for b in extra]
+        out["defaults_extra_break_topics"] = ", ".join(topics) if topics else "none"
+    else:
+        out["defaults_extra_break_topics"] = None
+
+    pct = table[(table.threshold == "percentile") & table.min_chunk_size.isna()]
+    cases: dict[str, str] = {}
+    for (name, b), rows in pct.groupby(["text", "buffer_size"], sort=True):
+        by_p = {float(a): int(c) for a, c in zip(rows.amount, rows.chunks)}
+        if any(float(p) not in by_p for p in claim_percentiles):
+            cases = {}
+            break
+        cases[f"{name} b{b}"] = ", ".join(str(by_p[float(p)]) for p in claim_percentiles)
+    distinct = set(cases.values())
+    out["pct_counts"] = (
+        None if not cases else next(iter(distinct)) if len(distinct) == 1
+        else "; ".join(f"{k}: {v}" for k, v in cases.items())
+    )
+    out["pct_cases"] = len(cases)
+    m = 100
+    out["bedrock_chunks"] = m - int(np.floor(90 / 100 * (m - 1)))  # breaks + 1 = chunks
+
+    lc = [s for s in split_sentences(hand.text, mode="langchain") if s.text.strip()]
+    out["am_split"] = "yes" if any(s.text.rstrip().endswith("a.m.") for s in lc) else "no"
+    out["lc_pieces"] = len(lc)
+    out["robust_sentences"] = hand.n_sentences
+
+    cuts = fixed_window_cuts(hand.text, fixed_chunk_size)
+    out["fixed_cuts"] = len(cuts)
+    out["fixed_cuts_inside"] = int(cuts.inside_sentence.sum()) if len(cuts) else 0
+    out["hotel_cut"] = "not cut"
+    for s in hand.sentences:
+        if s.text.startswith("Hotel stays"):
+            inside = [int(c) for c in cuts.char if s.start < c < s.end]
+            if inside:
+                c = inside[0]
+                after = " ".join(hand.text[c:s.end].split()[:5])
+                out["hotel_cut"] = f"{hand.text[s.start:c].strip()} | {after}"
+            break
+    return out
+
+
 __all__ = [
     "BREAKPOINT_DEFAULTS",
     "HandbookText",
@@ -883,6 +986,7 @@ __all__ = [
     "article_metric_table",
     "boundary_chunkings",
     "describe_setting",
+    "findings_results",
     "fixed_window_cuts",
     "load_article_results",
     "load_article_settings",

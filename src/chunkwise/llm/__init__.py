@@ -1,7 +1,8 @@
 """LLM access for chunkwise: one client for any OpenAI-compatible endpoint.
 
 - :class:`LLMClient` -- chat completions with retries, a content-addressed response cache,
-  usage accounting, and validated JSON output (:meth:`LLMClient.chat_json`);
+  usage accounting, validated JSON output (:meth:`LLMClient.chat_json`), and batches with
+  bounded concurrency (:meth:`LLMClient.chat_many`, :meth:`LLMClient.chat_json_many`);
 - :class:`LLMCache` -- the SQLite cache (default ``$CHUNKWISE_CACHE_DIR/llm.sqlite`` or
   ``~/.cache/chunkwise/llm.sqlite``; any path, e.g. one committed with a project);
 - :func:`is_configured` / :meth:`LLMClient.from_env` -- configuration from
@@ -33,6 +34,7 @@ from chunkwise.llm.client import (
     LLMJSONError,
     LLMRequestError,
     LLMResponse,
+    LLMResult,
     extract_json,
     is_configured,
     iter_json_candidates,
@@ -54,6 +56,7 @@ __all__ = [
     "LLMJSONError",
     "LLMRequestError",
     "LLMResponse",
+    "LLMResult",
     "cache_key",
     "default_cache_path",
     "extract_json",

@@ -19,7 +19,11 @@ adds what reproducible experiments need:
 - **structured output** -- :meth:`LLMClient.chat_json` asks for JSON, extracts it robustly
   from the reply (code fences, leading prose), validates it against a JSON schema or a
   callable, and re-asks with the error at most ``max_repairs`` times before raising
-  :class:`LLMJSONError`.
+  :class:`LLMJSONError`;
+- **batches with bounded concurrency** -- :meth:`LLMClient.chat_many` and
+  :meth:`LLMClient.chat_json_many` look every request up in the cache first, send only the
+  misses from at most ``max_concurrency`` worker threads, and return one
+  :class:`LLMResult` per request in input order (a reply, or the error of that item).
 
 References
 ----------
@@ -36,6 +40,7 @@ import json
 import math
 import numbers
 import os
+import queue
 import re
 import threading
 import time
@@ -66,6 +71,9 @@ __all__ = [
     "LLMJSONError",
     "LLMRequestError",
     "LLMResponse",
+    "LLMResult",
+    "ENV_MAX_CONCURRENCY",
+    "DEFAULT_MAX_CONCURRENCY",
     "extract_json",
     "is_configured",
     "iter_json_candidates",
@@ -79,6 +87,11 @@ ENV_MODEL = "CHUNKWISE_LLM_MODEL"
 ENV_API_KEY = "CHUNKWISE_LLM_API_KEY"
 #: Environment variable selecting the cache mode for :meth:`LLMClient.from_env`.
 ENV_CACHE_MODE = "CHUNKWISE_LLM_CACHE_MODE"
+
+#: Environment variable giving the default :attr:`LLMClient.max_concurrency`.
+ENV_MAX_CONCURRENCY = "CHUNKWISE_LLM_MAX_CONCURRENCY"
+#: Requests in flight at once in a batch call when neither the call, the client nor the environment says.
+DEFAULT_MAX_CONCURRENCY = 4
 
 #: Endpoint used when no base URL is configured.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -192,6 +205,58 @@ class LLMResponse:
     cached: bool = False
     finish_reason: str | None = None
     key: str | None = None
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """The outcome of one item of a batch call (:meth:`LLMClient.chat_many`, :meth:`LLMClient.chat_json_many`).
+
+    Exactly one of ``output`` and ``error`` is set: a failed item holds its exception, never
+    an empty reply in its place.
+
+    Attributes
+    ----------
+    index : int
+        Position of the request in the batch.
+    output : LLMResponse, tuple of (Any, LLMResponse), or None
+        What the single call (:meth:`~LLMClient.chat` or :meth:`~LLMClient.chat_json`) returned.
+    error : Exception or None
+        What the single call raised (usually :class:`LLMRequestError` or :class:`LLMJSONError`).
+    calls : int or None
+        Chat calls the item made, cached or not (1 for :meth:`~LLMClient.chat_many`; for a JSON
+        item 1 + its repairs), as counted in :meth:`LLMClient.stats` ``calls``; ``None`` when
+        unknown (an llm object without ``stats``).
+    """
+
+    index: int
+    output: Any = None
+    error: Exception | None = None
+    calls: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the item succeeded."""
+        return self.error is None
+
+    def get(self) -> Any:
+        """The single call's return value; raises its exception when the item failed."""
+        if self.error is not None:
+            raise self.error
+        return self.output
+
+    @property
+    def response(self) -> LLMResponse | None:
+        """The reply (for a JSON item: the one the value came from; for an :class:`LLMJSONError`: the last)."""
+        if isinstance(self.output, LLMResponse):
+            return self.output
+        if isinstance(self.output, tuple):
+            return self.output[1]
+        return getattr(self.error, "response", None)
+
+    @property
+    def value(self) -> Any:
+        """The validated JSON value of a :meth:`~LLMClient.chat_json_many` item (``None`` otherwise)."""
+        return self.output[0] if isinstance(self.output, tuple) else None
 
 
 # -- configuration ------------------------------------------------------------------------
@@ -400,6 +465,13 @@ class LLMClient:
         What identifies the model in cache keys. Give it when the same weights may be
         served from different URLs, e.g. ``"qwen2.5-coder-1.5b@sha256:<weights sha256>"``
         for a local model. Default ``"<model>@<base_url>"``.
+    max_concurrency : int >= 1, optional
+        Requests in flight at once in the batch calls :meth:`chat_many` and
+        :meth:`chat_json_many` (each call may override it). Default
+        ``$CHUNKWISE_LLM_MAX_CONCURRENCY``, else :data:`DEFAULT_MAX_CONCURRENCY` (4). Use 1 for
+        an endpoint that serves one request at a time (llama-cpp-python's server; the clients
+        of :class:`~chunkwise.llm.local.LocalLLMServer` do), since requests queued at the
+        server use up their deadline while they wait.
 
     Attributes
     ----------
@@ -412,7 +484,8 @@ class LLMClient:
     ValueError
         At construction: a base URL without ``http://`` or ``https://``, a ``timeout`` or
         ``backoff`` that is not a finite number of seconds (``timeout > 0``, ``backoff >= 0``),
-        a negative ``max_retries``, an unknown ``cache_mode``, or no API key for the OpenAI API.
+        a negative ``max_retries``, a ``max_concurrency`` (or its environment variable) that is
+        not an int >= 1, an unknown ``cache_mode``, or no API key for the OpenAI API.
 
     Notes
     -----
@@ -442,6 +515,7 @@ class LLMClient:
         cache: LLMCache | str | os.PathLike[str] | None | bool = None,
         cache_mode: str = "use",
         model_identity: str | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         env = os.environ
         resolved_url = base_url or _env_value(env, ENV_BASE_URL, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
@@ -464,6 +538,21 @@ class LLMClient:
             raise ValueError(f"cache_mode must be one of {CACHE_MODES}, got {cache_mode!r}.")
         if model_identity is not None and (not isinstance(model_identity, str) or not model_identity):
             raise ValueError(f"model_identity must be a non-empty str, got {model_identity!r}.")
+        if max_concurrency is None:
+            raw = _env_value(env, ENV_MAX_CONCURRENCY)
+            if raw is None:
+                max_concurrency = DEFAULT_MAX_CONCURRENCY
+            else:
+                try:
+                    max_concurrency = int(raw)
+                except ValueError:
+                    raise ValueError(
+                        f"${ENV_MAX_CONCURRENCY} must be an int >= 1 (requests in flight at once), got {raw!r}."
+                    ) from None
+                _check_concurrency(f"${ENV_MAX_CONCURRENCY}", max_concurrency)
+        _check_concurrency("max_concurrency", max_concurrency)
+        #: Requests in flight at once in :meth:`chat_many` / :meth:`chat_json_many` (default of their argument).
+        self.max_concurrency = max_concurrency
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.backoff = float(backoff)
@@ -707,29 +796,37 @@ class LLMClient:
             For malformed messages, a ``max_tokens`` that is not an int >= 1, or parameters that
             JSON cannot represent.
         """
+        prep = self._prepare(
+            messages, temperature=temperature, max_tokens=max_tokens, seed=seed,
+            response_format=response_format, extra=extra,
+        )
+        self._count(calls=1)
+        hit = self._lookup(prep)
+        if hit is not None:
+            return hit
+        return self._send(prep)
+
+    def _prepare(
+        self,
+        messages: Sequence[Mapping[str, Any]] | str,
+        *,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> _Prepared:
+        """Check one request and compute its cache key (no I/O except model discovery)."""
         msgs = _normalise_messages(messages)
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
             raise ValueError(f"max_tokens must be an int >= 1 or None (no limit), got {max_tokens!r}.")
+        extra = dict(extra or {})
         model = self.model
         identity = self.model_identity
         doc = request_document(
             identity, msgs, temperature=temperature, max_tokens=max_tokens, seed=seed,
             response_format=response_format, extra=extra,
         )
-        key = document_key(doc)
-        self._count(calls=1)
-
-        if self.cache is not None and self.cache_mode == "use":
-            entry, found = self.cache.get(key), key
-            if entry is None and max_tokens is not None:
-                entry, found = self._uncapped_entry(doc, max_tokens)
-            if entry is not None:
-                self._count(cache_hits=1)
-                return LLMResponse(
-                    text=entry.text, model=entry.model, usage=_usage_ints(entry.usage),
-                    latency_s=entry.latency_s, cached=True, finish_reason=entry.finish_reason, key=found,
-                )
-
         params: dict[str, Any] = {"model": model, "messages": msgs}
         if temperature is not None:
             params["temperature"] = float(temperature)
@@ -740,6 +837,32 @@ class LLMClient:
         if response_format is not None:
             params["response_format"] = dict(response_format)
         params.update(extra)
+        return _Prepared(key=document_key(doc), doc=doc, params=params, model=model, identity=identity,
+                         max_tokens=max_tokens)
+
+    def _lookup(self, prep: _Prepared) -> LLMResponse | None:
+        """The cached reply of a prepared request (counted as a hit), or ``None``."""
+        if self.cache is None or self.cache_mode != "use":
+            return None
+        entry, found = self.cache.get(prep.key), prep.key
+        if entry is None and prep.max_tokens is not None:
+            entry, found = self._uncapped_entry(prep.doc, prep.max_tokens)
+        if entry is None:
+            return None
+        self._count(cache_hits=1)
+        return LLMResponse(
+            text=entry.text, model=entry.model, usage=_usage_ints(entry.usage),
+            latency_s=entry.latency_s, cached=True, finish_reason=entry.finish_reason, key=found,
+        )
+
+    def _send(self, prep: _Prepared) -> LLMResponse:
+        """Send a prepared request (with retries and the deadline), store and return the reply.
+
+        Safe to call from several threads at once: the deadline is a context variable of the
+        calling thread, the ``openai`` client and its connection pool are thread-safe, and the
+        cache serialises its writes (:class:`~chunkwise.llm.cache.LLMCache`).
+        """
+        model, params = prep.model, prep.params
         completion, latency = self._call_with_retries(
             lambda: self._client.chat.completions.create(**params), "chat completion", model=model
         )
@@ -761,7 +884,7 @@ class LLMClient:
             latency_s=latency,
             cached=False,
             finish_reason=getattr(choice, "finish_reason", None),
-            key=key,
+            key=prep.key,
         )
         self._count(
             prompt_tokens=usage["prompt_tokens"],
@@ -771,8 +894,8 @@ class LLMClient:
         )
         if self.cache is not None and self.cache_mode in ("use", "refresh"):
             self.cache.put(
-                key, text=response.text, model=response.model, usage=usage, latency_s=latency,
-                finish_reason=response.finish_reason, model_identity=identity, request=doc,
+                prep.key, text=response.text, model=response.model, usage=usage, latency_s=latency,
+                finish_reason=response.finish_reason, model_identity=prep.identity, request=prep.doc,
             )
         return response
 
@@ -851,38 +974,445 @@ class LLMClient:
         jsonschema.exceptions.SchemaError
             When ``schema`` itself is not a valid JSON Schema.
         """
+        job = self._json_job(messages, schema, validator, max_repairs, json_mode, kw)
+        out = self._json_advance(job, send=True)
+        assert out is not None
+        return out
+
+    def _json_job(
+        self,
+        messages: Sequence[Mapping[str, Any]] | str,
+        schema: Mapping[str, Any] | None,
+        validator: Callable[[Any], Any] | None,
+        max_repairs: int,
+        json_mode: bool,
+        kw: dict[str, Any],
+    ) -> _JSONJob:
+        """Check the arguments of one :meth:`chat_json` call; return its state before the first turn."""
         if isinstance(max_repairs, bool) or not isinstance(max_repairs, int) or max_repairs < 0:
             raise ValueError(f"max_repairs must be an int >= 0, got {max_repairs!r}.")
         if validator is not None and not callable(validator):
             raise TypeError("validator must be callable.")
         schema_validator = _schema_validator(schema) if schema is not None else None
+        kw = dict(kw)
         if json_mode and kw.get("response_format") is None:
             kw["response_format"] = {"type": "json_object"}
         base = _normalise_messages(messages)
-        convo = base
-        response: LLMResponse | None = None
-        error = ""
-        for _attempt in range(max_repairs + 1):
-            response = self.chat(convo, **kw)
-            value, error = _first_valid(response.text, schema_validator, validator)
+        return _JSONJob(base=base, convo=base, kw=kw, schema=schema, schema_validator=schema_validator,
+                        validator=validator, max_repairs=max_repairs)
+
+    def _json_advance(self, job: _JSONJob, *, send: bool) -> tuple[Any, LLMResponse] | None:
+        """Run the turns of a :meth:`chat_json` exchange.
+
+        With ``send=False`` only cached turns are taken: at the first miss the prepared request
+        is parked in ``job.pending`` and ``None`` is returned (the batch call then hands the job
+        to a worker). With ``send=True`` the exchange runs to its end.
+        """
+        while True:
+            if job.pending is not None:
+                if not send:
+                    return None
+                prep, job.pending = job.pending, None
+                # Looked up again: an identical request of the same batch may have filled it.
+                response = self._lookup(prep) or self._send(prep)
+            else:
+                kw = dict(job.kw)
+                extra = {k: kw.pop(k) for k in list(kw) if k not in _CHAT_PARAMS}
+                prep = self._prepare(job.convo, extra=extra, **kw)
+                self._count(calls=1)
+                job.turns += 1
+                response = self._lookup(prep)
+                if response is None:
+                    if not send:
+                        job.pending = prep
+                        return None
+                    response = self._send(prep)
+            job.response = response
+            value, error = _first_valid(response.text, job.schema_validator, job.validator)
             if error is None:
                 return value, response
-            convo = [
-                *base,
+            job.error = error
+            job.attempt += 1
+            if job.attempt > job.max_repairs:
+                attempts = job.max_repairs + 1
+                raise LLMJSONError(
+                    f"LLM reply from {self.base_url} (model {self._model!r}) was not valid JSON after "
+                    f"{attempts} attempt{'s' if attempts != 1 else ''} ({job.max_repairs} repairs). "
+                    f"Last error: {error}. Last reply: {_quote(response.text, _REPLY_QUOTE_CHARS)}",
+                    reply=response.text, error=str(error), attempts=attempts, response=response,
+                )
+            job.convo = [
+                *job.base,
                 {"role": "assistant", "content": response.text},
-                {"role": "user", "content": _repair_prompt(error, schema)},
+                {"role": "user", "content": _repair_prompt(error, job.schema)},
             ]
-        assert response is not None
-        attempts = max_repairs + 1
-        raise LLMJSONError(
-            f"LLM reply from {self.base_url} (model {self._model!r}) was not valid JSON after "
-            f"{attempts} attempt{'s' if attempts != 1 else ''} ({max_repairs} repairs). "
-            f"Last error: {error}. Last reply: {_quote(response.text, _REPLY_QUOTE_CHARS)}",
-            reply=response.text, error=str(error), attempts=attempts, response=response,
-        )
+
+    # -- batches --------------------------------------------------------------------
+
+    def chat_many(
+        self,
+        requests: Sequence[Any],
+        *,
+        max_concurrency: int | None = None,
+        errors: str = "return",
+        progress: bool | str = False,
+        order: str = "input",
+        **common: Any,
+    ) -> list[LLMResult]:
+        """Many independent :meth:`chat` calls, at most ``max_concurrency`` in flight at once.
+
+        Every request is first looked up in the response cache, in the calling thread; only the
+        misses are sent, from a pool of worker threads, each with the retries and the total
+        deadline of :meth:`chat` (the deadline is per request attempt and per thread, so a slow
+        request cannot shorten another's). Replies are stored in the cache as they arrive (the
+        cache serialises concurrent writes). Identical requests in one batch are sent once: the
+        later ones are served by the cache, as they would be in a loop of :meth:`chat` calls.
+
+        Parameters
+        ----------
+        requests : sequence
+            Each item is what :meth:`chat` takes as ``messages`` (a str, or a sequence of
+            message mappings), or a mapping ``{"messages": ..., **chat_kwargs}`` whose keyword
+            arguments (``max_tokens``, ``temperature``, ...) override ``common`` for that item.
+        max_concurrency : int >= 1, optional
+            Requests in flight at once. Default :attr:`max_concurrency` of the client. An
+            endpoint that serves one request at a time (llama-cpp-python's server) queues the
+            others, and the queueing counts against each request's deadline: use 1 there.
+        errors : {"return", "raise"}, default "return"
+            ``"return"``: an item that fails holds its exception (:attr:`LLMResult.error`); no
+            error is turned into an empty reply. ``"raise"``: after every item has finished
+            (so completed replies are cached), the error of the first failed item, in input
+            order, is raised.
+        progress : bool or str, default False
+            Show a ``tqdm`` progress bar (a str is used as its description).
+        order : {"input", "prefix"}, default "input"
+            The order in which the misses are sent (results are always in input order).
+            ``"prefix"``: sorted by their messages, so requests that share a prefix (the same
+            instructions and passages) follow each other and a server with a prompt-prefix
+            cache (llama.cpp keeps the last prompt's KV cache; vLLM's automatic prefix
+            caching) computes the shared part once. The cache key of a request does not depend
+            on it, so neither do the replies served from the cache.
+        **common
+            Keyword arguments of :meth:`chat` for every item (``temperature``,
+            ``max_tokens``, ``seed``, ``response_format``, extra endpoint parameters).
+
+        Returns
+        -------
+        list of LLMResult
+            One per request, in input order; :meth:`LLMResult.get` gives what :meth:`chat`
+            would have returned, or raises its error.
+
+        Raises
+        ------
+        TypeError, ValueError
+            Before any request is sent, for a malformed request (the message names its
+            index), a bad ``max_concurrency``, ``errors``, ``order`` or ``progress``.
+        LLMError
+            With ``errors="raise"``, the first item's error (see above).
+        chunkwise.llm.cache.CacheFileError
+            When the cache file cannot be read.
+
+        Examples
+        --------
+        >>> results = client.chat_many(["2+2=", "3+3="], max_tokens=4)   # doctest: +SKIP
+        >>> [r.get().text for r in results]                              # doctest: +SKIP
+        ['4', '6']
+        """
+        errors, workers = self._batch_options(errors, max_concurrency, order)
+        preps: list[_Prepared | None] = []
+        results: list[LLMResult | None] = []
+        for i, request in enumerate(requests):
+            messages, kw = _split_request(request, common, i)
+            extra = {k: kw.pop(k) for k in list(kw) if k not in _CHAT_PARAMS}
+            try:
+                prep = self._prepare(messages, extra=extra, **kw)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"requests[{i}]: {exc}") from exc
+            preps.append(prep)
+            results.append(None)
+        bar = _progress_bar(progress, len(preps))
+        try:
+            pending: dict[str, list[int]] = {}
+            for i, prep in enumerate(preps):
+                assert prep is not None
+                self._count(calls=1)
+                hit = self._lookup(prep)
+                if hit is not None:
+                    results[i] = LLMResult(index=i, output=hit, calls=1)
+                    _tick(bar)
+                else:
+                    pending.setdefault(prep.key, []).append(i)
+
+            def run(indices: list[int]) -> None:
+                for i in indices:
+                    prep = preps[i]
+                    assert prep is not None
+                    try:
+                        out = self._lookup(prep) or self._send(prep)
+                        results[i] = LLMResult(index=i, output=out, calls=1)
+                    except Exception as exc:  # noqa: BLE001 - held per item, re-raised by get()
+                        results[i] = LLMResult(index=i, error=exc, calls=1)
+                    _tick(bar)
+
+            groups = list(pending.values())
+            if order == "prefix":
+                groups.sort(key=lambda g: _order_key(preps[g[0]].params["messages"]))  # type: ignore[union-attr]
+            self._run_groups(groups, run, workers)
+        finally:
+            if bar is not None:
+                bar.close()
+        return _finish(results, errors)
+
+    def chat_json_many(
+        self,
+        requests: Sequence[Any],
+        schema: Mapping[str, Any] | None = None,
+        validator: Callable[[Any], Any] | None = None,
+        max_repairs: int = 2,
+        json_mode: bool = True,
+        *,
+        max_concurrency: int | None = None,
+        errors: str = "return",
+        progress: bool | str = False,
+        order: str = "input",
+        **common: Any,
+    ) -> list[LLMResult]:
+        """Many independent :meth:`chat_json` calls, at most ``max_concurrency`` in flight at once.
+
+        As :meth:`chat_many`, for validated JSON: each item runs the whole exchange of
+        :meth:`chat_json` (the reply, and its repairs when it does not validate). The turns
+        found in the cache are taken in the calling thread; an item goes to a worker thread at
+        its first turn that is not cached.
+
+        Parameters
+        ----------
+        requests : sequence
+            As in :meth:`chat_many`; a mapping item may also override ``schema``,
+            ``validator``, ``max_repairs`` and ``json_mode``.
+        schema, validator, max_repairs, json_mode
+            As in :meth:`chat_json`, for every item.
+        max_concurrency, errors, progress, order, **common
+            As in :meth:`chat_many` (``order="prefix"`` sorts by the first turn's messages).
+
+        Returns
+        -------
+        list of LLMResult
+            One per request, in input order; :meth:`LLMResult.get` gives ``(value, response)``
+            as :meth:`chat_json` returns it, or raises its error (:class:`LLMJSONError` when
+            the replies never validated, :class:`LLMRequestError` when a request failed).
+
+        Raises
+        ------
+        TypeError, ValueError, jsonschema.exceptions.SchemaError
+            Before any request is sent, for a malformed request (named by index), an invalid
+            schema, or bad batch options.
+        LLMError
+            With ``errors="raise"``: the first failed item's error, after all have finished.
+        """
+        errors, workers = self._batch_options(errors, max_concurrency, order)
+        jobs: list[_JSONJob] = []
+        for i, request in enumerate(requests):
+            messages, kw = _split_request(request, common, i)
+            opts = {
+                "schema": kw.pop("schema", schema),
+                "validator": kw.pop("validator", validator),
+                "max_repairs": kw.pop("max_repairs", max_repairs),
+                "json_mode": kw.pop("json_mode", json_mode),
+            }
+            try:
+                job = self._json_job(messages, opts["schema"], opts["validator"], opts["max_repairs"],
+                                     opts["json_mode"], kw)
+                kw2 = dict(job.kw)
+                extra = {k: kw2.pop(k) for k in list(kw2) if k not in _CHAT_PARAMS}
+                self._prepare(job.convo, extra=extra, **kw2)  # check the request before any is sent
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"requests[{i}]: {exc}") from exc
+            jobs.append(job)
+        results: list[LLMResult | None] = [None] * len(jobs)
+        bar = _progress_bar(progress, len(jobs))
+        try:
+            pending: dict[str, list[int]] = {}
+            for i, job in enumerate(jobs):
+                try:
+                    out = self._json_advance(job, send=False)
+                except Exception as exc:  # noqa: BLE001 - e.g. cached replies that never validate
+                    results[i] = LLMResult(index=i, error=exc, calls=job.turns)
+                    _tick(bar)
+                    continue
+                if out is not None:
+                    results[i] = LLMResult(index=i, output=out, calls=job.turns)
+                    _tick(bar)
+                else:
+                    assert job.pending is not None
+                    pending.setdefault(job.pending.key, []).append(i)
+
+            def run(indices: list[int]) -> None:
+                for i in indices:
+                    try:
+                        out = self._json_advance(jobs[i], send=True)
+                        results[i] = LLMResult(index=i, output=out, calls=jobs[i].turns)
+                    except Exception as exc:  # noqa: BLE001 - held per item, re-raised by get()
+                        results[i] = LLMResult(index=i, error=exc, calls=jobs[i].turns)
+                    _tick(bar)
+
+            groups = list(pending.values())
+            if order == "prefix":
+                groups.sort(key=lambda g: _order_key(jobs[g[0]].pending.params["messages"]))  # type: ignore[union-attr]
+            self._run_groups(groups, run, workers)
+        finally:
+            if bar is not None:
+                bar.close()
+        return _finish(results, errors)
+
+    def _batch_options(self, errors: str, max_concurrency: int | None, order: str = "input") -> tuple[str, int]:
+        if errors not in ("return", "raise"):
+            raise ValueError(f"errors must be 'return' or 'raise', got {errors!r}.")
+        if order not in ("input", "prefix"):
+            raise ValueError(f"order must be 'input' or 'prefix', got {order!r}.")
+        workers = self.max_concurrency if max_concurrency is None else max_concurrency
+        _check_concurrency("max_concurrency", workers)
+        return errors, workers
+
+    @staticmethod
+    def _run_groups(groups: list[list[int]], run: Callable[[list[int]], None], workers: int) -> None:
+        """Run ``run(group)`` for every group, at most ``workers`` at once, started in list order.
+
+        With one worker (or one group) everything runs in the calling thread. Otherwise daemon
+        worker threads take the groups from a FIFO queue. On an exception in the calling thread
+        (Ctrl-C) or a ``BaseException`` escaping ``run``, no further group is started and the
+        exception is raised at once; requests already in flight end by their own deadline in
+        their daemon threads, which never hold up the interpreter's exit.
+        """
+        if not groups:
+            return
+        if workers == 1 or len(groups) == 1:
+            for group in groups:
+                run(group)
+            return
+        todo: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
+        for group in groups:
+            todo.put(group)
+        stop = threading.Event()
+        failures: list[BaseException] = []
+
+        def worker() -> None:
+            while not stop.is_set():
+                try:
+                    group = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    run(group)
+                except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+                    failures.append(exc)
+                    stop.set()
+                    return
+
+        threads = [
+            threading.Thread(target=worker, name=f"chunkwise-llm-{i}", daemon=True)
+            for i in range(min(workers, len(groups)))
+        ]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.1)  # short waits, so Ctrl-C reaches the calling thread at once
+        except BaseException:
+            stop.set()
+            raise
+        if failures:
+            raise failures[0]
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+#: Keyword arguments of :meth:`LLMClient.chat` that are not passed through as ``extra``.
+_CHAT_PARAMS = frozenset({"temperature", "max_tokens", "seed", "response_format"})
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One checked request: its cache key and document, and the parameters to send."""
+
+    key: str
+    doc: dict[str, Any]
+    params: dict[str, Any]
+    model: str
+    identity: str
+    max_tokens: int | None
+
+
+@dataclass
+class _JSONJob:
+    """The state of one :meth:`LLMClient.chat_json` exchange (see ``_json_advance``)."""
+
+    base: list[dict[str, Any]]
+    convo: list[dict[str, Any]]
+    kw: dict[str, Any]
+    schema: Mapping[str, Any] | None
+    schema_validator: Any
+    validator: Callable[[Any], Any] | None
+    max_repairs: int
+    attempt: int = 0
+    turns: int = 0
+    pending: _Prepared | None = None
+    response: LLMResponse | None = None
+    error: str | None = None
+
+
+def _split_request(request: Any, common: Mapping[str, Any], index: int) -> tuple[Any, dict[str, Any]]:
+    """``(messages, kwargs)`` of one batch item: a mapping with ``"messages"`` overrides ``common``."""
+    if isinstance(request, Mapping) and "role" not in request:
+        if "messages" not in request:
+            raise TypeError(
+                f"requests[{index}] is a mapping without 'messages' (and is not a message: no 'role'); "
+                "give a str, a list of messages, or {'messages': ..., **chat_kwargs}."
+            )
+        kw = {**common, **{k: v for k, v in request.items() if k != "messages"}}
+        return request["messages"], kw
+    if isinstance(request, Mapping):
+        raise TypeError(
+            f"requests[{index}] is a single message; wrap it in a list ([message]) or give "
+            "{'messages': [message], ...}."
+        )
+    return request, dict(common)
+
+
+def _order_key(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Sort key that puts requests with a common prefix of messages next to each other."""
+    return [(str(m.get("role", "")), str(m.get("content", ""))) for m in messages]
+
+
+def _check_concurrency(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1 (requests in flight at once), got {value!r}.")
+
+
+def _progress_bar(progress: bool | str, total: int) -> Any:
+    if not isinstance(progress, (bool, str)):
+        raise TypeError(f"progress must be a bool or a str (the bar's description), got {type(progress).__name__}.")
+    if progress is False or progress == "":
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=progress if isinstance(progress, str) else "LLM calls", unit="call")
+
+
+def _tick(bar: Any) -> None:
+    if bar is not None:
+        bar.update(1)
+
+
+def _finish(results: list[LLMResult | None], errors: str) -> list[LLMResult]:
+    out = [r for r in results if r is not None]
+    assert len(out) == len(results), "a batch item got no result"
+    if errors == "raise":
+        for r in out:
+            if r.error is not None:
+                raise r.error
+    return out
+
 
 
 class _HTTPClient(openai.DefaultHttpxClient):  # type: ignore[misc,valid-type]

@@ -23,6 +23,16 @@ Examples
 Qwen2.5-Coder-1.5B-Instruct-Q4_K_M@sha256:cc324af0...
 
 From a shell, ``chunkwise llm serve`` does the same in the foreground until Ctrl-C.
+
+Concurrency: llama-cpp-python 0.3.36's server answers **one request at a time**. Every
+completion request takes a global lock (``llama_outer_lock`` / ``llama_inner_lock`` in
+``llama_cpp/server/app.py``) around its single ``Llama`` object, and the package has no
+llama.cpp server slots (``--parallel`` / ``n_parallel``); its ``n_seq_max`` only batches
+embeddings. So there is no ``--parallel`` option here: concurrent requests would only queue at
+the server and spend their deadline waiting. The clients handed out here therefore default to
+``max_concurrency=1`` (batch calls send one request at a time), and prompts that share a
+prefix gain from being sent in sequence: the ``Llama`` object keeps the last prompt's KV cache
+and evaluates only the tokens after the longest common prefix.
 """
 
 from __future__ import annotations
@@ -170,6 +180,7 @@ class OnDemandLocalClient(LLMClient):
         kw.setdefault("model_identity", weights.identity)
         kw.setdefault("api_key", _LOCAL_KEY)
         kw.setdefault("timeout", 300.0)
+        kw.setdefault("max_concurrency", 1)  # the server answers one request at a time
         kw.setdefault("base_url", "http://127.0.0.1:1/v1")  # replaced when the server starts
         super().__init__(**kw)
         self._start_lock = threading.Lock()
@@ -182,7 +193,13 @@ class OnDemandLocalClient(LLMClient):
             self.base_url = self.server.base_url
             import openai
 
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=_LOCAL_KEY, timeout=self.timeout, max_retries=0)
+            from chunkwise.llm import _deadline
+            from chunkwise.llm.client import _HTTPClient
+
+            http_client = _HTTPClient(timeout=self.timeout)
+            _deadline.install(http_client)  # `timeout` stays a total deadline per attempt, as in LLMClient
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=_LOCAL_KEY, timeout=self.timeout,
+                                         max_retries=0, http_client=http_client)
 
     @staticmethod
     def _retryable(exc: BaseException) -> bool:
@@ -230,11 +247,16 @@ def _stop_all() -> None:
 atexit.register(_stop_all)
 
 
-def _pdeathsig_preexec() -> Any:
-    """On Linux, when started from the main thread, make the child get SIGTERM if we die.
+def _child_preexec() -> Any:
+    """What the server child runs between fork and exec (Linux, main thread only), or ``None``.
 
-    Covers the parent being killed (SIGKILL, a CI timeout), where ``atexit`` never runs. Only
-    from the main thread, because the signal follows the *thread* that forked.
+    - ``PR_SET_PDEATHSIG``: the child gets SIGTERM when we die. Covers the parent being killed
+      (SIGKILL, a CI timeout), where ``atexit`` never runs. Only from the main thread, because
+      the signal follows the *thread* that forked.
+    - SIGTERM and SIGINT back to their default action and unblocked: an ignored disposition
+      survives ``exec`` (a shell ignores SIGINT for background jobs; ``nohup``-like launchers
+      ignore more), and a server that ignored SIGTERM would outlive the parent death signal and
+      cost every :meth:`LocalLLMServer.stop` its full grace period.
     """
     if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
         return None
@@ -246,11 +268,46 @@ def _pdeathsig_preexec() -> Any:
     except (OSError, AttributeError):
         return None
     pr_set_pdeathsig = 1
+    stop_signals = (signal.SIGTERM, signal.SIGINT)
 
     def preexec() -> None:  # pragma: no cover - runs in the child
+        for signum in stop_signals:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
         prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
 
     return preexec
+
+
+@contextlib.contextmanager
+def _stop_signals_deferred() -> Any:
+    """Hold SIGINT/SIGTERM back while a child is started and recorded, then deliver them.
+
+    A Ctrl-C that lands inside :class:`subprocess.Popen` (after the fork, before ``Popen``
+    returns) would raise there and leave a running server that nobody holds a handle to. Here
+    the signals are only noted; when the block ends the previous handlers are restored and each
+    noted signal is raised again, so it takes effect (``KeyboardInterrupt``, the caller's own
+    handler, or the default action) once the child can be stopped. Outside the main thread
+    (where Python cannot set handlers) this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    saved: dict[int, Any] = {}
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
+
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            saved[signum] = signal.signal(signum, note)
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
 
 
 # -- the server ---------------------------------------------------------------------------
@@ -408,7 +465,7 @@ class LocalLLMServer:
         ``base_url``, ``model`` (the alias), ``model_identity`` (name and weights sha256) and a
         placeholder ``api_key`` are filled in; ``kw`` (``cache``, ``cache_mode``, ``timeout``,
         ...) may override them. The default timeout is 300 s: a long prompt on two CPU
-        threads takes a while.
+        threads takes a while; the default ``max_concurrency`` is 1 (see the module docstring).
         """
         if not self.running:
             raise RuntimeError("the local LLM server is not running; use it inside `with LocalLLMServer(...)`")
@@ -417,6 +474,7 @@ class LocalLLMServer:
         kw.setdefault("model_identity", self.model_identity)
         kw.setdefault("api_key", _LOCAL_KEY)
         kw.setdefault("timeout", 300.0)
+        kw.setdefault("max_concurrency", 1)  # the server answers one request at a time
         return LLMClient(**kw)
 
     # -- lifecycle --------------------------------------------------------------------
@@ -497,18 +555,19 @@ class LocalLLMServer:
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         start = time.perf_counter()
-        self.process = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_fh,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # Ctrl-C reaches us, and we stop the server in order
-            preexec_fn=_pdeathsig_preexec(),
-        )
-        with _live_lock:
-            _live.add(self)
         try:
+            with _stop_signals_deferred():  # a Ctrl-C now must not orphan the child
+                self.process = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=self._log_fh,  # a file, never a pipe: llama.cpp logs a lot, nobody reads it live
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,  # Ctrl-C reaches us, and we stop the server in order
+                    preexec_fn=_child_preexec(),
+                )
+                with _live_lock:
+                    _live.add(self)
             self._wait_healthy(start)
         except BaseException:
             self.stop(keep_log=True)
@@ -584,28 +643,57 @@ class LocalLLMServer:
         except subprocess.TimeoutExpired:
             return None
 
+    def kill(self) -> None:
+        """Send SIGKILL to the server now, without waiting (safe inside a signal handler).
+
+        :meth:`stop` still has to be called to reap the process and close its log.
+        """
+        proc = self.process
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                proc.kill()
+
     def stop(self, timeout: float = 10.0, *, keep_log: bool = False) -> None:
-        """Stop the server: SIGTERM, wait up to ``timeout`` s, then SIGKILL. Idempotent."""
+        """Stop the server: SIGTERM, wait up to ``timeout`` s, then SIGKILL. Idempotent.
+
+        If the wait is interrupted (a second Ctrl-C, any exception raised by a signal handler),
+        the server is killed at once, reaped (up to ``timeout`` s), and the exception goes on:
+        an interrupted stop never leaves the server running.
+
+        Raises
+        ------
+        subprocess.TimeoutExpired
+            When the process is still there ``timeout`` s after SIGKILL (it stays registered,
+            so the stop at interpreter exit tries again).
+        """
         with self._lock:
             proc = self.process
-            if proc is not None and proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
+            try:
+                if proc is not None and proc.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    proc.wait(timeout=timeout)
-            if self._log_fh is not None:
-                with contextlib.suppress(OSError):
-                    self._log_fh.close()
-                self._log_fh = None
-            if self._own_log and not keep_log and self.log_path is not None:
-                with contextlib.suppress(OSError):
-                    self.log_path.unlink()
-            with _live_lock:
-                _live.discard(self)
+                        proc.terminate()
+                    try:
+                        proc.wait(timeout=timeout)
+                    except subprocess.TimeoutExpired:
+                        self.kill()
+                        proc.wait(timeout=timeout)
+                    except BaseException:
+                        self.kill()
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            proc.wait(timeout=timeout)
+                        raise
+            finally:
+                if self._log_fh is not None:
+                    with contextlib.suppress(OSError):
+                        self._log_fh.close()
+                    self._log_fh = None
+                gone = proc is None or proc.poll() is not None
+                if gone and self._own_log and not keep_log and self.log_path is not None:
+                    with contextlib.suppress(OSError):
+                        self.log_path.unlink()
+                if gone:
+                    with _live_lock:
+                        _live.discard(self)
 
     def __enter__(self) -> LocalLLMServer:
         return self.start()

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "extract_verified_fcis_many",
     "FCI_SCHEMA",
     "ROUGE_THRESHOLD",
     "SEMANTIC_THRESHOLD",
@@ -273,3 +274,97 @@ def extract_verified_fcis(
         )
     best = max(scored, key=lambda a: (float(a.rouge_l or 0) + float(a.similarity or 0), -a.attempt))
     return Extraction(best.topic, best.facts, False, attempts)
+
+
+def extract_verified_fcis_many(
+    texts: Sequence[str],
+    llm: Any,
+    embedder: Any,
+    *,
+    max_attempts: int = 3,
+    rouge_threshold: float = ROUGE_THRESHOLD,
+    semantic_threshold: float = SEMANTIC_THRESHOLD,
+    retry_temperature: float = 0.7,
+    max_tokens: int = 1024,
+) -> tuple[list[Extraction | Exception], list[int]]:
+    """:func:`extract_verified_fcis` for many documents, each attempt round as one LLM batch.
+
+    Round ``k`` asks for attempt ``k`` of every document that has not passed yet, through
+    :func:`chunkwise.llm.batch.chat_json_many` (cached replies first, the misses at most
+    ``llm.max_concurrency`` at once); the requests, and so the replies and the cache keys,
+    are exactly those of :func:`extract_verified_fcis` run per document.
+
+    Parameters
+    ----------
+    texts : sequence of str
+        The documents.
+    llm, embedder, max_attempts, rouge_threshold, semantic_threshold, retry_temperature, max_tokens
+        As in :func:`extract_verified_fcis`.
+
+    Returns
+    -------
+    (extractions, calls) : (list of Extraction or Exception, list of int)
+        Per document, in input order: its :class:`Extraction`, or the exception
+        :func:`extract_verified_fcis` would have raised (a failed request, or the
+        ``RuntimeError`` when every attempt gave unusable JSON); and the chat calls it made
+        (repairs included; 0 when the llm does not count them).
+
+    Raises
+    ------
+    ValueError
+        If ``max_attempts < 1`` or a text is empty (before any request).
+    """
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a positive int, got {max_attempts!r}")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"extract_fcis needs a non-empty document text (document {i})")
+    from chunkwise.llm.batch import chat_json_many
+    from chunkwise.llm.client import LLMJSONError
+
+    n = len(texts)
+    attempts: list[list[FCIAttempt]] = [[] for _ in range(n)]
+    out: list[Extraction | Exception | None] = [None] * n
+    calls = [0] * n
+    open_docs = list(range(n))
+    for k in range(max_attempts):
+        if not open_docs:
+            break
+        temp, seed = (0.0, None) if k == 0 else (retry_temperature, k)
+        results = chat_json_many(
+            llm, [fci_messages(texts[i]) for i in open_docs], FCI_SCHEMA,
+            temperature=temp, seed=seed, max_tokens=max_tokens,
+        )
+        still_open = []
+        for i, res in zip(open_docs, results):
+            calls[i] += res.calls or 0
+            att = FCIAttempt(attempt=k + 1, temperature=temp, seed=seed)
+            if isinstance(res.error, LLMJSONError):
+                att.error = f"no valid JSON: {res.error.error}"
+                attempts[i].append(att)
+                still_open.append(i)
+                continue
+            if res.error is not None:  # a failed request ends this document, as in the single call
+                out[i] = res.error
+                continue
+            att.topic, att.facts = _clean(res.value)
+            att.rouge_l, att.similarity, att.passed = verify_fcis(
+                att.facts, texts[i], embedder, rouge_threshold=rouge_threshold, semantic_threshold=semantic_threshold
+            )
+            attempts[i].append(att)
+            if att.passed:
+                out[i] = Extraction(att.topic, att.facts, True, attempts[i])
+            else:
+                still_open.append(i)
+        open_docs = still_open
+    for i in open_docs:
+        scored = [a for a in attempts[i] if a.error is None]
+        if not scored:
+            out[i] = RuntimeError(
+                f"FCI extraction failed {len(attempts[i])} times: " + "; ".join(str(a.error) for a in attempts[i])
+            )
+        else:
+            best = max(scored, key=lambda a: (float(a.rouge_l or 0) + float(a.similarity or 0), -a.attempt))
+            out[i] = Extraction(best.topic, best.facts, False, attempts[i])
+    assert all(o is not None for o in out)
+    return out, calls  # type: ignore[return-value]

@@ -17,9 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise._jsonl import JSONLStore
-from chunkwise.pgrag.extract import ROUGE_THRESHOLD, SEMANTIC_THRESHOLD, Extraction, extract_verified_fcis
+from chunkwise.pgrag.extract import (
+    ROUGE_THRESHOLD,
+    SEMANTIC_THRESHOLD,
+    Extraction,
+    extract_verified_fcis,
+    extract_verified_fcis_many,
+)
 from chunkwise.pgrag.graph import FACT_THRESHOLD, TOPIC_THRESHOLD, PseudoGraph
-from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmap, parse_mindmap
+from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmap, generate_mindmaps, parse_mindmap
 
 __all__ = ["DocumentRecord", "PGIndexer", "compression_ratio"]
 
@@ -125,10 +131,61 @@ class PGIndexer:
             "llm_calls": _calls(self.llm) - calls0,
         }
 
+    def index_documents(self, docs: Sequence[tuple[str, str]]) -> tuple[list[DocumentRecord], Exception | None]:
+        """:meth:`index_document` for several documents, each LLM stage as one batch.
+
+        Extraction rounds and mind maps go through the LLM's batch call (cache first, the
+        misses at most ``llm.max_concurrency`` at once); the requests are those of
+        :meth:`index_document`. ``seconds`` of a record is its share of the stage's wall time
+        (the stage time divided by the documents in it: with concurrent requests one
+        document's own time is not observable); ``llm_calls`` counts its own calls.
+
+        Returns
+        -------
+        (records, first_error)
+            The records of the documents that finished, in input order (not written), and the
+            error of the first document that failed (``None`` when none did).
+        """
+        if not docs:
+            return [], None
+        texts = [t for _, t in docs]
+        t0 = time.perf_counter()
+        exts, ext_calls = extract_verified_fcis_many(
+            texts, self.llm, self.embedder, max_attempts=self.max_attempts,
+            rouge_threshold=self.rouge_threshold, semantic_threshold=self.semantic_threshold,
+        )
+        t1 = time.perf_counter()
+        ok = [i for i, e in enumerate(exts) if isinstance(e, Extraction)]
+        maps, map_calls = generate_mindmaps([(exts[i].topic, exts[i].facts) for i in ok], self.llm)  # type: ignore[union-attr]
+        t2 = time.perf_counter()
+        mm_of = dict(zip(ok, zip(maps, map_calls)))
+        records: list[DocumentRecord] = []
+        first_error: Exception | None = None
+        for i, (doc_id, text) in enumerate(docs):
+            ext = exts[i]
+            if not isinstance(ext, Extraction):
+                first_error = first_error or ext
+                continue
+            mm, calls = mm_of[i]
+            if isinstance(mm, Exception):
+                first_error = first_error or mm
+                continue
+            records.append({
+                "doc_id": str(doc_id), "sha1": _sha1(text), "n_chars": len(text),
+                "extraction": ext.to_dict(), "mindmap": mm.to_json(), "n_paths": len(fact_paths(mm)),
+                "seconds": {"extraction": (t1 - t0) / len(docs), "mindmap": (t2 - t1) / max(1, len(ok))},
+                "llm_calls": ext_calls[i] + calls,
+            })
+        return records, first_error
+
     def add_documents(
         self, docs: Iterable[tuple[str, str]], *, show_progress: bool = False
     ) -> list[str]:
-        """Index every document not yet in the folder; append each record as soon as it is done.
+        """Index every document not yet in the folder; append the records block by block.
+
+        Documents are indexed in blocks of ``4 * llm.max_concurrency`` (:meth:`index_documents`:
+        each LLM stage of a block is one batch); a block's records are appended as soon as it
+        is done, and a failure is raised after the block's other documents are written.
 
         Parameters
         ----------
@@ -167,13 +224,18 @@ class PGIndexer:
 
             bar = tqdm(total=len(todo), desc="PG-RAG indexing", unit="doc")
         out = []
+        block = max(1, 4 * int(getattr(self.llm, "max_concurrency", 1) or 1))
         try:
-            for doc_id, text in todo:
-                rec = self.index_document(doc_id, text)
-                store.put(rec)
-                out.append(doc_id)
-                if bar is not None:
-                    bar.update(1)
+            for start in range(0, len(todo), block):
+                part = todo[start:start + block]
+                recs, first_error = self.index_documents(part)
+                for rec in recs:  # the documents that finished, in order
+                    store.put(rec)
+                    out.append(rec["doc_id"])
+                    if bar is not None:
+                        bar.update(1)
+                if first_error is not None:
+                    raise first_error
         finally:
             if bar is not None:
                 bar.close()

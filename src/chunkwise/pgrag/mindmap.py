@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "generate_mindmaps",
     "MAX_DEPTH",
     "MindMapNode",
     "fact_paths",
@@ -224,3 +225,49 @@ def generate_mindmap(
         temperature=0.0, max_tokens=max_tokens,
     )
     return parse_mindmap(value, topic)
+
+
+def generate_mindmaps(
+    items: Sequence[tuple[str, Sequence[str]]], llm: Any, *, max_repairs: int = 2, max_tokens: int = 1536
+) -> tuple[list[MindMapNode | Exception], list[int]]:
+    """:func:`generate_mindmap` for many documents, as one LLM batch.
+
+    The requests (and so the replies and cache keys) are those of :func:`generate_mindmap`
+    per document; they go through :func:`chunkwise.llm.batch.chat_json_many` (cached replies
+    first, the misses at most ``llm.max_concurrency`` at once).
+
+    Parameters
+    ----------
+    items : sequence of (topic, facts)
+    llm, max_repairs, max_tokens
+        As in :func:`generate_mindmap`.
+
+    Returns
+    -------
+    (maps, calls) : (list of MindMapNode or Exception, list of int)
+        Per document, in input order: the mind map or the exception (e.g.
+        :class:`chunkwise.llm.LLMJSONError`) :func:`generate_mindmap` would have raised; and
+        the chat calls made (repairs included; 0 when the llm does not count them).
+
+    Raises
+    ------
+    ValueError
+        If a document has no non-empty fact (before any request).
+    """
+    from chunkwise.llm.batch import chat_json_many
+
+    requests = []
+    for i, (topic, facts) in enumerate(items):
+        kept = [f for f in facts if f.strip()]
+        if not kept:
+            raise ValueError(f"generate_mindmap needs at least one fact (document {i})")
+
+        def validator(value: Any, topic: str = topic) -> None:
+            parse_mindmap(value, topic)
+
+        requests.append({"messages": mindmap_messages(topic, kept), "validator": validator})
+    results = chat_json_many(llm, requests, max_repairs=max_repairs, temperature=0.0, max_tokens=max_tokens)
+    maps: list[MindMapNode | Exception] = [
+        res.error if res.error is not None else parse_mindmap(res.value, items[res.index][0]) for res in results
+    ]
+    return maps, [res.calls or 0 for res in results]

@@ -31,6 +31,7 @@ from chunkwise.rag.generation import (
     GenerationResult,
     ParsedResponse,
     answer,
+    answer_many,
     build_prompt,
     parse_response,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "GenerationResult",
     "ParsedResponse",
     "answer",
+    "answer_many",
     "build_prompt",
     "build_retrievers",
     "chunk_corpus",

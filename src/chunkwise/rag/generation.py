@@ -26,6 +26,7 @@ __all__ = [
     "QA_PROMPT",
     "QA_PROMPT_NO_CONTEXT",
     "answer",
+    "answer_many",
     "build_prompt",
     "model_identity",
     "parse_response",
@@ -211,6 +212,9 @@ class GenerationResult:
         Token counts reported for the reply (empty when unknown).
     prompt : str
         The user message sent.
+    latency_s : float
+        Seconds the request took when the reply was generated (for a cached reply: the
+        original call's); NaN when the llm does not report it.
     """
 
     text: str
@@ -220,6 +224,7 @@ class GenerationResult:
     cached: bool = False
     usage: dict[str, int] = field(default_factory=dict)
     prompt: str = ""
+    latency_s: float = float("nan")
 
     @property
     def ok(self) -> bool:
@@ -257,14 +262,70 @@ def answer(
     """
     prompt = build_prompt(question, contexts)
     resp = llm.chat([{"role": "user", "content": prompt}], temperature=temperature, max_tokens=max_tokens, **chat_kw)
+    return _result(resp, prompt, llm)
+
+
+def _result(resp: Any, prompt: str, llm: Any) -> GenerationResult:
     if isinstance(resp, str):
-        raw, cached, usage = resp, False, {}
+        raw, cached, usage, latency = resp, False, {}, float("nan")
     else:
         raw = getattr(resp, "text", "") or ""
         cached = bool(getattr(resp, "cached", False))
         usage = dict(getattr(resp, "usage", {}) or {})
+        latency = getattr(resp, "latency_s", None)
+        latency = float(latency) if isinstance(latency, (int, float)) and not isinstance(latency, bool) else float("nan")
     parsed = parse_response(raw)
     return GenerationResult(
         text=parsed.text, raw=raw, model_identity=model_identity(llm), status=parsed.status,
-        cached=cached, usage=usage, prompt=prompt,
+        cached=cached, usage=usage, prompt=prompt, latency_s=latency,
     )
+
+
+def answer_many(
+    questions_contexts: Sequence[tuple[str, Sequence[Any]]],
+    llm: Any,
+    *,
+    temperature: float = CRUD_TEMPERATURE,
+    max_tokens: int = CRUD_MAX_NEW_TOKENS,
+    max_concurrency: int | None = None,
+    order: str = "prefix",
+    **chat_kw: Any,
+) -> list[GenerationResult]:
+    """:func:`answer` for many independent questions, through the LLM's batch call.
+
+    The requests are exactly those :func:`answer` sends, so the replies (and the cache keys)
+    are the same; cached ones are never sent, the others go out at most ``max_concurrency`` at
+    once (:meth:`chunkwise.llm.LLMClient.chat_many`; one at a time for an llm without it), by
+    default sorted so that prompts with a common prefix follow each other (``order="prefix"``:
+    a llama.cpp server then computes the shared instructions and first passages once).
+
+    Parameters
+    ----------
+    questions_contexts : sequence of (question, contexts)
+        As the first two arguments of :func:`answer`.
+    llm, temperature, max_tokens, **chat_kw
+        As in :func:`answer`.
+    max_concurrency : int, optional
+        Requests in flight at once (default: the client's).
+    order : {"prefix", "input"}, default "prefix"
+        Send order of the misses (results are in input order either way).
+
+    Returns
+    -------
+    list of GenerationResult
+        In input order.
+
+    Raises
+    ------
+    chunkwise.llm.LLMError
+        The first failed request's error, raised after all the others have finished (their
+        replies are cached); a failure is never turned into an empty answer.
+    """
+    from chunkwise.llm.batch import chat_many
+
+    prompts = [build_prompt(q, c) for q, c in questions_contexts]
+    results = chat_many(
+        llm, [[{"role": "user", "content": p}] for p in prompts], max_concurrency=max_concurrency,
+        errors="raise", order=order, temperature=temperature, max_tokens=max_tokens, **chat_kw,
+    )
+    return [_result(r.output, p, llm) for r, p in zip(results, prompts)]

@@ -310,38 +310,52 @@ class GraphIndex:
         sum_store = JSONLStore(store, "community_summaries.jsonl") if store is not None else None
         calls = [0]
 
-        def ask(prompt: str, schema: dict[str, Any], max_tokens: int) -> Any:
-            if not callable(getattr(llm, "chat_json", None)):
-                raise ValueError("llm must have a chat_json(messages, schema=..., ...) method "
-                                 "(the store does not hold every result needed)")
-            calls[0] += 1
-            value, _ = llm.chat_json([{"role": "user", "content": prompt}], schema=schema,
-                                     temperature=0.0, max_tokens=max_tokens)
-            return value
-
-        # 1. extraction, per chunk, resumable
-        records: list[dict[str, Any]] = []
+        # 1. extraction, per chunk, resumable; the chunks not in the store go out as one batch
+        #    (the LLM's cache first, the misses concurrently), stored in chunk order
+        records: list[dict[str, Any] | None] = []
         reused_ext = 0
-        for n, (cid, text) in enumerate(zip(ids, texts)):
+        asks: list[tuple[int, str, str]] = []  # (position, key, chunk id)
+        for cid, text in zip(ids, texts):
             key = f"{cid}\t{_sha1(text)}"
             rec = ext_store.get(key) if ext_store is not None else None
             if rec is not None and not (retry_failed and rec.get("status") == "failed"):
                 reused_ext += 1
+                records.append(rec)
             else:
-                try:
-                    value = ask(EXTRACTION_PROMPT.replace("{text}", text), EXTRACTION_SCHEMA, extraction_max_tokens)
+                asks.append((len(records), key, cid))
+                records.append(None)
+        if asks:
+            if not callable(getattr(llm, "chat_json", None)):
+                raise ValueError("llm must have a chat_json(messages, schema=..., ...) method "
+                                 "(the store does not hold every result needed)")
+            from chunkwise.llm.batch import chat_json_many
+
+            calls[0] += len(asks)
+            results = chat_json_many(
+                llm, [[{"role": "user", "content": EXTRACTION_PROMPT.replace("{text}", texts[pos])}]
+                      for pos, _, _ in asks],
+                EXTRACTION_SCHEMA, temperature=0.0, max_tokens=extraction_max_tokens,
+                progress="Graph RAG extraction" if show_progress else False,
+            )
+            first_error: Exception | None = None
+            for (pos, key, cid), res in zip(asks, results):
+                if res.ok:
+                    value = res.value
                     rec = {"key": key, "chunk_id": cid, "status": "ok", "entities": value["entities"],
                            "relations": value["relations"], "error": None}
-                except LLMJSONError as exc:
-                    reason = str(getattr(exc, "error", "") or exc)
+                elif isinstance(res.error, LLMJSONError):
+                    reason = str(getattr(res.error, "error", "") or res.error)
                     logger.warning("Graph RAG extraction failed for chunk %s: %s", cid, reason)
                     rec = {"key": key, "chunk_id": cid, "status": "failed", "entities": [], "relations": [],
                            "error": reason}
+                else:  # a request that failed: not recorded, raised after the others are stored
+                    first_error = first_error or res.error
+                    continue
                 if ext_store is not None:
                     ext_store.put(rec)
-            records.append(rec)
-            if show_progress and ((n + 1) % 50 == 0 or n + 1 == len(ids)):
-                print(f"Graph RAG extraction: {n + 1}/{len(ids)} chunks", file=sys.stderr, flush=True)
+                records[pos] = rec
+            if first_error is not None:
+                raise first_error
 
         # 2. merge into a graph
         graph = nx.Graph()
@@ -428,6 +442,9 @@ class GraphIndex:
         failed_comms: dict[int, str] = {}
         reused_sum = 0
         if summarize_communities:
+            # the reports not in the store go out as one batch (cache first, misses concurrently)
+            found: dict[int, dict[str, Any]] = {}
+            todo: list[tuple[int, list[str], str, str]] = []  # (community, members, prompt, key)
             for c, members in enumerate(communities):
                 if len(members) < min_community_size:
                     continue
@@ -436,18 +453,39 @@ class GraphIndex:
                 rec = sum_store.get(key) if sum_store is not None else None
                 if rec is not None and not (retry_failed and rec.get("status") == "failed"):
                     reused_sum += 1
+                    found[c] = rec
                 else:
-                    try:
-                        value = ask(prompt, COMMUNITY_SCHEMA, summary_max_tokens)
+                    todo.append((c, members, prompt, key))
+            first_error: Exception | None = None
+            if todo:
+                if not callable(getattr(llm, "chat_json", None)):
+                    raise ValueError("llm must have a chat_json(messages, schema=..., ...) method "
+                                     "(the store does not hold every result needed)")
+                from chunkwise.llm.batch import chat_json_many
+
+                calls[0] += len(todo)
+                results = chat_json_many(llm, [[{"role": "user", "content": t[2]}] for t in todo], COMMUNITY_SCHEMA,
+                                         temperature=0.0, max_tokens=summary_max_tokens)
+                for (c, members, _prompt, key), res in zip(todo, results):
+                    if res.ok:
+                        value = res.value
                         title, summary = str(value["title"]).strip(), str(value["summary"]).strip()
                         rec = {"key": key, "members": members, "status": "ok",
                                "text": f"{title}\n{summary}" if title else summary, "error": None}
-                    except LLMJSONError as exc:
-                        reason = str(getattr(exc, "error", "") or exc)
+                    elif isinstance(res.error, LLMJSONError):
+                        reason = str(getattr(res.error, "error", "") or res.error)
                         logger.warning("Graph RAG report failed for community %d: %s", c, reason)
                         rec = {"key": key, "members": members, "status": "failed", "text": None, "error": reason}
+                    else:  # a request that failed: not recorded, raised after the others are stored
+                        first_error = first_error or res.error
+                        continue
                     if sum_store is not None:
                         sum_store.put(rec)
+                    found[c] = rec
+            if first_error is not None:
+                raise first_error
+            for c in sorted(found):
+                rec = found[c]
                 if rec.get("status") == "failed":
                     failed_comms[c] = str(rec.get("error"))
                 else:

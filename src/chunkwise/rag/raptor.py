@@ -345,8 +345,9 @@ class RaptorTree:
             if len(clusters) >= n:  # no reduction: every node alone
                 break
             new_ids: list[str] = []
-            new_texts: list[str] = []
+            new_texts: list[str | None] = []
             new_children: list[tuple[str, ...]] = []
+            asks: list[tuple[int, str, list[str], list[str]]] = []  # (position, key, child ids, child texts)
             for members in clusters:
                 child_ids = sorted({current[m] for m in members})
                 child_texts = [nodes[c].text for c in child_ids]
@@ -356,16 +357,20 @@ class RaptorTree:
                     continue
                 summary = summary_store.get(key) if summary_store is not None else None
                 if summary is None:
-                    summary = cls._summarise(llm, child_texts, max_summary_tokens)
-                    llm_calls += 1
-                    if summary_store is not None:
-                        summary_store.put(key, level + 1, child_ids, summary)
+                    asks.append((len(new_ids), key, child_ids, child_texts))
                 else:
                     reused += 1
                 new_ids.append(node_id)
                 new_texts.append(summary)
                 new_children.append(tuple(child_ids))
-            new_vecs = _embed(embedder, new_texts)
+            # the clusters of one level are independent: one batch (cache first, the misses concurrently)
+            summaries = cls._summarise_many(llm, [a[3] for a in asks], max_summary_tokens)
+            llm_calls += len(asks)
+            for (pos, key, child_ids, _texts), summary in zip(asks, summaries):
+                new_texts[pos] = summary
+                if summary_store is not None:
+                    summary_store.put(key, level + 1, child_ids, summary)
+            new_vecs = _embed(embedder, new_texts)  # type: ignore[arg-type]
             for j, node_id in enumerate(new_ids):
                 nodes[node_id] = RaptorNode(node_id, level + 1, new_texts[j], new_children[j], new_vecs[j])
             levels.append(new_ids)
@@ -397,13 +402,21 @@ class RaptorTree:
         return out
 
     @staticmethod
-    def _summarise(llm: Any, texts: Sequence[str], max_tokens: int) -> str:
-        prompt = SUMMARY_PROMPT.format(passages="\n\n".join(t.strip() for t in texts))
-        reply = llm.chat([{"role": "user", "content": prompt}], temperature=0.0, max_tokens=max_tokens)
-        text = str(getattr(reply, "text", reply)).strip()
-        if not text:
+    def _summarise_many(llm: Any, groups: Sequence[Sequence[str]], max_tokens: int) -> list[str]:
+        """One summary per group of texts, through the LLM's batch call (same requests as one by one).
+
+        Raises the first failed request's error, or ValueError for an empty summary, after
+        every request has finished (so the good replies are in the LLM cache).
+        """
+        from chunkwise.llm.batch import chat_many
+
+        prompts = [SUMMARY_PROMPT.format(passages="\n\n".join(t.strip() for t in texts)) for texts in groups]
+        results = chat_many(llm, [[{"role": "user", "content": p}] for p in prompts], errors="raise",
+                            temperature=0.0, max_tokens=max_tokens)
+        out = [str(getattr(r.output, "text", r.output)).strip() for r in results]
+        if any(not text for text in out):
             raise ValueError("the LLM returned an empty summary")
-        return text
+        return out
 
     def all_nodes(self) -> list[RaptorNode]:
         """Every node, level by level (leaves first, in corpus order)."""

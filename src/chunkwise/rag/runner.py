@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from chunkwise.rag.generation import CRUD_MAX_NEW_TOKENS, CRUD_TEMPERATURE, answer, build_prompt, model_identity
+from chunkwise.rag.generation import CRUD_MAX_NEW_TOKENS, CRUD_TEMPERATURE, answer_many, build_prompt, model_identity
 from chunkwise.rag.retrievers import CRUD_TOP_K, build_retrievers
 
 __all__ = ["RESULT_COLUMNS", "run_baselines"]
@@ -131,7 +131,17 @@ def run_baselines(
         ``parse_status`` / ``parse_ok`` (see :func:`chunkwise.rag.generation.parse_response`),
         ``raw`` (the reply), ``model_identity`` (the generator), ``retriever`` (name and model),
         ``gold_answer``, ``cached`` (reply from the LLM cache), ``retrieval_s``
-        (seconds, this run) and ``generation_s`` (seconds, when the answer was generated).
+        (seconds, this run) and ``generation_s`` (seconds the generation request took when the
+        answer was generated: for a reply from the LLM cache, its original latency).
+
+    Notes
+    -----
+    Retrieval runs first for every (item, method), in order; the answers not in the
+    checkpoint are then generated through the LLM's batch call
+    (:func:`chunkwise.rag.generation.answer_many`: cache first, the misses at most
+    ``llm.max_concurrency`` at once, sorted by prompt prefix) in blocks of
+    ``4 * max_concurrency`` rows, each block checkpointed when done. An LLM error is raised
+    after the rest of its block has finished; no row is written for it.
     """
     if isinstance(retrievers, Mapping):
         methods = dict(retrievers)
@@ -155,8 +165,10 @@ def run_baselines(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(items) * len(methods), desc="CRUD-RAG baselines", unit="answer")
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any] | None] = []
+    todo: list[tuple[int, str, dict[str, Any], Any, str]] = []  # (row, key, row base, hits, request)
     try:
+        # 1. retrieval for every (item, method), in order; stored answers are reused at once
         for item in items:
             task = str(item.get("task", ""))
             item_id = str(item["ID"])
@@ -176,9 +188,7 @@ def run_baselines(
                     if bar is not None:
                         bar.update(1)
                     continue
-                gen = answer(question, hits, llm, temperature=temperature, max_tokens=max_tokens)
-                t2 = time.perf_counter()
-                row = {
+                base = {
                     "task": task,
                     "ID": item_id,
                     "method": method,
@@ -187,25 +197,38 @@ def run_baselines(
                     "question": question,
                     "retrieved_ids": [str(h[0]) for h in hits],
                     "retrieved_scores": [float(h[2]) for h in hits],
+                    "gold_answer": str(item.get("answers", "")),
+                    "retrieval_s": t1 - t0,
+                }
+                rows.append(None)
+                todo.append((len(rows) - 1, key, base, hits, request))
+        # 2. generation of the missing answers through the LLM's batch call, a block at a time
+        #    (each block's rows are checkpointed as soon as it is done)
+        block = max(1, 4 * int(getattr(llm, "max_concurrency", 1) or 1))
+        for start in range(0, len(todo), block):
+            part = todo[start:start + block]
+            gens = answer_many([(b["question"], hits) for _, _, b, hits, _ in part], llm,
+                               temperature=temperature, max_tokens=max_tokens)
+            for (pos, key, base, _hits, request), gen in zip(part, gens):
+                row = {
+                    **base,
                     "answer": gen.text,
                     "parse_status": gen.status,
                     "parse_ok": gen.ok,
                     "raw": gen.raw,
                     "model_identity": gen.model_identity,
-                    "gold_answer": str(item.get("answers", "")),
                     "cached": gen.cached,
-                    "retrieval_s": t1 - t0,
-                    "generation_s": t2 - t1,
+                    "generation_s": gen.latency_s,
                 }
                 if path is not None:
                     with open(path, "a", encoding="utf-8") as f:
                         f.write(json.dumps(dict(row, request_sha1=request), ensure_ascii=False) + "\n")
                         f.flush()
                 done[key] = row
-                rows.append(row)
+                rows[pos] = row
                 if bar is not None:
                     bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    return pd.DataFrame([r for r in rows if r is not None], columns=list(RESULT_COLUMNS))

@@ -23,7 +23,7 @@ in :mod:`chunkwise.rag.retrievers`.
 from chunkwise.retrieval.base import DEFAULT_TOP_K, Hit, NoRetriever, Retriever, as_pairs, check_top_k
 from chunkwise.retrieval.dense import DenseRetriever
 from chunkwise.retrieval.hybrid import RRF_C, RRF_WEIGHTS, HybridRetriever, rrf_fuse
-from chunkwise.retrieval.index import DenseIndex, top_k_cosine, unit_rows
+from chunkwise.retrieval.index import DenseIndex, hnsw_search, top_k_cosine, unit_rows
 from chunkwise.retrieval.lexical import LANGUAGES, BM25Retriever, tokenize, tokenize_en, tokenize_zh
 from chunkwise.retrieval.rerank import (
     DEFAULT_CROSS_ENCODER,
@@ -58,6 +58,7 @@ __all__ = [
     "tokenize",
     "tokenize_en",
     "tokenize_zh",
+    "hnsw_search",
     "top_k_cosine",
     "unit_rows",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DenseIndex", "top_k_cosine", "unit_rows"]
+__all__ = ["DenseIndex", "hnsw_search", "top_k_cosine", "unit_rows"]
 
 
 def unit_rows(x: Any) -> np.ndarray:
@@ -143,3 +143,74 @@ class DenseIndex:
         if len(self) == 0:
             raise ValueError("The index is empty: no chunks were added (were all documents empty?).")
         return top_k_cosine(query_vectors, self.vectors, top_k)
+
+
+def hnsw_search(
+    vectors: np.ndarray,
+    query_vectors: np.ndarray,
+    top_k: int = 5,
+    search_ef: int = 50,
+    batch_size: int = 500,
+) -> np.ndarray:
+    """Approximate nearest neighbours through one in-memory ``chromadb`` collection.
+
+    The report's setup (``BaseEvaluation._chunker_to_collection`` in chunking_evaluation at
+    d451fc4): one collection, Chroma's default l2 space, ``hnsw:search_ef`` 50, chunks added in
+    batches of 500 with ids ``"0", "1", ...``. Embeddings are passed explicitly, so chromadb
+    loads no embedding model (works offline) and telemetry is off.
+
+    Parameters
+    ----------
+    vectors : numpy.ndarray, shape (n, d)
+        Chunk vectors, in index order (l2 on unit vectors ranks as cosine does).
+    query_vectors : numpy.ndarray, shape (q, d)
+    top_k : int
+    search_ef, batch_size : int
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (q, min(top_k, n))
+        Retrieved rows of ``vectors``, nearest first.
+
+    Raises
+    ------
+    ImportError
+        If ``chromadb`` is not installed (``pip install 'chunkwise[chroma]'``).
+    ValueError
+        On an empty index, mismatched dimensions or a non-positive ``top_k``.
+    """
+    try:
+        import chromadb
+        from chromadb.config import Settings
+    except ImportError as exc:
+        raise ImportError(
+            "index='hnsw' needs chromadb: pip install 'chunkwise[chroma]' (or use index='exact')."
+        ) from exc
+    vectors = np.asarray(vectors, dtype=np.float32)
+    query_vectors = np.asarray(query_vectors, dtype=np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] == 0:
+        raise ValueError("hnsw_search needs a non-empty (n, d) array of chunk vectors.")
+    if query_vectors.ndim != 2 or query_vectors.shape[1] != vectors.shape[1]:
+        raise ValueError(
+            f"query_vectors must have shape (q, {vectors.shape[1]}), got {query_vectors.shape}."
+        )
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int, got {top_k!r}.")
+    client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=True))
+    name = "chunkwise_hnsw"
+    try:
+        client.delete_collection(name)
+    except Exception:  # noqa: BLE001 - absent collection: ValueError or NotFoundError by version
+        pass
+    collection = client.create_collection(
+        name, embedding_function=None, metadata={"hnsw:space": "l2", "hnsw:search_ef": search_ef}
+    )
+    try:
+        for i in range(0, len(vectors), batch_size):
+            batch = vectors[i : i + batch_size]
+            collection.add(ids=[str(j) for j in range(i, i + len(batch))], embeddings=batch)
+        k = min(top_k, len(vectors))
+        res = collection.query(query_embeddings=query_vectors, n_results=k, include=[])
+        return np.asarray([[int(x) for x in ids] for ids in res["ids"]], dtype=np.int64).reshape(-1, k)
+    finally:
+        client.delete_collection(name)

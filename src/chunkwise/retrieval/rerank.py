@@ -143,7 +143,26 @@ class LLMYesNoReranker:
         return score
 
     def score(self, question: str, texts: Sequence[str]) -> list[float]:
-        """:meth:`judge` of every text, in order."""
+        """:meth:`judge` of every text, in order; the judgements not memoised go out as one batch.
+
+        The batch uses the LLM's batch call (:func:`chunkwise.llm.batch.chat_many`: cached replies
+        first, the misses at most ``llm.max_concurrency`` at once) with the requests
+        :meth:`judge` sends; a failed request is raised after the others have finished.
+        """
+        from chunkwise.llm.batch import chat_many
+
+        new = list(dict.fromkeys(t for t in texts if (question, t) not in self._memo))
+        if len(new) > 1:
+            prompts = [_YES_NO_PROMPT.format(question=question, passage=t) for t in new]
+            results = chat_many(self.llm, [[{"role": "user", "content": p}] for p in prompts], errors="raise",
+                                temperature=0.0, max_tokens=self.max_tokens)
+            for t, res in zip(new, results):
+                resp = res.output
+                self.n_calls += 1
+                verdict = parse_yes_no(getattr(resp, "text", resp) if not isinstance(resp, str) else resp)
+                if verdict is None:
+                    self.n_unparsed += 1
+                self._memo[(question, t)] = 1.0 if verdict else 0.0
         return [self.judge(question, t) for t in texts]
 
 

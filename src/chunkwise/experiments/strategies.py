@@ -1,0 +1,415 @@
+"""Chapter 5: every strategy of the chunking guide's table, measured on the Chroma protocol.
+
+The guide the book starts from (``shared/seeds``; "Semantic Chunking for RAG", table "Semantic
+Chunking vs. Other Chunking Strategies") lists eight strategies with a "Cost to run" and a "Watch
+out for" column, and mentions contextual chunking. This module names one engine spec per
+strategy (:data:`STRATEGIES`), gathers one row per strategy from a
+:class:`~chunkwise.evaluation.grid.GridResult` with paired bootstrap intervals against a
+baseline (:func:`strategy_table`), adds boundary statistics that test the "Watch out for"
+claims (:func:`boundary_stats`), and reads the cold costs measured by
+``benchmarks/strategies_cold.py`` (:func:`cold_costs`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from chunkwise.tokens import get_encoding
+
+__all__ = [
+    "STRATEGIES", "NotCachedError", "Strategy", "boundary_stats", "cache_only", "ci_words", "cold_costs", "guide_check",
+    "runnable_from_cache", "strategy_table",
+]
+
+
+class NotCachedError(LookupError):
+    """A request that is not in the LLM cache, from a client made :func:`cache_only`."""
+
+
+def cache_only(client: Any) -> Any:
+    """Make ``client`` (an :class:`~chunkwise.llm.LLMClient`, e.g. ``OnDemandLocalClient``) answer
+    from its cache only: a request that would reach the model raises :class:`NotCachedError`
+    instead (no server is started). Returns the same client.
+
+    Raises
+    ------
+    ValueError
+        If ``client`` is not an LLMClient.
+    """
+    from chunkwise.llm import LLMClient
+
+    if not isinstance(client, LLMClient):
+        raise ValueError(f"cache_only needs a chunkwise.llm.LLMClient, got {type(client).__name__}.")
+
+    def refuse(fn: Any, what: str, *, model: str | None) -> Any:
+        raise NotCachedError(f"{what} for model {model!r} is not in the LLM cache (cache-only client).")
+
+    client._call_with_retries = refuse
+    return client
+
+
+def runnable_from_cache(specs: Sequence[str], docs: Mapping[str, str], llm: Any, cache_dir: Any = None) -> dict[str, str]:
+    """For each LLM-using spec (``LLM``, ``Contextual:...``), whether it runs from the caches alone.
+
+    Chunks every document with a :func:`cache_only` client (span cache first, then the LLM
+    cache). Returns spec -> ``"cached"`` or the reason it would need the model; specs that use
+    no LLM are left out.
+    """
+    from chunkwise.chunkers.specs import chunk_corpus, parse_spec
+
+    out = {}
+    for s in specs:
+        spec = parse_spec(s)
+        if spec.chunker not in ("LLM", "Contextual"):
+            continue
+        if llm is None:
+            out[s] = "no LLM client"
+            continue
+        try:
+            for name, text in docs.items():
+                chunk_corpus(spec, name, text, None, llm, cache_dir)
+            out[s] = "cached"
+        except NotCachedError:
+            out[s] = f"not cached for {name}"
+    return out
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One row of the guide's table and the spec that measures it.
+
+    Attributes
+    ----------
+    name : str
+        The guide's row name.
+    spec : str
+        The engine spec (:func:`chunkwise.chunkers.specs.parse_spec`).
+    guide_cost, guide_watch : str
+        The guide's "Cost to run" and "Watch out for" claims, paraphrased (facts cited from the
+        guide, not its wording).
+    """
+
+    name: str
+    spec: str
+    guide_cost: str
+    guide_watch: str
+
+
+#: The guide's rows (and contextual chunking, which it discusses below the table), one spec each;
+#: sizes in cl100k_base tokens, 200 where a size applies (the size of the guide's quoted
+#: recursive result and of chapter 2's best rows).
+STRATEGIES: tuple[Strategy, ...] = (
+    Strategy("Fixed-size", "TokenText:200", "lowest", "cuts through sentences and topics"),
+    Strategy("Recursive character", "Recursive:200", "low", "LangChain's default length counts characters"),
+    Strategy("Sentence-based", "Sentence:200", "low", "sentence detection fails on abbreviations and code"),
+    Strategy("Structure-based", "Structure:200", "low", "uneven chunks when formatting is inconsistent"),
+    Strategy("Semantic (Kamradt)", "Kamradt", "medium: every sentence window is embedded at ingestion",
+             "no size cap in LangChain; the threshold is relative to the document"),
+    Strategy("Semantic (cluster)", "Cluster:200", "medium: every sentence window is embedded at ingestion",
+             "(Chroma's variant with a size cap)"),
+    Strategy("Hierarchical", "Hierarchical:200:800:0.5", "medium: more chunks to embed and store",
+             "more index and retriever plumbing"),
+    Strategy("LLM-based", "LLM", "highest: tens of minutes in Chroma's test",
+             "cost, latency, and text rewritten by the model"),
+    Strategy("Late chunking", "Late:200", "medium: one long-context embedding pass per document",
+             "needs token vectors from a long-context embedding model"),
+    Strategy("Contextual", "Contextual:200", "(not in the table) one LLM call per chunk",
+             "(not in the table) works on top of any boundaries"),
+)
+
+
+#: Characters a cut may leave before a sentence's end and still count as a sentence boundary
+#: (a recursive splitter that keeps its separator at the start of the next chunk cuts just
+#: before the full stop).
+_END_PUNCT = set(".!?;:…\"'”’)]»")
+
+
+def _at_sentence_boundary(text: str, gaps: list[tuple[int, int]], gap_starts: list[int], e: int) -> bool:
+    i = bisect.bisect_left(gap_starts, e)  # first gap starting at or after e
+    if i < len(gaps) and all(ch in _END_PUNCT for ch in text[e : gaps[i][0]]):
+        return True
+    return i > 0 and gaps[i - 1][0] <= e <= gaps[i - 1][1]
+
+
+def boundary_stats(docs: Mapping[str, str], chunkings: Mapping[str, Mapping[str, Sequence[tuple[int, int]]]]) -> pd.DataFrame:
+    """Shape of each chunking: sizes and where its boundaries fall.
+
+    Parameters
+    ----------
+    docs : mapping name -> text
+    chunkings : mapping label -> (document -> list of (start, end))
+        E.g. :attr:`chunkwise.evaluation.grid.GridResult.chunks`.
+
+    Returns
+    -------
+    DataFrame, one row per label
+        ``n_chunks``; ``mean_tokens``, ``max_tokens`` and ``cv_tokens`` (standard deviation /
+        mean) of the chunks' cl100k_base token counts; ``mid_sentence_cuts``: share of chunk
+        ends, the documents' own ends excluded, that fall inside a sentence of chunkwise's
+        robust splitter (:func:`chunkwise.text.split_sentences`): not in the whitespace
+        between one sentence's end and the next one's start, and not just before a sentence's
+        closing punctuation (a cut before the full stop, as a splitter that keeps separators at
+        the start of the next chunk makes, counts as a sentence boundary).
+
+    Raises
+    ------
+    ValueError
+        If a chunking names a document not in ``docs``.
+    """
+    from chunkwise.text import split_sentences
+
+    enc = get_encoding("cl100k_base")
+    ok_ends: dict[str, list[tuple[int, int]]] = {}
+    for name, text in docs.items():
+        sents = split_sentences(text)
+        gaps = []
+        for a, b in zip(sents, sents[1:]):
+            gaps.append((a.end, b.start))
+        ok_ends[name] = gaps
+    rows = []
+    for label, by_doc in chunkings.items():
+        sizes: list[int] = []
+        cuts = inside = 0
+        for name, spans in by_doc.items():
+            if name not in docs:
+                raise ValueError(f"chunking {label!r} names document {name!r}, which is not among the documents.")
+            text = docs[name]
+            sizes += [len(t) for t in enc.encode_ordinary_batch([text[s:e] for s, e in spans])]
+            gaps = ok_ends[name]
+            gap_starts = [g[0] for g in gaps]
+            for _, e in spans:
+                if e >= len(text.rstrip()):
+                    continue
+                cuts += 1
+                if not _at_sentence_boundary(text, gaps, gap_starts, e):
+                    inside += 1
+        arr = np.asarray(sizes, dtype=float) if sizes else np.zeros(1)
+        rows.append({
+            "chunker": label,
+            "n_chunks": len(sizes),
+            "mean_tokens": round(float(arr.mean()), 1),
+            "max_tokens": int(arr.max()),
+            "cv_tokens": round(float(arr.std() / arr.mean()), 2) if arr.mean() else 0.0,
+            "mid_sentence_cuts": round(inside / cuts, 3) if cuts else 0.0,
+        })
+    return pd.DataFrame(rows).set_index("chunker")
+
+
+def cold_costs(path: str | Path, corpora: Sequence[str]) -> pd.DataFrame:
+    """Cold costs per spec from ``benchmarks/strategies_cold.py``'s CSV, summed over ``corpora``.
+
+    Returns
+    -------
+    DataFrame indexed by spec string (normalised: ``ChunkerSpec.spec_string()``)
+        ``cold_seconds`` (chunking + embedding, from runs that embedded something: texts
+        through the embedder, or late-chunking windows through the encoder),
+        ``corpora_measured`` (how many of ``corpora`` have a cold row), ``late_windows``,
+        ``late_encoder_tokens`` (MiniLM word pieces through the encoder), ``n_embedded`` and
+        ``n_chunks`` (texts the embedder computed / chunks: below 1 when some vectors were
+        already cached, so the seconds understate a cold run), ``max_load``
+        (highest 1-minute load average seen during those runs). Specs without a cold row are
+        absent. An empty frame when the file does not exist.
+    """
+    p = Path(path)
+    cols = ["cold_seconds", "corpora_measured", "n_embedded", "n_chunks", "late_windows", "late_encoder_tokens", "max_load"]
+    if not p.is_file():
+        return pd.DataFrame(columns=cols)
+    with p.open() as f:
+        recs = [
+            r for r in csv.DictReader(f)
+            if r["corpus"] in set(corpora) and (int(r["n_embedded"] or 0) > 0 or int(r["late_windows"] or 0) > 0)
+        ]
+    out: dict[str, dict[str, Any]] = {}
+    from chunkwise.chunkers.specs import parse_spec
+
+    coldest: dict[tuple[str, str], dict[str, str]] = {}
+    for r in recs:  # several rows of one (spec, corpus): the one that embedded the most
+        key = (parse_spec(r["spec"]).spec_string(), r["corpus"])
+        if key not in coldest or int(r["n_embedded"] or 0) > int(coldest[key]["n_embedded"] or 0):
+            coldest[key] = r
+    for (spec, _), r in coldest.items():
+        o = out.setdefault(spec, dict.fromkeys(cols, 0.0))
+        o["cold_seconds"] += float(r["index_seconds"])
+        o["corpora_measured"] += 1
+        o["late_windows"] += int(r["late_windows"])
+        o["late_encoder_tokens"] += int(r["late_encoder_tokens"])
+        o["n_embedded"] += int(r["n_embedded"] or 0)
+        o["n_chunks"] += int(r["n_chunks"])
+        o["max_load"] = max(o["max_load"], float(r["load_1min"]))
+    df = pd.DataFrame.from_dict(out, orient="index", columns=cols)
+    return df.astype({c: int for c in cols if c not in ("cold_seconds", "max_load")})
+
+
+def strategy_table(
+    result: Any,
+    baseline: str,
+    retriever: str = "dense",
+    k: int = 5,
+    metrics: Sequence[str] = ("recall", "precision_omega"),
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One row per chunker of ``result`` at (``retriever``, ``k``): metrics, paired CIs, costs.
+
+    Parameters
+    ----------
+    result : GridResult
+    baseline : str
+        The baseline chunker label (e.g. ``"Recursive 200"``).
+    metrics : sequence of str
+        Metrics given a paired interval against the baseline (percentile bootstrap over the
+        questions, :meth:`GridResult.bootstrap`).
+
+    Returns
+    -------
+    DataFrame indexed by chunker label
+        ``recall``, ``precision``, ``iou``, ``precision_omega`` (percent); for each of
+        ``metrics``, ``<metric>_diff``, ``<metric>_low``, ``<metric>_high`` and
+        ``<metric>_ci`` (paired difference to the baseline and its 95% interval, percentage
+        points); ``n_chunks``, ``mean_chunk_tokens``, ``embedded_tokens``,
+        ``retrieved_tokens``, ``llm_calls``, ``llm_seconds``.
+
+    Raises
+    ------
+    ValueError
+        When the baseline or the (retriever, k) cell is not in the result.
+    """
+    t = result.table
+    sub = t[(t["retriever"] == retriever) & (t["k"] == k)].set_index("chunker")
+    if sub.empty:
+        raise ValueError(f"no cell with retriever {retriever!r} and k={k} in the result.")
+    if baseline not in sub.index:
+        raise ValueError(f"baseline {baseline!r} is not a chunker of the result; use one of {list(sub.index)}.")
+    base_cell = sub.loc[baseline, "cell"]
+    out = pd.DataFrame(index=sub.index)
+    for m in ("recall", "precision", "iou", "precision_omega"):
+        out[m] = (100 * sub[m]).round(1)
+    cells = list(sub["cell"])
+    for m in metrics:
+        scores = result.scores(m)[cells]
+        from chunkwise.evaluation.stats import paired_bootstrap
+
+        b = paired_bootstrap(scores, base_cell, n_resamples=n_resamples, seed=seed, metric=m).table
+        b = b.rename(index=dict(zip(cells, sub.index)))
+        out[f"{m}_diff"] = (100 * b["diff"]).round(1)
+        out[f"{m}_low"] = (100 * b["diff_low"]).round(1)
+        out[f"{m}_high"] = (100 * b["diff_high"]).round(1)
+        out[f"{m}_ci"] = [
+            "baseline" if name == baseline else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+            for name, lo, hi in zip(b.index, b["diff_low"], b["diff_high"])
+        ]
+    for c in ("n_chunks", "mean_chunk_tokens", "embedded_tokens", "retrieved_tokens", "llm_calls", "llm_seconds"):
+        if c in sub.columns:
+            out[c] = sub[c].round(1) if sub[c].dtype.kind == "f" else sub[c]
+    return out
+
+
+def ci_words(low: float, high: float, what: str, baseline: str) -> str:
+    """``"higher than <baseline>"``, ``"lower than ..."`` or ``"not distinguishable from ..."``
+    for a paired interval ``[low, high]`` of ``what`` (points), never stronger than the interval."""
+    if low > 0:
+        return f"{what} higher than {baseline} ([{low:+.1f}, {high:+.1f}] points)"
+    if high < 0:
+        return f"{what} lower than {baseline} ([{low:+.1f}, {high:+.1f}] points)"
+    return f"{what} not distinguishable from {baseline} ([{low:+.1f}, {high:+.1f}] points)"
+
+
+def guide_check(
+    table: pd.DataFrame,
+    shapes: pd.DataFrame,
+    cold: pd.DataFrame,
+    labels: Mapping[str, str],
+    baseline: str,
+    not_run: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """The guide's "Cost to run" and "Watch out for" claims next to what was measured.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`strategy_table` (indexed by chunker label; the strategies that ran).
+    shapes : DataFrame
+        :func:`boundary_stats` of the same chunkings.
+    cold : DataFrame
+        :func:`cold_costs` (indexed by spec string).
+    labels : mapping spec string -> chunker label
+        Which row of ``table`` each strategy's spec produced.
+    baseline : str
+        The baseline's chunker label (a row of ``table`` and ``shapes``).
+    not_run : mapping spec string -> reason, optional
+
+    Returns
+    -------
+    DataFrame, one row per strategy of :data:`STRATEGIES`
+        ``strategy``, ``guide_cost``, ``measured_cost``, ``guide_watch``, ``measured_watch``,
+        ``retrieval`` (recall and precision_Ω against the baseline, worded by
+        :func:`ci_words`).
+    """
+    from chunkwise.chunkers.specs import parse_spec
+
+    not_run = dict(not_run or {})
+    base_spec = next((s for s, lab in labels.items() if lab == baseline), None)
+    base_cold = float(cold.loc[base_spec, "cold_seconds"]) if base_spec in cold.index else float("nan")
+    rows = []
+    for st in STRATEGIES:
+        spec = parse_spec(st.spec).spec_string()
+        label = labels.get(spec)
+        row = {"strategy": st.name, "spec": spec, "guide_cost": st.guide_cost, "guide_watch": st.guide_watch}
+        if label is None or label not in table.index:
+            reason = not_run.get(spec, "not in this run")
+            row.update(measured_cost=f"not run: {reason}", measured_watch="not run", retrieval="not run")
+            rows.append(row)
+            continue
+        t, sh = table.loc[label], shapes.loc[label]
+        cost = [f"{int(t['n_chunks'])} chunks", f"{int(t['embedded_tokens']):,} tokens embedded"]
+        if spec in cold.index:
+            c = cold.loc[spec]
+            ratio = float(c["cold_seconds"]) / base_cold if base_cold > 0 else float("nan")
+            part = "" if c["n_embedded"] >= c["n_chunks"] or c["late_windows"] else " (partly warm)"
+            cost.append(f"{c['cold_seconds']:.0f} s cold on {int(c['corpora_measured'])} corpora{part}"
+                        + (f" = {ratio:.1f}x {baseline}" if spec != base_spec and ratio == ratio else ""))
+            if c["late_windows"]:
+                cost.append(f"{int(c['late_windows'])} encoder windows, {int(c['late_encoder_tokens']):,} word pieces encoded")
+        if t.get("llm_calls", 0):
+            cost.append(f"{int(t['llm_calls'])} LLM calls ({t['llm_seconds']:.0f} s of model time)")
+        b = shapes.loc[baseline]
+        kind = st.name.split()[0]
+        if kind == "Fixed-size":
+            watch = f"{sh['mid_sentence_cuts']:.0%} of its cuts fall inside a sentence ({baseline}: {b['mid_sentence_cuts']:.0%})"
+        elif kind == "Recursive":
+            watch = f"chunkwise sizes it in cl100k_base tokens: largest chunk {int(sh['max_tokens'])} tokens"
+        elif kind == "Sentence-based":
+            watch = (f"{sh['mid_sentence_cuts']:.0%} of cuts inside a sentence of the same splitter; whether that splitter "
+                     "errs on abbreviations or code needs gold sentence boundaries, not measured here")
+        elif kind == "Structure-based":
+            watch = f"chunk-size spread (sd/mean) {sh['cv_tokens']:.2f} ({baseline}: {b['cv_tokens']:.2f})"
+        elif kind == "Semantic":
+            watch = (f"largest chunk {int(sh['max_tokens'])} tokens, mean {sh['mean_tokens']:.0f}, spread {sh['cv_tokens']:.2f} "
+                     f"({baseline}: {int(b['max_tokens'])}, {b['mean_tokens']:.0f}, {b['cv_tokens']:.2f})")
+        elif kind == "Hierarchical":
+            watch = (f"the retriever merges children into parents: {t['retrieved_tokens']:.0f} tokens retrieved per question "
+                     f"({baseline}: {table.loc[baseline, 'retrieved_tokens']:.0f})")
+        elif kind == "Late":
+            watch = "all-MiniLM-L6-v2 gives token vectors but sees 256 word pieces at a time: windows, not whole documents"
+        elif kind == "Contextual":
+            watch = "boundaries are the recursive chunker's; only the indexed text changes"
+        else:
+            watch = ""
+        row.update(
+            measured_cost="; ".join(cost),
+            measured_watch=watch,
+            retrieval="baseline" if label == baseline else "; ".join([
+                ci_words(t["recall_low"], t["recall_high"], "recall", baseline),
+                ci_words(t["precision_omega_low"], t["precision_omega_high"], "precision_Ω", baseline),
+            ]),
+        )
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("strategy")

@@ -1,0 +1,745 @@
+"""The book's findings: what each chapter measured beside what the publications claim.
+
+Three pieces, so that no number on the findings page is typed by hand:
+
+1. **Results files.** The last cell of each chapter calls :func:`write_results` with the numbers
+   it checked, keyed by short names (``"defaults.chunks"``). The file is
+   ``<results dir>/<chapter stem>.json``; the results dir is ``$CHUNKWISE_RESULTS_DIR`` when set
+   (``chunkwise run-notebooks`` sets it to ``<output folder>/results`` for the kernel), else
+   ``<repo>/book/generated/results`` (a chapter run by hand in Jupyter).
+2. **The claims registry** ``data/findings/claims.csv`` (committed): one row per published claim
+   with its source, where in the source it is, the claim in our words, the published value and
+   unit, the tolerance within which ours counts as reproduced, and the chapter and results key
+   that measure it; or, for a claim this machine cannot test, what would be needed.
+3. **The page.** :func:`findings_markdown` joins the two into one table per source with a
+   verdict per claim; :func:`write_findings_page` writes it to ``book/generated/findings.md``,
+   which ``chunkwise build-book`` does before Sphinx runs.
+
+Verdicts (:func:`verdict`):
+
+- ``reproduced``: kind ``number`` with ``|ours - published| <= tolerance`` (inclusive; the
+  tolerance is in the claim's unit), or kind ``exact`` with ours equal to the published text;
+- ``not reproduced``: otherwise, followed by the claim's ``cause`` with the chapter's measured
+  values filled in (``{key}`` placeholders name keys of the same results file);
+- ``not testable here``: kind ``untestable``, followed by ``needs`` (placeholders filled the same
+  way);
+- ``not run in this build``: the chapter's results file does not exist.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import math
+import os
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CLAIM_COLUMNS",
+    "Claim",
+    "FindingsError",
+    "KINDS",
+    "RESULTS_ENV",
+    "chroma_recall_spread",
+    "chroma_results",
+    "evaluate",
+    "findings_markdown",
+    "load_claims",
+    "load_results",
+    "missing_keys",
+    "pgrag_abstract_metrics",
+    "required_keys",
+    "results_dir",
+    "verdict",
+    "write_findings_page",
+    "write_results",
+]
+
+#: Environment variable naming the folder for results files (set by ``chunkwise run-notebooks``).
+RESULTS_ENV = "CHUNKWISE_RESULTS_DIR"
+#: Where the findings page is written, relative to the book folder.
+FINDINGS_PAGE = Path("generated") / "findings.md"
+#: Claim kinds of the registry.
+KINDS = ("number", "exact", "untestable")
+#: Columns of ``data/findings/claims.csv``, in order.
+CLAIM_COLUMNS = (
+    "claim_id", "source", "location", "group", "claim", "published", "unit", "kind", "tolerance",
+    "chapter", "key", "cross_check", "cause", "needs",
+)
+#: Groups whose table is shown open on the page (group name prefixes); the others are folded.
+OPEN_GROUPS = ("Headline", "Abstract")
+#: Order of sources on the page.
+SOURCE_ORDER = ("guide", "Chroma report", "PG-RAG paper")
+SOURCE_TITLES = {
+    "guide": "The semantic-chunking guide (handbook experiment)",
+    "Chroma report": "Chroma's technical report, Evaluating Chunking Strategies for Retrieval (2024)",
+    "PG-RAG paper": "The PG-RAG paper (Liang et al., 2024, arXiv 2405.16933)",
+}
+
+_EPS = 1e-9
+
+
+class FindingsError(ValueError):
+    """A results file or the claims registry is malformed, or they do not match."""
+
+
+# ------------------------------------------------------------------------ results files
+
+
+def results_dir(out_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The folder for results files: ``out_dir``, else ``$CHUNKWISE_RESULTS_DIR``, else
+    ``<repo>/book/generated/results`` (found from the current directory)."""
+    if out_dir is not None:
+        return Path(out_dir)
+    env = os.environ.get(RESULTS_ENV)
+    if env:
+        return Path(env).expanduser()
+    from chunkwise.book import find_repo_root
+
+    return find_repo_root() / "book" / "generated" / "results"
+
+
+def _plain(value: Any, key: str) -> Any:
+    """A JSON value for a results file: numbers (numpy ones included) as int/float, NaN as None."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (list, tuple, dict)):
+        value = value.item()  # numpy scalar
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    raise FindingsError(
+        f"results value {key!r} is a {type(value).__name__}; record a number, a string, a bool or None "
+        "(format lists as text first)"
+    )
+
+
+def write_results(
+    chapter: str, results: Mapping[str, Any], out_dir: str | os.PathLike[str] | None = None
+) -> Path:
+    """Write a chapter's checked numbers to ``<results dir>/<chapter>.json``.
+
+    Parameters
+    ----------
+    chapter : str
+        The chapter's notebook stem, e.g. ``"01_handbook_boundaries"``.
+    results : mapping
+        ``{key: value}``; keys are the ``key`` column of the claims registry (and any key a
+        ``cause``/``needs`` template names); values are numbers (NaN is stored as null), strings,
+        bools or None.
+    out_dir : path-like, optional
+        Folder to write to; default :func:`results_dir`.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written (replaced atomically: a reader never sees half a file).
+
+    Raises
+    ------
+    FindingsError
+        If ``chapter`` is empty or has a path separator, a key is not a non-empty string, or a
+        value is not a number, string, bool or None.
+    """
+    if not isinstance(chapter, str) or not chapter or "/" in chapter or "\\" in chapter:
+        raise FindingsError(f"chapter must be a notebook stem such as '01_handbook_boundaries', got {chapter!r}")
+    clean: dict[str, Any] = {}
+    for key, value in results.items():
+        if not isinstance(key, str) or not key:
+            raise FindingsError(f"results keys must be non-empty strings, got {key!r}")
+        clean[key] = _plain(value, key)
+    folder = results_dir(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{chapter}.json"
+    payload = {
+        "chapter": chapter,
+        "written_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "results": clean,
+    }
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=1, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def load_results(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Read every ``<chapter>.json`` in ``folder``: ``{chapter: {key: value}}`` (empty if no folder).
+
+    Raises
+    ------
+    FindingsError
+        If a file is not valid JSON or lacks a ``results`` object.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    folder = Path(folder)
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise FindingsError(f"{path} is not valid JSON ({exc}); rerun its chapter") from None
+        if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+            raise FindingsError(f"{path} has no 'results' object; rerun its chapter")
+        found[path.stem] = data["results"]
+    return found
+
+
+# ------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the claims registry (see :data:`CLAIM_COLUMNS` and ``data/findings/README.md``)."""
+
+    claim_id: str
+    source: str
+    location: str
+    group: str
+    claim: str
+    published: str
+    unit: str
+    kind: str
+    tolerance: float | None
+    chapter: str
+    key: str
+    cross_check: str
+    cause: str
+    needs: str
+
+
+def _template_fields(text: str) -> list[str]:
+    return [f for _, f, _, _ in string.Formatter().parse(text or "") if f]
+
+
+def load_claims(path: str | os.PathLike[str] | None = None) -> list[Claim]:
+    """Read and check the claims registry (default ``<repo>/data/findings/claims.csv``).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    FindingsError
+        Naming the row and column: missing columns, duplicate ids, an unknown kind, a ``number``
+        claim whose published value or tolerance is not a number (tolerance must be >= 0), a
+        testable claim without chapter and key, an untestable one without ``needs``.
+    """
+    if path is None:
+        from chunkwise.book import find_repo_root
+
+        path = find_repo_root() / "data" / "findings" / "claims.csv"
+    path = Path(path)
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(row for row in fh if not row.startswith("#"))
+        missing = [c for c in CLAIM_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise FindingsError(f"{path} lacks column(s) {', '.join(missing)}; expected {', '.join(CLAIM_COLUMNS)}")
+        rows = list(reader)
+    claims: list[Claim] = []
+    seen: set[str] = set()
+    for n, row in enumerate(rows, start=2):
+        where = f"{path} line {n} ({row.get('claim_id')!r})"
+        cid = (row["claim_id"] or "").strip()
+        if not cid or cid in seen:
+            raise FindingsError(f"{where}: claim_id is empty or repeated")
+        seen.add(cid)
+        kind = row["kind"].strip()
+        if kind not in KINDS:
+            raise FindingsError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+        tol: float | None = None
+        if kind == "number":
+            try:
+                float(row["published"])
+                tol = float(row["tolerance"])
+            except ValueError:
+                raise FindingsError(f"{where}: a number claim needs a numeric published value and tolerance") from None
+            if not tol >= 0:
+                raise FindingsError(f"{where}: tolerance must be >= 0, got {row['tolerance']!r}")
+        if kind in ("number", "exact") and not (row["chapter"].strip() and row["key"].strip()):
+            raise FindingsError(f"{where}: a testable claim needs the chapter and results key that measure it")
+        if kind == "untestable" and not row["needs"].strip():
+            raise FindingsError(f"{where}: an untestable claim must say what would be needed (column needs)")
+        claims.append(Claim(
+            claim_id=cid, source=row["source"].strip(), location=row["location"].strip(),
+            group=row["group"].strip(), claim=row["claim"].strip(), published=row["published"].strip(),
+            unit=row["unit"].strip(), kind=kind, tolerance=tol, chapter=row["chapter"].strip(),
+            key=row["key"].strip(), cross_check=row["cross_check"].strip(), cause=row["cause"].strip(),
+            needs=row["needs"].strip(),
+        ))
+    return claims
+
+
+def required_keys(claim: Claim) -> list[str]:
+    """Results keys the claim needs from its chapter: its ``key`` and every template field."""
+    keys = [claim.key] if claim.key else []
+    for text in (claim.cause, claim.needs):
+        keys += [k for k in _template_fields(text) if k not in keys]
+    return keys
+
+
+def missing_keys(claims: Sequence[Claim], results: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """``{chapter: [keys the registry needs that its results file lacks]}`` for every chapter
+    that has a results file (chapters without one are not listed)."""
+    out: dict[str, list[str]] = {}
+    for c in claims:
+        if not c.chapter or c.chapter not in results:
+            continue
+        lacking = [k for k in required_keys(c) if k not in results[c.chapter]]
+        for k in lacking:
+            if k not in out.setdefault(c.chapter, []):
+                out[c.chapter].append(k)
+    return {ch: ks for ch, ks in out.items() if ks}
+
+
+# ---------------------------------------------------------------------- cross-checks
+
+#: PG-RAG rows of Table 1; every other row is a baseline ("benchmark" in the paper).
+PG_ROWS = ("PG", "PG w. KPs", "PG-RAG")
+_PG_METRICS = ("bleu", "rougeL", "bertscore", "f1qe")
+
+
+def pgrag_abstract_metrics(table: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The abstract's percentage claims recomputed from a Table-1-shaped table.
+
+    The abstract does not define its percentages; here each is a *relative* improvement in
+    percent, ``100 * (PG-RAG / other - 1)``.
+
+    Parameters
+    ----------
+    table : mapping
+        ``{method label: {"doc1_bleu": value, ...}}`` in percent, with the paper's labels
+        (``"PG-RAG"``, ``"KGP-LLaMA"``, baselines) and columns ``doc{1,2,3}_{bleu,rougeL,bertscore,f1qe}``.
+
+    Returns
+    -------
+    dict
+        ``abstract_overall_1doc`` (mean over the four metrics of PG-RAG over KGP-LLaMA, one
+        document), ``abstract_bleu_1doc``, ``abstract_f1qe_1doc`` (the same per metric),
+        ``abstract_multi_min_avg`` (per multi-document task, the mean over the metrics of PG-RAG
+        over the best baseline of that metric; the smaller of the two tasks), ``abstract_multi_bleu``
+        and ``abstract_multi_f1qe`` (PG-RAG over the best baseline, mean of the two
+        multi-document tasks). A value is NaN where an input is missing or zero.
+
+    Raises
+    ------
+    FindingsError
+        If the table has no ``PG-RAG`` or ``KGP-LLaMA`` row.
+    """
+    for need in ("PG-RAG", "KGP-LLaMA"):
+        if need not in table:
+            raise FindingsError(f"the table has no {need!r} row; pass Table 1 with the paper's method labels")
+
+    def val(method: str, col: str) -> float:
+        v = table.get(method, {}).get(col)
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            return math.nan
+        return v
+
+    def rel(a: float, b: float) -> float:
+        return 100.0 * (a / b - 1.0) if b and not (math.isnan(a) or math.isnan(b)) else math.nan
+
+    def best_baseline(col: str) -> float:
+        vals = [val(m, col) for m in table if m not in PG_ROWS]
+        vals = [v for v in vals if not math.isnan(v)]
+        return max(vals) if vals else math.nan
+
+    one = {m: rel(val("PG-RAG", f"doc1_{m}"), val("KGP-LLaMA", f"doc1_{m}")) for m in _PG_METRICS}
+    multi = {
+        d: {m: rel(val("PG-RAG", f"{d}_{m}"), best_baseline(f"{d}_{m}")) for m in _PG_METRICS}
+        for d in ("doc2", "doc3")
+    }
+
+    def mean(xs: Sequence[float]) -> float:
+        return sum(xs) / len(xs) if xs and not any(math.isnan(x) for x in xs) else math.nan
+
+    return {
+        "abstract_overall_1doc": mean(list(one.values())),
+        "abstract_bleu_1doc": one["bleu"],
+        "abstract_f1qe_1doc": one["f1qe"],
+        "abstract_multi_min_avg": min(mean(list(multi[d].values())) for d in multi),
+        "abstract_multi_bleu": mean([multi[d]["bleu"] for d in multi]),
+        "abstract_multi_f1qe": mean([multi[d]["f1qe"] for d in multi]),
+    }
+
+
+def _model_slug(model: str) -> str:
+    """``"all-MiniLM-L6-v2" -> "all_minilm_l6_v2"``: lower case, other characters as ``_``."""
+    import re
+
+    return re.sub(r"[^0-9a-z]+", "_", model.lower()).strip("_")
+
+
+def chroma_recall_spread(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Highest minus lowest mean recall (percentage points) per embedding model.
+
+    ``rows``: records with ``embedding_model`` and ``recall_mean`` (as in
+    ``data/chroma/chroma_report_results.csv``). Returns ``{"recall_spread_<model slug>": points}``
+    and ``recall_spread_max``, the largest of them.
+    """
+    by_model: dict[str, list[float]] = {}
+    for r in rows:
+        by_model.setdefault(str(r["embedding_model"]), []).append(float(r["recall_mean"]))
+    out = {f"recall_spread_{_model_slug(m)}": max(v) - min(v) for m, v in by_model.items()}
+    if out:
+        out["recall_spread_max"] = max(out.values())
+    return out
+
+
+def chroma_results(
+    table: Any, report: Any, model: str, prefix: str = "minilm", n_questions: int | None = None
+) -> dict[str, Any]:
+    """Chapter 2's numbers for the findings page, keyed like the claims registry.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Our results, one row per chunker: ``chunker``, ``size_tokens``, ``overlap_tokens`` and
+        ``<metric>_mean`` in percent for metric in recall, precision, precision_omega, iou (as
+        :func:`chunkwise.experiments.chroma.results_table` returns).
+    report : pandas.DataFrame
+        The report's rows (``data/chroma/chroma_report_results.csv``).
+    model : str
+        The embedding model whose published rows are checked, e.g. ``"all-MiniLM-L6-v2"``.
+    prefix : str
+        Key prefix for that model (the registry uses ``"minilm"``).
+    n_questions : int, optional
+        Questions the run scored.
+
+    Returns
+    -------
+    dict
+        ``<prefix>_<chunker>_<size or na>_<overlap>_<metric>`` (chunker lower-cased, other
+        characters as ``_``) for every published row of ``model``: ours, or None when the run
+        did not include that chunker; ``recall_spread_<prefix>``: highest minus lowest mean
+        recall over our rows (percentage points); ``n_chunkers`` (our rows) and ``n_questions``.
+
+    Raises
+    ------
+    FindingsError
+        If ``table`` lacks one of the columns above.
+    """
+    import re
+
+    need = ["chunker", "size_tokens", "overlap_tokens"] + [f"{m}_mean" for m in ("recall", "precision",
+                                                                                   "precision_omega", "iou")]
+    lacking = [c for c in need if c not in table.columns]
+    if lacking:
+        raise FindingsError(f"the results table lacks column(s) {', '.join(lacking)}; pass chroma.results_table(...)")
+
+    def size_key(v: Any) -> str:
+        x = _number(v)
+        return "na" if x is None else str(int(x))
+
+    def row_key(r: Any) -> str:
+        chunker = re.sub(r"[^0-9a-z]+", "_", str(r["chunker"]).lower()).strip("_")
+        overlap = _number(r["overlap_tokens"])  # no overlap given = none
+        return f"{prefix}_{chunker}_{size_key(r['size_tokens'])}_{int(overlap or 0)}"
+
+    ours = {row_key(r): r for _, r in table.iterrows()}
+    out: dict[str, Any] = {}
+    for _, r in report[report["embedding_model"] == model].iterrows():
+        k = row_key(r)
+        for m in ("recall", "precision", "precision_omega", "iou"):
+            v = _number(ours[k][f"{m}_mean"]) if k in ours else None
+            out[f"{k}_{m}"] = None if v is None else round(v, 2)
+    recalls = [x for x in (_number(v) for v in table["recall_mean"]) if x is not None]
+    out[f"recall_spread_{prefix}"] = round(max(recalls) - min(recalls), 2) if recalls else None
+    out["n_chunkers"] = len(table)
+    out["n_questions"] = n_questions
+    return out
+
+
+def _cross_checks(root: Path) -> dict[str, dict[str, float]]:
+    """Values the published tables themselves imply, for claims made in a publication's prose."""
+    out: dict[str, dict[str, float]] = {}
+    pg = root / "data" / "crud" / "pgrag_table1_crud_qa.csv"
+    if pg.is_file():
+        with pg.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(r for r in fh if not r.startswith("#")))
+        out["pgrag_table1"] = pgrag_abstract_metrics({r["method"]: r for r in rows})
+    ch = root / "data" / "chroma" / "chroma_report_results.csv"
+    if ch.is_file():
+        with ch.open(encoding="utf-8", newline="") as fh:
+            out["chroma_report"] = chroma_recall_spread(list(csv.DictReader(fh)))
+    return out
+
+
+# ------------------------------------------------------------------------------ verdicts
+
+
+def _decimals(text: str) -> int:
+    return len(text.split(".", 1)[1]) if "." in text else 0
+
+
+def _number(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def _fmt(value: Any, decimals: int) -> str:
+    x = _number(value)
+    if x is not None and not isinstance(value, str):
+        return f"{x:.{decimals}f}"
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _fill(template: str, values: Mapping[str, Any]) -> str:
+    """Fill ``{key}`` / ``{key:.1f}`` placeholders from a results file (None shows as '-')."""
+    shown = {k: (v if v is not None else "-") for k, v in values.items()}
+    try:
+        return template.format_map(shown)
+    except (KeyError, ValueError, IndexError) as exc:
+        raise FindingsError(f"template {template!r} cannot be filled from the results ({exc})") from None
+
+
+def verdict(claim: Claim, results: Mapping[str, Any] | None) -> dict[str, str]:
+    """Judge one claim against its chapter's results.
+
+    Parameters
+    ----------
+    claim : Claim
+        A registry row.
+    results : mapping or None
+        The chapter's ``{key: value}`` (:func:`load_results`); None when the chapter's results
+        file does not exist.
+
+    Returns
+    -------
+    dict
+        ``ours`` and ``delta`` (text, formatted with the published value's decimals; ``-`` when
+        there is none), ``verdict`` (``"reproduced"``, ``"not reproduced"``, ``"not testable
+        here"`` or ``"not run in this build"``) and ``detail`` (the filled cause or needs).
+
+    Raises
+    ------
+    FindingsError
+        If the results lack a key the claim needs (see :func:`required_keys`).
+    """
+    dec = _decimals(claim.published)
+    if claim.kind == "untestable":
+        values = results or {}
+        need_fields = _template_fields(claim.needs)
+        if need_fields and results is None:
+            detail = _fill_or_plain(claim.needs)
+        else:
+            _require(claim, values)
+            detail = _fill(claim.needs, values)
+        ours = _fmt(values.get(claim.key), dec) if claim.key and claim.key in values else "-"
+        return {"ours": ours, "delta": "-", "verdict": "not testable here", "detail": detail}
+    if results is None:
+        return {"ours": "-", "delta": "-", "verdict": "not run in this build",
+                "detail": f"no results file for {claim.chapter}: run `chunkwise run-notebooks --only {claim.chapter}`"}
+    _require(claim, results)
+    value = results[claim.key]
+    cause = _fill(claim.cause, results) if claim.cause else ""
+    if claim.kind == "number":
+        x = _number(value)
+        if x is None:
+            return {"ours": "-", "delta": "-", "verdict": "not reproduced",
+                    "detail": "the run gave no value" + (f"; {cause}" if cause else "")}
+        delta = x - float(claim.published)
+        tol = float(claim.tolerance or 0.0)
+        ok = abs(delta) <= tol + _EPS * max(1.0, tol, abs(x))
+        if dec == 0 and not float(x).is_integer():
+            dec = 1  # a whole published number ("up to 9") beside a measured fraction
+        return {"ours": _fmt(x, dec), "delta": f"{delta:+.{dec}f}",
+                "verdict": "reproduced" if ok else "not reproduced", "detail": "" if ok else cause}
+    shown = _fmt(value, dec)
+    ok = _norm(shown) == _norm(claim.published)
+    return {"ours": shown, "delta": "-", "verdict": "reproduced" if ok else "not reproduced",
+            "detail": "" if ok else cause}
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).split()).casefold()
+
+
+def _fill_or_plain(template: str) -> str:
+    """A template whose chapter did not run: its placeholders shown as 'not measured'."""
+    return _fill(template, {k: "(not measured in this build)" for k in _template_fields(template)})
+
+
+def _require(claim: Claim, results: Mapping[str, Any]) -> None:
+    lacking = [k for k in required_keys(claim) if k not in results]
+    if lacking:
+        raise FindingsError(
+            f"claim {claim.claim_id}: the results file of {claim.chapter} lacks {', '.join(lacking)}; "
+            "add them to the chapter's write_results call (or fix the registry)"
+        )
+
+
+def evaluate(
+    claims: Sequence[Claim], results: Mapping[str, Mapping[str, Any]],
+    cross_checks: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`verdict` for every claim, plus the claim's fields and ``implied`` (what the
+    source's own table implies for a prose claim, formatted, or ``""``)."""
+    rows = []
+    for c in claims:
+        row = {**c.__dict__, **verdict(c, results.get(c.chapter) if c.chapter else None)}
+        implied = ""
+        if c.cross_check:
+            name, _, key = c.cross_check.partition(":")
+            value = (cross_checks or {}).get(name, {}).get(key or c.key)
+            if value is not None and not math.isnan(value):
+                implied = _fmt(value, max(_decimals(c.published), 1))
+        row["implied"] = implied
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------- the page
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The findings tables as MyST Markdown: a count of verdicts, an overview (verdicts per
+    group), then per source one table per group; groups not named in :data:`OPEN_GROUPS` are
+    folded into a sphinx-design ``dropdown`` titled with their verdict counts.
+
+    ``rows`` come from :func:`evaluate`. Columns: claim, where (in the source), published (and
+    what the source's own table implies, for a prose claim), ours, delta (ours minus published),
+    tolerance, verdict (with the measured cause or what would be needed).
+    """
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    order = ("reproduced", "not reproduced", "not testable here", "not run in this build")
+    lines = [
+        f"**{len(rows)} claims checked in this build:** "
+        + ", ".join(f"{counts[v]} {v}" for v in order if counts.get(v)) + ".",
+        "",
+    ]
+    sources = [s for s in SOURCE_ORDER if any(r["source"] == s for r in rows)]
+    sources += sorted({r["source"] for r in rows} - set(sources))
+    # Overview: one line per table below.
+    lines += ["| source | claims | reproduced | not reproduced | not testable here | not run |",
+              "|---|---|---|---|---|---|"]
+    for source in sources:
+        groups_seen: list[str] = []
+        for r in rows:
+            if r["source"] == source and r["group"] not in groups_seen:
+                groups_seen.append(r["group"])
+        for group in groups_seen:
+            mine = [r for r in rows if r["source"] == source and r["group"] == group]
+            n = {v: sum(r["verdict"] == v for r in mine) for v in order}
+            name = f"{source}: {group}" if group else source
+            lines.append("| " + " | ".join(_cell(x) for x in (
+                name, len(mine), n["reproduced"], n["not reproduced"], n["not testable here"],
+                n["not run in this build"])) + " |")
+    lines.append("")
+    for source in sources:
+        mine = [r for r in rows if r["source"] == source]
+        n_ok = sum(r["verdict"] == "reproduced" for r in mine)
+        lines += [f"## {SOURCE_TITLES.get(source, source)}", "",
+                  f"{len(mine)} claims, {n_ok} reproduced.", ""]
+        groups: list[str] = []
+        for r in mine:
+            if r["group"] not in groups:
+                groups.append(r["group"])
+        for group in groups:
+            members = [x for x in mine if x["group"] == group]
+            # Headline and abstract claims stay open; the cell-by-cell tables fold away under
+            # a title that counts their verdicts (the overview above lists them all).
+            folded = bool(group) and not group.startswith(OPEN_GROUPS)
+            if folded:
+                n = {v: sum(x["verdict"] == v for x in members) for v in order}
+                counted = ", ".join(f"{k} {v}" for v, k in n.items() if k)
+                plural = "s" if len(members) != 1 else ""
+                lines += [f":::{{dropdown}} {group}: {len(members)} claim{plural} ({counted})", ""]
+            elif group:
+                lines += [f"### {group}", ""]
+            lines += ["| claim | where | published | ours | delta | tolerance | verdict |",
+                      "|---|---|---|---|---|---|---|"]
+            for r in members:
+                unit = f" {r['unit']}" if r["unit"] else ""
+                published = f"{r['published']}{unit}" if r["kind"] != "exact" else r["published"]
+                if r.get("implied"):
+                    published += f" (the source's table implies {r['implied']})"
+                ours = f"{r['ours']}{unit}" if r["ours"] != "-" and r["kind"] == "number" else r["ours"]
+                tol = "-"
+                if r["kind"] == "number":  # a tolerance on a percentage is in percentage points
+                    tol = f"±{r['tolerance']:g}{' points' if r['unit'] == '%' else unit}"
+                elif r["kind"] == "exact":
+                    tol = "exact"
+                verdict_text = f"**{r['verdict']}**" + (f": {r['detail']}" if r["detail"] else "")
+                lines.append("| " + " | ".join(_cell(x) for x in (
+                    r["claim"], r["location"], published, ours, r["delta"], tol, verdict_text)) + " |")
+            lines.append("")
+            if folded:
+                lines += [":::", ""]
+    return "\n".join(lines)
+
+
+def write_findings_page(
+    book_dir: str | os.PathLike[str],
+    claims_path: str | os.PathLike[str] | None = None,
+    results_folder: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Write :func:`findings_markdown` to ``<book_dir>/generated/findings.md``.
+
+    Parameters
+    ----------
+    book_dir : path-like
+        The Jupyter Book folder.
+    claims_path : path-like, optional
+        The registry; default ``<repo>/data/findings/claims.csv``, where repo is the repository
+        that holds ``book_dir`` (else the one around the current directory).
+    results_folder : path-like, optional
+        Where the chapters' results files are; default ``<book_dir>/generated/results``.
+
+    Returns
+    -------
+    pathlib.Path
+        The page written.
+
+    Raises
+    ------
+    FileNotFoundError
+        If no repository is found (see :func:`chunkwise.book.find_repo_root`) or the registry is missing.
+    FindingsError
+        If the registry is malformed or a chapter's results file lacks a key the registry needs.
+    """
+    from chunkwise.book import find_repo_root
+
+    book = Path(book_dir)
+    try:  # the repository the book belongs to; a copy of the book elsewhere: the current one
+        root = find_repo_root(book)
+    except FileNotFoundError:
+        root = find_repo_root()
+    claims = load_claims(claims_path if claims_path is not None else root / "data" / "findings" / "claims.csv")
+    results = load_results(results_folder if results_folder is not None else book / "generated" / "results")
+    lacking = missing_keys(claims, results)
+    if lacking:
+        raise FindingsError(
+            "results files lack keys the claims registry needs: "
+            + "; ".join(f"{ch}: {', '.join(ks)}" for ch, ks in lacking.items())
+            + " (rerun those chapters, or fix data/findings/claims.csv)"
+        )
+    rows = evaluate(claims, results, _cross_checks(root))
+    out = book / FINDINGS_PAGE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(findings_markdown(rows), encoding="utf-8")
+    return out

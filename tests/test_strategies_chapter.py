@@ -1,0 +1,88 @@
+"""Tests for chunkwise.experiments.strategies (chapter 5's tables) and the cache-only LLM client."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from chunkwise.evaluation.grid import GridConfig, run_grid
+from chunkwise.experiments import strategies as S
+
+from test_grid import DOCS, WordEmbedder, questions
+
+DOC = "One two. Three four. Five six."  # sentences (0,8) (9,20) (21,30)
+
+
+def test_boundary_stats_counts_cuts_inside_sentences_by_hand():
+    out = S.boundary_stats(
+        {"d": DOC},
+        {
+            "clean": {"d": [(0, 8), (9, 30)]},        # cut at a sentence end
+            "mid": {"d": [(0, 5), (5, 30)]},          # cut inside "One two."
+            "before_stop": {"d": [(0, 7), (7, 30)]},  # cut just before the full stop (separator kept at start)
+        },
+    )
+    assert out.loc["clean", "mid_sentence_cuts"] == 0.0
+    assert out.loc["mid", "mid_sentence_cuts"] == 1.0
+    assert out.loc["before_stop", "mid_sentence_cuts"] == 0.0
+    # "One two." = One / two / . (3 cl100k_base tokens); "Three four. Five six." = 6 tokens
+    assert out.loc["clean", "n_chunks"] == 2 and out.loc["clean", "max_tokens"] == 6
+    assert out.loc["clean", "mean_tokens"] == 4.5 and out.loc["clean", "cv_tokens"] == pytest.approx(0.33)
+    with pytest.raises(ValueError, match="not among the documents"):
+        S.boundary_stats({"d": DOC}, {"x": {"e": [(0, 1)]}})
+
+
+def test_ci_words_follow_the_interval():
+    assert S.ci_words(0.5, 2.0, "recall", "R").startswith("recall higher than R")
+    assert S.ci_words(-2.0, -0.1, "recall", "R").startswith("recall lower than R")
+    assert S.ci_words(-0.1, 2.0, "recall", "R").startswith("recall not distinguishable from R")
+
+
+def test_cold_costs_sum_the_coldest_rows(tmp_path):
+    p = tmp_path / "cold.csv"
+    p.write_text(
+        "spec,corpus,index_seconds,n_embedded,late_windows,late_encoder_tokens,n_chunks,load_1min,cpus,measured_utc\n"
+        "Hierarchical:200:800,a,10.0,24,0,0,49,12.0,2,x\n"
+        "Hierarchical:200:800,a,30.0,49,0,0,49,13.0,2,x\n"   # the fresh-cache rerun wins
+        "Hierarchical:200:800,b,5.0,10,0,0,10,14.0,2,x\n"
+        "Recursive:200,a,0.0,0,0,0,45,12.0,2,x\n"            # warm: not a cold cost
+        "Late:200,a,20.0,0,65,16390,45,12.8,2,x\n"           # late: no embedder texts but encoder windows
+        "Late:200,z,99.0,0,65,16390,45,12.8,2,x\n"           # corpus not asked for
+    )
+    c = S.cold_costs(p, ["a", "b"])
+    assert c.loc["Hierarchical:200:800:0.5", "cold_seconds"] == 35.0
+    assert c.loc["Hierarchical:200:800:0.5", "corpora_measured"] == 2
+    assert c.loc["Hierarchical:200:800:0.5", "max_load"] == 14.0
+    assert c.loc["Late:200", "late_windows"] == 65 and c.loc["Late:200", "cold_seconds"] == 20.0
+    assert "Recursive:200" not in c.index
+    assert S.cold_costs(tmp_path / "missing.csv", ["a"]).empty
+
+
+def test_cache_only_client_refuses_misses(tmp_path):
+    from chunkwise.llm import LLMClient
+
+    llm = S.cache_only(LLMClient(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", cache=str(tmp_path / "c.sqlite")))
+    with pytest.raises(S.NotCachedError, match="not in the LLM cache"):
+        llm.chat("hello", max_tokens=5)
+    status = S.runnable_from_cache(["Recursive:2", "Contextual:2"], DOCS, llm, tmp_path / "spans")
+    assert status == {"Contextual:2": "not cached for a.txt"}  # specs without an LLM are left out
+    assert S.runnable_from_cache(["Contextual:2"], DOCS, None) == {"Contextual:2": "no LLM client"}
+    with pytest.raises(ValueError, match="needs a chunkwise.llm.LLMClient"):
+        S.cache_only(object())
+
+
+def test_strategy_table_and_guide_check(tmp_path):
+    cfg = GridConfig(chunkers=["Recursive:2", "TokenText:2"], retrievers=["dense"], top_k=[1])
+    res = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    t = S.strategy_table(res, "Recursive 2", "dense", 1, n_resamples=200)
+    assert list(t.index) == ["Recursive 2", "TokenText 2"]
+    assert t.loc["Recursive 2", "recall_ci"] == "baseline"
+    # paired difference of the means, in points
+    assert t.loc["TokenText 2", "recall_diff"] == pytest.approx(t.loc["TokenText 2", "recall"] - t.loc["Recursive 2", "recall"], abs=0.11)
+    with pytest.raises(ValueError, match="baseline 'Nope'"):
+        S.strategy_table(res, "Nope", "dense", 1)
+    shapes = S.boundary_stats(DOCS, res.chunks)
+    check = S.guide_check(t, shapes, pd.DataFrame(columns=["cold_seconds"]),
+                          {"Recursive:2": "Recursive 2", "TokenText:2": "TokenText 2"}, "Recursive 2", {"LLM": "not cached"})
+    assert check.loc["LLM-based", "measured_cost"] == "not run: not cached"
+    assert check.loc["Sentence-based", "retrieval"] == "not run"
