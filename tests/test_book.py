@@ -573,8 +573,9 @@ def test_build_book_before_run_notebooks_says_what_to_do(tmp_path, capsys):
         assert cli.main(["build-book", flag, "--book", str(root)]) == 1
         err = capsys.readouterr().err.strip()
         assert err == (
-            f"chunkwise: error: 4 page(s) of {root.resolve() / '_toc.yml'} do not exist yet (generated/01_handbook_boundaries, "
-            "generated/02_chroma_recall, generated/03_crud_pgrag, generated/05_strategies): run `chunkwise run-notebooks` first "
+            f"chunkwise: error: 5 page(s) of {root.resolve() / '_toc.yml'} do not exist yet (generated/01_handbook_boundaries, "
+            "generated/02_chroma_recall, generated/03_crud_pgrag, generated/04_your_own_data, generated/05_strategies): "
+            "run `chunkwise run-notebooks` first "
             f"(it executes the notebooks into {root.resolve() / 'generated'})"
         )
     assert not (root / "_build").exists()  # refused before Sphinx ran
