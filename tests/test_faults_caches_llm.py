@@ -338,7 +338,7 @@ def test_llm_deadline_still_lets_a_prompt_reply_through() -> None:
         handler.wfile.write(body)
 
     with _Server(reply) as server:
-        client = LLMClient(base_url=server.url, model="m", api_key="k", timeout=1.0, max_retries=0, cache=False)
+        client = LLMClient(base_url=server.url, model="m", api_key="k", timeout=10.0, max_retries=0, cache=False)
         assert [client.chat(f"q{i}").text for i in range(3)] == ["fine"] * 3  # also over a kept-alive connection
 
 

@@ -280,7 +280,7 @@ def test_contextual_uses_the_client_batch_call(tmp_path):
     def reply(body):
         return "CTX " + re.findall(r"<chunk>\s*(.*?)\s*</chunk>", body["messages"][-1]["content"], re.S)[-1]
 
-    with FakeChatServer(latency_s=0.05, reply=reply) as server:
+    with FakeChatServer(latency_s=0.2, reply=reply) as server:
         llm = LLMClient(base_url=server.base_url, model="fake", cache=tmp_path / "llm.sqlite")
         chunker = ContextualChunker(FixedTokenChunker(1, tokenizer=W), llm, max_workers=3, tokenizer=W)
         chunks = chunker.split(TEN)

@@ -30,7 +30,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 def server() -> Any:
-    with FakeChatServer(latency_s=0.05, slow_latency_s=3.0) as fake:
+    # 0.2 s per request: wide enough that concurrent workers overlap even on a loaded machine
+    with FakeChatServer(latency_s=0.2, slow_latency_s=3.0) as fake:
         yield fake
 
 
@@ -51,7 +52,7 @@ def test_results_in_input_order_and_concurrency_bounded(server: FakeChatServer, 
     assert [r.get().text for r in results] == [f"echo: q{i}" for i in range(12)]
     assert all(isinstance(r.response, LLMResponse) and not r.response.cached for r in results)
     assert server.chat_count == 12
-    # bounded, and actually concurrent (12 requests of 50 ms with 3 workers overlap)
+    # bounded, and actually concurrent (12 requests of 200 ms with 3 workers overlap)
     assert 2 <= server.max_in_flight <= 3
     assert all(body["max_tokens"] == 8 for body in server.requests)
     stats = client.stats()
@@ -118,12 +119,12 @@ def test_errors_raise_after_the_others_finish(server: FakeChatServer, tmp_path: 
 
 def test_deadline_is_per_request_under_threads(tmp_path: Path) -> None:
     """A request that overruns its deadline fails alone; the others, sent beside it, succeed."""
-    with FakeChatServer(latency_s=0.05, slow_latency_s=2.0) as server:
-        client = make(server, tmp_path, timeout=0.8, max_retries=0)
+    with FakeChatServer(latency_s=0.05, slow_latency_s=15.0) as server:
+        client = make(server, tmp_path, timeout=5.0, max_retries=0)
         results = client.chat_many(["a", f"b {SLOW_MARKER}", "c", "d", "e"], max_concurrency=5)
     assert [r.ok for r in results] == [True, False, True, True, True]
     err = results[1].error
-    assert isinstance(err, LLMRequestError) and "timeout=0.8" in str(err)
+    assert isinstance(err, LLMRequestError) and "timeout=5" in str(err)
 
 
 def test_per_item_overrides_and_validation(server: FakeChatServer, tmp_path: Path) -> None:
@@ -332,7 +333,7 @@ def test_quest_eval_score_many_equals_score_and_holds_errors(tmp_path: Path) -> 
     }
     cands = ["ans:x ans:y", "ans:x", "", f"ans:z {FAIL_MARKER}", "ans:z"]
     ids = ["a", "a", "a", "b", "b"]
-    with FakeChatServer(latency_s=0.05, reply=_quest_reply) as server:
+    with FakeChatServer(latency_s=0.2, reply=_quest_reply) as server:
         client = make(server, tmp_path, max_concurrency=4)
         qe = QuestEval(client, gt_cache=gt)
         many = qe.score_many(cands, [None] * 5, ids)
