@@ -664,7 +664,7 @@ def _parser() -> argparse.ArgumentParser:
     fetch.set_defaults(func=_cmd_fetch_data)
 
     _add_llm_parser(sub)
-    from chunkwise.evaluation.commands import add_parsers as _add_evaluation_parsers
+    from chunkwise.cli_own_data import add_parsers as _add_evaluation_parsers
 
     _add_evaluation_parsers(sub)
     return parser

@@ -1,4 +1,7 @@
-"""``chunkwise questions validate`` and ``chunkwise evaluate``: the own-data workflow on the command line.
+"""``chunkwise questions validate|generate`` and ``chunkwise evaluate``: the own-data workflow on the command line.
+
+A command-line module beside :mod:`chunkwise.cli` (not inside :mod:`chunkwise.evaluation`, since
+``generate`` drives :mod:`chunkwise.experiments.questions`, a higher layer).
 
 Usage::
 
