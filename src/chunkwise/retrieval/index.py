@@ -198,10 +198,8 @@ def hnsw_search(
         raise ValueError(f"top_k must be a positive int, got {top_k!r}.")
     client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=True))
     name = "chunkwise_hnsw"
-    try:
+    if name in {getattr(c, "name", c) for c in client.list_collections()}:
         client.delete_collection(name)
-    except Exception:  # noqa: BLE001 - absent collection: ValueError or NotFoundError by version
-        pass
     collection = client.create_collection(
         name, embedding_function=None, metadata={"hnsw:space": "l2", "hnsw:search_ef": search_ef}
     )
