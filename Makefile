@@ -3,7 +3,7 @@
 #   make test   create the environment and run the test suite
 #   make lab    create the environment and open notebooks/ in JupyterLab (project kernel, machine facts set)
 # make book BOOK_PROFILE=ci executes the notebooks under notebooks/profiles/ci.json (what CI
-# builds: every cell runs, chapter 2 on a corpus subset); plain `make book` is the published build.
+# builds: every cell runs, chapters 2, 4 and 5 on a corpus subset); plain `make book` is the published build.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
