@@ -28,7 +28,8 @@ class DrainedProcess:
         The child's environment (default: this process's).
     ignore_sigint : bool, default False
         Start the child with SIGINT ignored, as a non-interactive shell starts a background
-        job (``cmd &`` in a script): an ignored disposition survives ``exec``.
+        job (``cmd &`` in a script): an ignored disposition survives ``exec``. False: SIGINT's
+        default disposition, whatever this process inherited.
     cwd : str, optional
     """
 
@@ -43,7 +44,10 @@ class DrainedProcess:
         self.cmd = list(cmd)
         self.lines: dict[str, list[str]] = {"out": [], "err": []}
         self._cond = threading.Condition()
-        preexec = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
+        # Otherwise the child gets SIGINT's default disposition explicitly: a test runner that was
+        # itself started as a background job of a script (CI harnesses do) passes an ignore on.
+        disposition = signal.SIG_IGN if ignore_sigint else signal.SIG_DFL
+        preexec = lambda: signal.signal(signal.SIGINT, disposition)  # noqa: E731
         self.proc = subprocess.Popen(
             self.cmd,
             stdin=subprocess.DEVNULL,

@@ -638,7 +638,9 @@ def test_ctrl_c_on_run_notebooks_end_to_end(tmp_path, monkeypatch):
     kernel_pid = None
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=err, env=env,
-                                cwd=root, start_new_session=True)
+                                cwd=root, start_new_session=True,
+                                # SIGINT's default, even when pytest itself inherited an ignore
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             deadline = time.monotonic() + 240
             while not (marker.is_file() and marker.read_text()) and proc.poll() is None:
