@@ -24,6 +24,7 @@ and the tokenization runs here so that it can be split across processes and cach
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -51,13 +52,12 @@ _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CHAR_TOKEN_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+", re.UNICODE)
 
 
+@functools.cache
 def _jieba() -> Any:
     import jieba
 
-    if not getattr(_jieba, "_ready", False):
-        jieba.setLogLevel(logging.WARNING)
-        jieba.initialize()
-        _jieba._ready = True  # type: ignore[attr-defined]
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
     return jieba
 
 
@@ -97,25 +97,21 @@ def tokenize_zh(text: str, mode: str = "jieba") -> list[str]:
 
 # bm25s' (and scikit-learn CountVectorizer's) default token pattern.
 _EN_TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")
-_STEMS: dict[str, str] = {}
 
 
+@functools.cache
 def _en_stopwords() -> frozenset[str]:
-    cached = getattr(_en_stopwords, "_set", None)
-    if cached is None:
-        from bm25s.stopwords import STOPWORDS_EN
+    from bm25s.stopwords import STOPWORDS_EN
 
-        cached = _en_stopwords._set = frozenset(STOPWORDS_EN)  # type: ignore[attr-defined]
-    return cached
+    return frozenset(STOPWORDS_EN)
 
 
+@functools.cache
 def _en_stemmer() -> Callable[[str], str]:
-    stem = getattr(_en_stemmer, "_fn", None)
-    if stem is None:
-        from nltk.stem.snowball import EnglishStemmer
+    """NLTK's Snowball English stemmer, memoised per word (a corpus repeats its words)."""
+    from nltk.stem.snowball import EnglishStemmer
 
-        stem = _en_stemmer._fn = EnglishStemmer().stem  # type: ignore[attr-defined]
-    return stem
+    return functools.cache(EnglishStemmer().stem)
 
 
 def tokenize_en(text: str, mode: str = "stem") -> list[str]:
@@ -145,13 +141,7 @@ def tokenize_en(text: str, mode: str = "stem") -> list[str]:
     if mode == "words":
         return words
     stem = _en_stemmer()
-    out = []
-    for w in words:
-        s = _STEMS.get(w)
-        if s is None:
-            s = _STEMS[w] = stem(w)
-        out.append(s)
-    return out
+    return [stem(w) for w in words]
 
 
 def tokenize(text: str, language: str, tokenizer: str | None = None) -> list[str]:
