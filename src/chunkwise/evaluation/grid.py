@@ -843,9 +843,9 @@ def run_grid(
         if spec.chunker == "Hierarchical":
             if config.placement != "exact":
                 raise ValueError(f"{spec.label}: hierarchical retrieval is scored with placement='exact' only.")
+            chunks = {}
             for name, text in docs.items():
-                parents_of[name], _ = chunk_hierarchy(spec, name, text, cache_dir)
-            chunks = {name: chunk_hierarchy(spec, name, text, cache_dir)[1] for name, text in docs.items()}
+                parents_of[name], chunks[name] = chunk_hierarchy(spec, name, text, cache_dir)
         else:
             chunks = {name: chunk_corpus(spec, name, text, embedder, llm, cache_dir) for name, text in docs.items()}
         chunk_seconds = time.perf_counter() - t0
