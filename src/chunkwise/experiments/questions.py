@@ -504,11 +504,9 @@ def generate_questions(
     nearest: dict[int, float] = {}
     if embedder is not None and dedup_threshold is not None and len(survivors) > 1:
         from chunkwise.evaluation.grid import _embed
+        from chunkwise.retrieval import unit_rows
 
-        vecs = _embed(embedder, [k["question"] for k in survivors], "generated question")
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        vecs = vecs / norms
+        vecs = unit_rows(_embed(embedder, [k["question"] for k in survivors], "generated question"))
         final: list[int] = []
         for j, k in enumerate(survivors):
             same = [f for f in final if survivors[f]["document"] == k["document"]]
