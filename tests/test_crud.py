@@ -78,22 +78,80 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @needs_mirror
-@pytest.mark.parametrize("source", ["mirror", "auto"])
-def test_mirror_subset_has_ten_items_with_the_fields(source, cache, monkeypatch):
+def test_subset_source_has_ten_complete_items(cache, monkeypatch):
     monkeypatch.setattr(pooch, "retrieve", _offline)
     sizes = {}
     for task, n_news in crud.CRUD_QA_TASKS.items():
-        with pytest.warns(UserWarning, match="OFFLINE MIRROR SUBSET"):
-            ds = crud.load_crud_qa(task, source=source)
+        with pytest.warns(UserWarning, match="OFFLINE MIRROR: the .* complete items"):
+            ds = crud.load_crud_qa(task, source="subset")
         sizes[task] = len(ds)
         assert {"ID", "event", "news", "questions", "answers"} <= set(ds.column_names)
-        assert "mirror subset" in ds.info.description
+        assert "NOT the full benchmark" in ds.info.description
         for row in ds:
             assert row["source"] == "mirror:qa_subset.json"
             assert row["task"] == task
             assert len(row["news"]) == n_news and all(isinstance(n, str) and n for n in row["news"])
             assert row["questions"] and row["answers"] and row["event"] and len(row["ID"]) == 24
     assert sizes == {"questanswer_1doc": 4, "questanswer_2docs": 3, "questanswer_3docs": 3}
+
+
+@needs_mirror
+@pytest.mark.parametrize("source", ["mirror", "auto"])
+def test_mirror_source_has_the_first_50_one_document_items(source, cache, monkeypatch):
+    monkeypatch.setattr(pooch, "retrieve", _offline)
+    with pytest.warns(UserWarning, match="OFFLINE MIRROR: the first 50 items"):
+        ds = crud.load_crud_qa("questanswer_1doc", source=source)
+    rows = list(ds)
+    assert len(rows) == 50 and len({r["ID"] for r in rows}) == 50
+    assert [r["ID"] for r in rows] == sorted(r["ID"] for r in rows)  # upstream's order: ascending ID
+    assert {r["source"] for r in rows} == {"mirror:qa_1doc_first50.json"}
+    with_gold = {r["ID"] for r in rows if r["news"]}
+    assert with_gold == {"64fa9b27b82641eb8ecbe14c", "64fa9b27b82641eb8ecbe14d",
+                         "64fa9b27b82641eb8ecbe156", "64fa9b27b82641eb8ecbe17a"}
+    for r in rows:
+        assert r["questions"] and r["answers"] and r["task"] == "questanswer_1doc"
+        if r["ID"] in with_gold:
+            assert len(r["news"]) == 1 and r["event"]
+        else:
+            assert r["news"] == [] and r["event"] is None
+    # the one item whose qa_subset.json answer carries line-wrap '>' characters gets the clean one
+    fixed = next(r for r in rows if r["ID"] == "64fa9b27b82641eb8ecbe17a")
+    assert ">" not in fixed["answers"] and fixed["answers"].startswith("优化汽车购买使用管理的具体政策包括")
+    for task in ("questanswer_2docs", "questanswer_3docs"):
+        with pytest.warns(UserWarning, match="complete items of this task in qa_subset.json"):
+            assert len(crud.load_crud_qa(task, source=source)) == 3
+
+
+def test_items_without_gold_news_and_a_pool_without_gold(tmp_path):
+    """Items without news are accepted by the mirror route only; pooled_corpus(add_gold=False)
+    keeps the pool to what BM25 finds, and the file round-trips that setting."""
+    from chunkwise.datasets.crud import _normalise_item
+
+    with pytest.raises(ValueError, match="lacks fields"):
+        _normalise_item({"ID": "a", "questions": "q", "answers": "x"}, "questanswer_1doc", "upstream")
+    row = _normalise_item({"ID": "a", "questions": "q", "answers": "x"}, "questanswer_1doc", "m", news_optional=True)
+    assert row["news"] == [] and row["event"] is None
+    with pytest.raises(ValueError, match="has 1 news texts, expected 2"):
+        _normalise_item({"ID": "a", "questions": "q", "answers": "x", "news1": "n"}, "questanswer_2docs", "m",
+                        news_optional=True)
+
+    class FakeBM25:
+        def retrieve(self, query, k):
+            return [("c:1", "其他媒体的报道一"), ("c:2", "其他媒体的报道二")][:k]
+
+    items = [{"ID": "a", "task": "questanswer_1doc", "questions": "问题一", "news": ["金标准新闻"]},
+             {"ID": "b", "task": "questanswer_1doc", "questions": "问题二", "news": []}]
+    corpus = ["其他媒体的报道一", "其他媒体的报道二"]
+    with_gold = crud.pooled_corpus(items, corpus, 2, ids=["c:1", "c:2"], bm25=FakeBM25())
+    assert with_gold.origin == ["gold", "bm25", "bm25"] and with_gold.add_gold
+    no_gold = crud.pooled_corpus(items, corpus, 2, ids=["c:1", "c:2"], bm25=FakeBM25(), add_gold=False)
+    assert no_gold.ids == ["c:1", "c:2"] and no_gold.origin == ["bm25", "bm25"]
+    assert no_gold.gold == {"questanswer_1doc/a": [], "questanswer_1doc/b": []}
+    path = crud.save_pool(no_gold, tmp_path / "pool.json")
+    back = crud.load_pool(path, items, type("C", (list,), {"ids": ["c:1", "c:2"]})(corpus))
+    assert back.ids == ["c:1", "c:2"] and back.add_gold is False
+    assert crud.load_pool(crud.save_pool(with_gold, tmp_path / "g.json"), items,
+                          type("C", (list,), {"ids": ["c:1", "c:2"]})(corpus)).add_gold is True
 
 
 def test_git_blob_sha1_matches_git(tmp_path):
@@ -696,7 +754,7 @@ def test_build_pool_takes_any_subset_of_the_committed_pool(tasks, n_items, top_n
     before = pool_file.read_bytes()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the mirror-subset warning
-        items = cx.load_items(tasks, n_items)
+        items = cx.load_items(tasks, n_items, source="subset")
     pool = cx.build_pool(items, top_n, pool_file=pool_file)
     assert pool.top_n == top_n and all(len(r) == top_n for r in pool.retrieved.values())
     keys = [f"{i['task']}/{i['ID']}" for i in items]

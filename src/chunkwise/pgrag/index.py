@@ -24,7 +24,7 @@ from chunkwise.pgrag.extract import (
     extract_verified_fcis,
     extract_verified_fcis_many,
 )
-from chunkwise.pgrag.graph import FACT_THRESHOLD, TOPIC_THRESHOLD, PseudoGraph
+from chunkwise.pgrag.graph import FACT_ALPHA, FACT_THRESHOLD, TOPIC_ALPHA, TOPIC_THRESHOLD, PseudoGraph, super_node_stats
 from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmap, generate_mindmaps, parse_mindmap
 
 __all__ = ["DocumentRecord", "PGIndexer", "compression_ratio"]
@@ -69,8 +69,11 @@ class PGIndexer:
         FCI extraction attempts per document (verification failures are regenerated).
     rouge_threshold, semantic_threshold : float
         FCI verification thresholds (the authors' 0.15 / 0.85).
-    topic_threshold, fact_threshold : float
-        Fusion thresholds (the authors' 0.92 / 0.98).
+    topic_threshold, fact_threshold : float or "fitted"
+        Fusion thresholds (the authors' 0.92 / 0.98), or ``"fitted"`` to the embedding space
+        (:func:`chunkwise.pgrag.graph.fit_fusion_threshold`).
+    topic_alpha, fact_alpha : float in (0, 1)
+        Shares of cross-document pairs the fitted thresholds fuse (defaults 1% and 0.1%).
 
     Raises
     ------
@@ -87,23 +90,32 @@ class PGIndexer:
         max_attempts: int = 3,
         rouge_threshold: float = ROUGE_THRESHOLD,
         semantic_threshold: float = SEMANTIC_THRESHOLD,
-        topic_threshold: float = TOPIC_THRESHOLD,
-        fact_threshold: float = FACT_THRESHOLD,
+        topic_threshold: float | str = TOPIC_THRESHOLD,
+        fact_threshold: float | str = FACT_THRESHOLD,
+        topic_alpha: float = TOPIC_ALPHA,
+        fact_alpha: float = FACT_ALPHA,
     ) -> None:
         for name, v in (("rouge_threshold", rouge_threshold), ("semantic_threshold", semantic_threshold)):
             if not 0.0 <= float(v) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {v!r}")
         for name, v in (("topic_threshold", topic_threshold), ("fact_threshold", fact_threshold)):
-            if not -1.0 <= float(v) <= 1.0:
-                raise ValueError(f"{name} must be a cosine in [-1, 1], got {v!r}")
+            if v == "fitted":
+                continue
+            if isinstance(v, (str, bool)) or not isinstance(v, (int, float)) or not -1.0 <= float(v) <= 1.0:
+                raise ValueError(f"{name} must be a cosine in [-1, 1] or 'fitted', got {v!r}")
+        for name, v in (("topic_alpha", topic_alpha), ("fact_alpha", fact_alpha)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < float(v) < 1.0:
+                raise ValueError(f"{name} must be a share in (0, 1), got {v!r}")
         self.folder = Path(folder)
         self.llm = llm
         self.embedder = embedder
         self.max_attempts = max_attempts
         self.rouge_threshold = float(rouge_threshold)
         self.semantic_threshold = float(semantic_threshold)
-        self.topic_threshold = float(topic_threshold)
-        self.fact_threshold = float(fact_threshold)
+        self.topic_threshold = topic_threshold if topic_threshold == "fitted" else float(topic_threshold)
+        self.fact_threshold = fact_threshold if fact_threshold == "fitted" else float(fact_threshold)
+        self.topic_alpha = float(topic_alpha)
+        self.fact_alpha = float(fact_alpha)
 
     @property
     def records_path(self) -> Path:
@@ -257,7 +269,8 @@ class PGIndexer:
         if missing:
             raise KeyError(f"not indexed yet: {missing[:5]}{'...' if len(missing) > 5 else ''}; call add_documents first")
         maps = [(d, parse_mindmap(recs[d]["mindmap"], recs[d]["extraction"]["topic"])) for d in order]
-        g = PseudoGraph.build(maps, self.embedder, topic_threshold=self.topic_threshold, fact_threshold=self.fact_threshold)
+        g = PseudoGraph.build(maps, self.embedder, topic_threshold=self.topic_threshold, fact_threshold=self.fact_threshold,
+                              topic_alpha=self.topic_alpha, fact_alpha=self.fact_alpha)
         if doc_ids is None:
             g.save(self.folder / "graph")
         return g
@@ -283,6 +296,7 @@ class PGIndexer:
             "graph_chars": g.n_chars(),
             "compression_ratio": compression_ratio(src, g.n_chars()),
             **g.summary(),
+            **super_node_stats(g),
         }
 
 
