@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pooch
 import pytest
 
@@ -834,3 +835,68 @@ def test_run_baselines_generates_through_the_client_batch_call(tmp_path):
         again = run_baselines(items, None, retrievers, llm)  # no checkpoint: every answer from the LLM cache
         assert server.chat_count == 0 and again["cached"].all()
         assert list(again["answer"]) == list(df["answer"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics of the chapter's tables: paired CIs, counts, rank correlation with the paper
+# ---------------------------------------------------------------------------------------------
+
+
+def _scores_frame(values: dict[str, list[float]], task: str = "questanswer_1doc") -> pd.DataFrame:
+    rows = []
+    for method, vals in values.items():
+        for i, v in enumerate(vals):
+            rows.append({"task": task, "ID": f"q{i}", "method": method, "quest_avg_f1": v,
+                         "model_identity": "m", "parse_status": "ok", "missing": ""})
+    return pd.DataFrame(rows)
+
+
+def test_paired_with_reports_the_bootstrap_interval_of_the_shared_questions():
+    from chunkwise.evaluation.stats import paired_difference_ci
+    from chunkwise.experiments import crud as cx
+
+    nan = float("nan")
+    scores = _scores_frame({"dense": [0.5, 0.4, 0.9, 0.1, 0.3], "pg_rag": [0.6, nan, 0.7, 0.3, 0.5],
+                            "bm25": [0.5, 0.4, 0.9, 0.1, 0.3]})
+    t = cx.paired_with(scores, "dense", n_resamples=2000)
+    row = t.loc[("questanswer_1doc", "pg_rag")]
+    # shared questions 0, 2, 3, 4: differences +10, -20, +20, +20 points -> mean 7.5
+    assert row["n_shared"] == 4 and row["difference"] == pytest.approx(7.5)
+    _, low, high = paired_difference_ci([60, 70, 30, 50], [50, 90, 10, 30], n_resamples=2000, seed=0)
+    assert (row["ci_low"], row["ci_high"]) == (round(low, 2), round(high, 2))
+    assert low < 0 < high  # four questions cannot separate them
+    same = t.loc[("questanswer_1doc", "bm25")]
+    assert same["difference"] == 0 and same["ci_low"] == 0 and same["ci_high"] == 0
+
+
+def test_answer_counts_never_zero_fill():
+    from chunkwise.experiments import crud as cx
+
+    nan = float("nan")
+    scores = _scores_frame({"dense": [0.5, nan, nan], "bm25": [0.1, 0.2, 0.3]})
+    answers = scores[["task", "ID", "method"]].copy()
+    answers["parse_ok"] = [True, True, False, True, True, True]
+    c = cx.answer_counts(answers, scores)
+    assert c.loc[("questanswer_1doc", "dense")].to_dict() == {
+        "questions": 3, "answered": 2, "unparsed": 1, "metric_missing": 1, "scored": 1}
+    assert c.loc[("questanswer_1doc", "bm25")].to_dict() == {
+        "questions": 3, "answered": 3, "unparsed": 0, "metric_missing": 0, "scored": 3}
+
+
+def test_rank_correlation_with_paper_resamples_our_questions():
+    from chunkwise.experiments import crud as cx
+
+    paper = pd.DataFrame({"doc1_f1qe": [10.0, 20.0, 30.0, 40.0]}, index=["w/o RAG", "BM25", "DPR", "PG-RAG"])
+    same_order = _scores_frame({"none": [0.1, 0.1, 0.2], "bm25": [0.2, 0.3, 0.3], "dense": [0.4, 0.4, 0.5],
+                                "pg_rag": [0.6, 0.7, 0.8], "mystery": [0.9, 0.9, 0.9]})
+    r = cx.rank_correlation_with_paper(same_order, "questanswer_1doc", paper, n_resamples=500)
+    # every method's questions are all above the previous method's: every resample keeps the order
+    assert r["spearman"] == pytest.approx(1.0) and r["ci_low"] == pytest.approx(1.0) and r["ci_high"] == pytest.approx(1.0)
+    assert r["n_methods"] == 4 and r["n_questions"] == 3 and "mystery" not in r["methods"]
+    reversed_ = _scores_frame({"none": [0.8, 0.8, 0.8], "bm25": [0.6, 0.6, 0.6], "dense": [0.4, 0.4, 0.4],
+                               "pg_rag": [0.2, 0.2, 0.2]})
+    assert cx.rank_correlation_with_paper(reversed_, "questanswer_1doc", paper, n_resamples=100)["spearman"] == pytest.approx(-1.0)
+    two = _scores_frame({"none": [0.1, 0.2], "bm25": [0.3, 0.4]})
+    assert math.isnan(cx.rank_correlation_with_paper(two, "questanswer_1doc", paper)["spearman"])
+    with pytest.raises(ValueError, match="unknown paper metric"):
+        cx.rank_correlation_with_paper(same_order, "questanswer_1doc", paper, metric="f1")

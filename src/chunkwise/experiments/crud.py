@@ -272,13 +272,23 @@ def task_tables(scores: pd.DataFrame, metric_columns: Sequence[str] | None = Non
     return out
 
 
-def paired_with(scores: pd.DataFrame, reference: str = "dense", metric: str = "quest_avg_f1") -> pd.DataFrame:
-    """Each method against ``reference`` on the questions both have a value for.
+def paired_with(
+    scores: pd.DataFrame,
+    reference: str = "dense",
+    metric: str = "quest_avg_f1",
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Each method against ``reference`` on the questions both have a value for, with a CI.
 
     :func:`task_tables` averages every method over the items where it has a value, so two rows
     with different ``n_missing`` are means over different questions. This table compares like
     with like: per task and method, the mean of ``metric`` for the method and for the
-    reference over their shared items, and the difference.
+    reference over their shared items, the paired difference, and its percentile bootstrap
+    interval over those items (:func:`chunkwise.evaluation.stats.paired_difference_ci`, the
+    own-data engine's statistics).
 
     Parameters
     ----------
@@ -288,19 +298,25 @@ def paired_with(scores: pd.DataFrame, reference: str = "dense", metric: str = "q
         The method compared against (must be in ``scores``).
     metric : str, default "quest_avg_f1"
         A metric column of ``scores`` (a fraction in [0, 1]).
+    n_resamples, seed, confidence
+        Bootstrap settings (10,000 resamples, ``numpy.random.default_rng(0)``, 95%).
 
     Returns
     -------
     DataFrame
         Index (task, method), every method but the reference; columns ``method``, ``reference``
         (means over the shared items, percent), ``difference`` (method - reference, points),
-        ``n_shared`` (items with a value for both). Means are NaN where nothing is shared.
+        ``ci_low`` / ``ci_high`` (the interval of the difference, points; NaN with fewer than
+        two shared items), ``n_shared`` (items with a value for both). Means are NaN where
+        nothing is shared.
 
     Raises
     ------
     ValueError
         If ``metric`` is not a column of ``scores`` or ``reference`` is not one of its methods.
     """
+    from chunkwise.evaluation.stats import paired_difference_ci
+
     if metric not in scores.columns:
         raise ValueError(f"metric {metric!r} is not a column of scores; columns: {list(scores.columns)}")
     if reference not in set(scores["method"]):
@@ -313,15 +329,65 @@ def paired_with(scores: pd.DataFrame, reference: str = "dense", metric: str = "q
         for method in df["method"].drop_duplicates():
             if method == reference:
                 continue
-            both = wide[[method, reference]].dropna()
+            both = wide[[method, reference]].astype(float).dropna()
             ours, ref = both[method].mean() * 100, both[reference].mean() * 100
+            low = high = float("nan")
+            if len(both) >= 2:
+                _, low, high = paired_difference_ci(
+                    (both[method] * 100).to_numpy(), (both[reference] * 100).to_numpy(),
+                    n_resamples=n_resamples, seed=seed, confidence=confidence,
+                )
             rows[(str(task), str(method))] = {
-                "method": ours, "reference": ref, "difference": ours - ref, "n_shared": len(both),
+                "method": ours, "reference": ref, "difference": ours - ref, "ci_low": low, "ci_high": high,
+                "n_shared": len(both),
             }
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index = pd.MultiIndex.from_tuples(out.index, names=["task", "method"])
     out["n_shared"] = out["n_shared"].astype(int)
     return out.round(2)
+
+
+def answer_counts(answers: pd.DataFrame, scores: pd.DataFrame, metric: str = "quest_avg_f1") -> pd.DataFrame:
+    """Per task and method: questions asked, answered, answers that did not parse, and answered
+    questions whose ``metric`` is missing -- counts, never zero-filled scores.
+
+    Parameters
+    ----------
+    answers : DataFrame
+        :func:`chunkwise.rag.run_baselines`' rows (``task``, ``ID``, ``method``, ``parse_ok``).
+    scores : DataFrame
+        :func:`score_answers`' rows for the same answers.
+    metric : str, default "quest_avg_f1"
+
+    Returns
+    -------
+    DataFrame
+        Index (task, method) in the answers' order; columns ``questions``, ``answered``
+        (a reply that parsed), ``unparsed``, ``metric_missing`` (answered but no ``metric``,
+        e.g. a RAGQuestEval cell that failed), ``scored`` (``answered - metric_missing``).
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is not a column of ``scores``.
+    """
+    if metric not in scores.columns:
+        raise ValueError(f"metric {metric!r} is not a column of scores; columns: {list(scores.columns)}")
+    key = ["task", "ID", "method"]
+    merged = answers[key + ["parse_ok"]].merge(scores[key + [metric]], on=key, how="left", validate="one_to_one")
+    ok = merged["parse_ok"].astype(bool)
+    merged["answered"] = ok
+    merged["unparsed"] = ~ok
+    merged["metric_missing"] = ok & merged[metric].isna()
+    g = merged.groupby(["task", "method"], sort=False)
+    out = pd.DataFrame({
+        "questions": g.size(),
+        "answered": g["answered"].sum().astype(int),
+        "unparsed": g["unparsed"].sum().astype(int),
+        "metric_missing": g["metric_missing"].sum().astype(int),
+    })
+    out["scored"] = out["answered"] - out["metric_missing"]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,6 +457,96 @@ def compare_with_paper(table: pd.DataFrame, task: str, paper: pd.DataFrame | Non
     out = pd.DataFrame(cols, index=pd.Index(labels, name="method"))
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return out.round(2)
+
+
+def rank_correlation_with_paper(
+    scores: pd.DataFrame,
+    task: str,
+    paper: pd.DataFrame | None = None,
+    *,
+    metric: str = "f1qe",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Spearman's rank correlation between our methods' means and the paper's Table 1, with a
+    percentile bootstrap interval over our questions.
+
+    The paper publishes means only, so only our side is resampled: each resample draws the
+    task's questions with replacement, recomputes every method's mean (over the drawn questions
+    where it has a value) and correlates those means with the paper's fixed column
+    (:func:`scipy.stats.spearmanr`). Methods without a paper row (labels outside
+    :data:`PAPER_METHOD`) are left out.
+
+    Parameters
+    ----------
+    scores : DataFrame
+        :func:`score_answers`' rows.
+    task : str
+        A key of :data:`PAPER_TASK`.
+    paper : DataFrame, optional
+        :func:`paper_table1`'s table (read when None).
+    metric : {"bleu", "rougeL", "bertscore", "f1qe"}, default "f1qe"
+        The paper's metric; ours is :data:`PAPER_METRIC`'s column for it.
+    n_resamples, seed, confidence
+        Bootstrap settings.
+
+    Returns
+    -------
+    dict
+        ``spearman``, ``ci_low``, ``ci_high`` (NaN when undefined, e.g. fewer than 3 methods or
+        all means tied), ``n_methods``, ``n_questions``, ``methods`` (paper labels used).
+
+    Raises
+    ------
+    ValueError
+        For an unknown task or metric, or a metric column missing from ``scores``.
+    """
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    if task not in PAPER_TASK:
+        raise ValueError(f"unknown task {task!r}; expected one of {list(PAPER_TASK)}")
+    if metric not in PAPER_METRIC:
+        raise ValueError(f"unknown paper metric {metric!r}; expected one of {list(PAPER_METRIC)}")
+    ours_col = PAPER_METRIC[metric][0]
+    if ours_col not in scores.columns:
+        raise ValueError(f"scores has no column {ours_col!r} (ours for the paper's {metric!r})")
+    paper = paper_table1() if paper is None else paper
+    df = scores[scores["task"] == task]
+    wide = df.pivot_table(index="ID", columns="method", values=ours_col, aggfunc="first", dropna=False)
+    methods = [m for m in df["method"].drop_duplicates() if PAPER_METHOD.get(m) in paper.index and m in wide.columns]
+    methods = [m for m in methods if wide[m].notna().any()]
+    ref = np.array([float(paper.loc[PAPER_METHOD[m], f"{PAPER_TASK[task]}_{metric}"]) for m in methods])
+    x = wide[methods].to_numpy(dtype=float) if methods else np.zeros((0, 0))
+    out: dict[str, Any] = {"spearman": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+                           "n_methods": len(methods), "n_questions": int(x.shape[0]),
+                           "methods": [PAPER_METHOD[m] for m in methods]}
+    if len(methods) < 3 or x.shape[0] < 2:
+        return out
+
+    def rho(means: np.ndarray) -> float:
+        ok = ~np.isnan(means)
+        if ok.sum() < 3 or np.ptp(means[ok]) == 0:
+            return float("nan")
+        return float(spearmanr(means[ok], ref[ok]).statistic)
+
+    with np.errstate(invalid="ignore"):
+        out["spearman"] = rho(np.nanmean(x, axis=0))
+        rng = np.random.default_rng(seed)
+        draws = []
+        for _ in range(int(n_resamples)):
+            idx = rng.integers(0, x.shape[0], size=x.shape[0])
+            sample = x[idx]
+            counts = (~np.isnan(sample)).sum(axis=0)
+            means = np.where(counts > 0, np.nansum(sample, axis=0) / np.maximum(counts, 1), np.nan)
+            draws.append(rho(means))
+    arr = np.array(draws)
+    arr = arr[~np.isnan(arr)]
+    if arr.size:
+        alpha = (1.0 - float(confidence)) / 2
+        out["ci_low"], out["ci_high"] = float(np.quantile(arr, alpha)), float(np.quantile(arr, 1 - alpha))
+    return out
 
 
 def findings_key(task_prefix: str, method_label: str, metric: str) -> str:
