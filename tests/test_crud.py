@@ -858,7 +858,7 @@ def test_paired_with_reports_the_bootstrap_interval_of_the_shared_questions():
     nan = float("nan")
     scores = _scores_frame({"dense": [0.5, 0.4, 0.9, 0.1, 0.3], "pg_rag": [0.6, nan, 0.7, 0.3, 0.5],
                             "bm25": [0.5, 0.4, 0.9, 0.1, 0.3]})
-    t = cx.paired_with(scores, "dense", n_resamples=2000)
+    t = cx.paired_with(scores, "dense", n_resamples=2000, min_shared=2)
     row = t.loc[("questanswer_1doc", "pg_rag")]
     # shared questions 0, 2, 3, 4: differences +10, -20, +20, +20 points -> mean 7.5
     assert row["n_shared"] == 4 and row["difference"] == pytest.approx(7.5)
@@ -867,6 +867,9 @@ def test_paired_with_reports_the_bootstrap_interval_of_the_shared_questions():
     assert low < 0 < high  # four questions cannot separate them
     same = t.loc[("questanswer_1doc", "bm25")]
     assert same["difference"] == 0 and same["ci_low"] == 0 and same["ci_high"] == 0
+    # by default, four shared questions are too few for an interval: NaN, not a narrow one
+    default = cx.paired_with(scores, "dense").loc[("questanswer_1doc", "pg_rag")]
+    assert default["difference"] == pytest.approx(7.5) and math.isnan(default["ci_low"]) and math.isnan(default["ci_high"])
 
 
 def test_answer_counts_never_zero_fill():
@@ -889,10 +892,12 @@ def test_rank_correlation_with_paper_resamples_our_questions():
     paper = pd.DataFrame({"doc1_f1qe": [10.0, 20.0, 30.0, 40.0]}, index=["w/o RAG", "BM25", "DPR", "PG-RAG"])
     same_order = _scores_frame({"none": [0.1, 0.1, 0.2], "bm25": [0.2, 0.3, 0.3], "dense": [0.4, 0.4, 0.5],
                                 "pg_rag": [0.6, 0.7, 0.8], "mystery": [0.9, 0.9, 0.9]})
-    r = cx.rank_correlation_with_paper(same_order, "questanswer_1doc", paper, n_resamples=500)
+    r = cx.rank_correlation_with_paper(same_order, "questanswer_1doc", paper, n_resamples=500, min_questions=2)
     # every method's questions are all above the previous method's: every resample keeps the order
     assert r["spearman"] == pytest.approx(1.0) and r["ci_low"] == pytest.approx(1.0) and r["ci_high"] == pytest.approx(1.0)
     assert r["n_methods"] == 4 and r["n_questions"] == 3 and "mystery" not in r["methods"]
+    few = cx.rank_correlation_with_paper(same_order, "questanswer_1doc", paper)  # 3 < 10 questions
+    assert few["spearman"] == pytest.approx(1.0) and math.isnan(few["ci_low"])
     reversed_ = _scores_frame({"none": [0.8, 0.8, 0.8], "bm25": [0.6, 0.6, 0.6], "dense": [0.4, 0.4, 0.4],
                                "pg_rag": [0.2, 0.2, 0.2]})
     assert cx.rank_correlation_with_paper(reversed_, "questanswer_1doc", paper, n_resamples=100)["spearman"] == pytest.approx(-1.0)

@@ -280,6 +280,7 @@ def paired_with(
     n_resamples: int = 10_000,
     seed: int = 0,
     confidence: float = 0.95,
+    min_shared: int = 10,
 ) -> pd.DataFrame:
     """Each method against ``reference`` on the questions both have a value for, with a CI.
 
@@ -300,6 +301,10 @@ def paired_with(
         A metric column of ``scores`` (a fraction in [0, 1]).
     n_resamples, seed, confidence
         Bootstrap settings (10,000 resamples, ``numpy.random.default_rng(0)``, 95%).
+    min_shared : int, default 10
+        Fewest shared items for an interval. A percentile bootstrap over a handful of items has
+        few distinct resamples and intervals far narrower than the truth (three items give ten
+        distinct resamples), so below this the interval is NaN rather than misleading.
 
     Returns
     -------
@@ -307,7 +312,7 @@ def paired_with(
         Index (task, method), every method but the reference; columns ``method``, ``reference``
         (means over the shared items, percent), ``difference`` (method - reference, points),
         ``ci_low`` / ``ci_high`` (the interval of the difference, points; NaN with fewer than
-        two shared items), ``n_shared`` (items with a value for both). Means are NaN where
+        ``min_shared`` shared items), ``n_shared`` (items with a value for both). Means are NaN where
         nothing is shared.
 
     Raises
@@ -332,7 +337,7 @@ def paired_with(
             both = wide[[method, reference]].astype(float).dropna()
             ours, ref = both[method].mean() * 100, both[reference].mean() * 100
             low = high = float("nan")
-            if len(both) >= 2:
+            if len(both) >= max(2, int(min_shared)):
                 _, low, high = paired_difference_ci(
                     (both[method] * 100).to_numpy(), (both[reference] * 100).to_numpy(),
                     n_resamples=n_resamples, seed=seed, confidence=confidence,
@@ -468,6 +473,7 @@ def rank_correlation_with_paper(
     n_resamples: int = 10_000,
     seed: int = 0,
     confidence: float = 0.95,
+    min_questions: int = 10,
 ) -> dict[str, Any]:
     """Spearman's rank correlation between our methods' means and the paper's Table 1, with a
     percentile bootstrap interval over our questions.
@@ -490,12 +496,15 @@ def rank_correlation_with_paper(
         The paper's metric; ours is :data:`PAPER_METRIC`'s column for it.
     n_resamples, seed, confidence
         Bootstrap settings.
+    min_questions : int, default 10
+        Fewest questions for an interval (see :func:`paired_with`'s ``min_shared``).
 
     Returns
     -------
     dict
-        ``spearman``, ``ci_low``, ``ci_high`` (NaN when undefined, e.g. fewer than 3 methods or
-        all means tied), ``n_methods``, ``n_questions``, ``methods`` (paper labels used).
+        ``spearman``, ``ci_low``, ``ci_high`` (NaN when undefined: fewer than 3 methods, all
+        means tied, or for the interval fewer than ``min_questions`` questions),
+        ``n_methods``, ``n_questions``, ``methods`` (paper labels used).
 
     Raises
     ------
@@ -533,6 +542,8 @@ def rank_correlation_with_paper(
 
     with np.errstate(invalid="ignore"):
         out["spearman"] = rho(np.nanmean(x, axis=0))
+        if x.shape[0] < max(2, int(min_questions)):
+            return out
         rng = np.random.default_rng(seed)
         draws = []
         for _ in range(int(n_resamples)):
@@ -683,6 +694,55 @@ def build_pg_retrievers(
           "support": SUPPORT_THRESHOLD if support is None else support,
           "ambiguous": AMBIGUOUS_THRESHOLD if ambiguous is None else ambiguous}
     return {v: PGRetriever(graph, query_embedder, llm, variant=v, **kw) for v in variants}, stats
+
+
+def fusion_comparison(
+    pool: Any,
+    llm: Any,
+    passage_embedder: Any,
+    index_root: str | os.PathLike[str],
+    *,
+    max_attempts: int = 3,
+    rouge_threshold: float = 0.15,
+    semantic_threshold: float = 0.85,
+    topic_alpha: float = 0.01,
+    fact_alpha: float = 0.001,
+    topic_threshold: float = 0.92,
+    fact_threshold: float = 0.98,
+) -> pd.DataFrame:
+    """Super-node statistics of the pool's pseudo-graph under the fitted and the authors' fusion.
+
+    Both graphs are built from the same index records (:func:`build_pg_retrievers` must have
+    indexed the pool with these extraction settings); no LLM call is made.
+
+    Returns
+    -------
+    DataFrame
+        Index ``["fitted", "authors"]``; columns of :func:`chunkwise.pgrag.super_node_stats`
+        (thresholds, super nodes, largest super node, share of nodes fused, share of
+        cross-document pairs at or above the threshold, per kind) and ``rule``.
+
+    Raises
+    ------
+    KeyError
+        If a pooled article is not indexed yet.
+    """
+    from chunkwise.pgrag import PGIndexer, super_node_stats
+
+    extraction = {"max_attempts": max_attempts, "rouge_threshold": rouge_threshold,
+                  "semantic_threshold": semantic_threshold}
+    folder = pg_index_folder(index_root, llm, passage_embedder, extraction)
+    rows = {}
+    for name, kw, rule in (
+        ("fitted", {"topic_threshold": "fitted", "fact_threshold": "fitted", "topic_alpha": topic_alpha,
+                    "fact_alpha": fact_alpha},
+         f"top {topic_alpha:.1%} of cross-document topic pairs, top {fact_alpha:.1%} of fact pairs"),
+        ("authors", {"topic_threshold": topic_threshold, "fact_threshold": fact_threshold},
+         f"the authors' fixed cosines {topic_threshold:g} / {fact_threshold:g}"),
+    ):
+        ix = PGIndexer(folder, llm, passage_embedder, **kw, **extraction)
+        rows[name] = {"rule": rule, **super_node_stats(ix.graph(list(pool.ids)))}
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 #: The tree and graph baselines of the PG-RAG paper's Table 1, as chunkwise method names.
