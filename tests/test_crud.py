@@ -905,3 +905,20 @@ def test_rank_correlation_with_paper_resamples_our_questions():
     assert math.isnan(cx.rank_correlation_with_paper(two, "questanswer_1doc", paper)["spearman"])
     with pytest.raises(ValueError, match="unknown paper metric"):
         cx.rank_correlation_with_paper(same_order, "questanswer_1doc", paper, metric="f1")
+
+
+def test_pool_variant_effect_pairs_the_same_questions_across_runs():
+    from chunkwise.experiments import crud as cx
+
+    nan = float("nan")
+    default = pd.concat([_scores_frame({"dense": [0.5, 0.4, 0.2]}),
+                         _scores_frame({"dense": [0.1]}, task="questanswer_2docs")], ignore_index=True)
+    variant = pd.concat([_scores_frame({"dense": [0.7, nan, 0.2]}),
+                         _scores_frame({"dense": [0.4]}, task="questanswer_2docs")], ignore_index=True)
+    t = cx.pool_variant_effect(default, variant, min_shared=2, n_resamples=1000)
+    row = t.loc["dense"]
+    # shared: 1doc q0 (+20), q2 (0), 2docs q0 (+30) -> +16.67 points over three questions
+    assert row["n_shared"] == 3 and row["difference"] == pytest.approx(16.67, abs=0.01)
+    assert row["default"] == pytest.approx(26.67, abs=0.01) and row["variant"] == pytest.approx(43.33, abs=0.01)
+    assert row["ci_low"] >= 0 and row["ci_high"] <= 30
+    assert math.isnan(cx.pool_variant_effect(default, variant).loc["dense", "ci_low"])  # 3 < 10

@@ -352,6 +352,63 @@ def paired_with(
     return out.round(2)
 
 
+def pool_variant_effect(
+    default: pd.DataFrame,
+    variant: pd.DataFrame,
+    metric: str = "quest_avg_f1",
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    min_shared: int = 10,
+) -> pd.DataFrame:
+    """Per method, a variant run minus the default run on the questions both scored (all tasks
+    pooled), with a paired bootstrap interval -- e.g. the pool with the gold articles added
+    against the pool without them, on the items that have a gold article.
+
+    Parameters
+    ----------
+    default, variant : DataFrame
+        :func:`score_answers`' rows of the two runs (``task``, ``ID``, ``method``, ``metric``).
+    metric : str, default "quest_avg_f1"
+    n_resamples, seed, confidence, min_shared
+        As in :func:`paired_with` (no interval below ``min_shared`` shared questions).
+
+    Returns
+    -------
+    DataFrame
+        Index: method (the variant's order); columns ``default``, ``variant`` (means over the
+        shared questions, percent), ``difference`` (variant - default, points), ``ci_low``,
+        ``ci_high``, ``n_shared``.
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is missing from either table.
+    """
+    from chunkwise.evaluation.stats import paired_difference_ci
+
+    for name, df in (("default", default), ("variant", variant)):
+        if metric not in df.columns:
+            raise ValueError(f"metric {metric!r} is not a column of the {name} scores")
+    key = ["task", "ID", "method"]
+    both = variant[key + [metric]].merge(default[key + [metric]], on=key, suffixes=("_variant", "_default"))
+    rows = {}
+    for method in variant["method"].drop_duplicates():
+        sub = both[both["method"] == method][[f"{metric}_variant", f"{metric}_default"]].astype(float).dropna() * 100
+        v, d = sub[f"{metric}_variant"], sub[f"{metric}_default"]
+        low = high = float("nan")
+        if len(sub) >= max(2, int(min_shared)):
+            _, low, high = paired_difference_ci(v.to_numpy(), d.to_numpy(), n_resamples=n_resamples, seed=seed,
+                                                confidence=confidence)
+        rows[str(method)] = {"default": d.mean(), "variant": v.mean(), "difference": v.mean() - d.mean(),
+                             "ci_low": low, "ci_high": high, "n_shared": len(sub)}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "method"
+    out["n_shared"] = out["n_shared"].astype(int)
+    return out.round(2)
+
+
 def answer_counts(answers: pd.DataFrame, scores: pd.DataFrame, metric: str = "quest_avg_f1") -> pd.DataFrame:
     """Per task and method: questions asked, answered, answers that did not parse, and answered
     questions whose ``metric`` is missing -- counts, never zero-filled scores.
