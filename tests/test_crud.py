@@ -922,3 +922,30 @@ def test_pool_variant_effect_pairs_the_same_questions_across_runs():
     assert row["default"] == pytest.approx(26.67, abs=0.01) and row["variant"] == pytest.approx(43.33, abs=0.01)
     assert row["ci_low"] >= 0 and row["ci_high"] <= 30
     assert math.isnan(cx.pool_variant_effect(default, variant).loc["dense", "ci_low"])  # 3 < 10
+
+
+def test_describe_difference_says_what_the_interval_supports():
+    from chunkwise.experiments import crud as cx
+
+    idx = pd.MultiIndex.from_tuples([("dense", "t", "a"), ("dense", "t", "b"), ("dense", "t", "c"), ("dense", "t", "d")],
+                                    names=["reference", "task", "method"])
+    paired = pd.DataFrame({"difference": [-3.14, 9.0, -20.0, -5.0], "ci_low": [-8.0, 2.2, float("nan"), -9.0],
+                           "ci_high": [1.9, 15.1, float("nan"), -1.0], "n_shared": [46, 46, 4, 1]}, index=idx)
+    assert cx.describe_difference(paired, "t", "a", "dense") == "-3.1 points [-8.0, +1.9] over 46 shared questions: within the noise"
+    assert cx.describe_difference(paired, "t", "b", "dense").endswith(": ahead beyond the noise")
+    assert cx.describe_difference(paired, "t", "c", "dense") == "-20.0 points over 4 shared questions, too few for an interval"
+    assert cx.describe_difference(paired, "t", "d", "dense") == "-5.0 points [-9.0, -1.0] over 1 shared question: behind beyond the noise"
+    assert cx.describe_difference(paired, "t", "zzz", "dense") == "not run"
+
+
+def test_same_context_share_compares_retrieved_sets():
+    from chunkwise.experiments import crud as cx
+
+    answers = pd.DataFrame({
+        "task": ["t"] * 6, "ID": ["1", "1", "2", "2", "3", "3"],
+        "method": ["dense", "tree", "dense", "tree", "dense", "kgp"],
+        "retrieved_ids": [["a", "b"], ["b", "a"], ["a"], ["c"], ["x"], ["x"]],
+    })
+    assert cx.same_context_share(answers, "tree", "dense") == (1, 2)  # order does not matter
+    assert cx.same_context_share(answers, "kgp", "dense") == (1, 1)
+    assert cx.same_context_share(answers, "none", "dense") == (0, 0)

@@ -409,6 +409,74 @@ def pool_variant_effect(
     return out.round(2)
 
 
+def describe_difference(paired: pd.DataFrame, task: str, method: str, reference: str | None = None) -> str:
+    """One phrase for prose: a :func:`paired_with` row as "difference [CI] over n questions" and
+    what it supports.
+
+    Parameters
+    ----------
+    paired : DataFrame
+        :func:`paired_with`'s output, optionally concatenated over references with a first
+        index level ``reference`` (as chapter 3 does).
+    task, method : str
+    reference : str, optional
+        The reference method, when ``paired`` has a ``reference`` level.
+
+    Returns
+    -------
+    str
+        E.g. ``"-3.1 points [-8.0, +1.9] over 46 shared questions: within the noise"``,
+        ``"+9.0 points [+2.2, +15.1] over 46 shared questions: ahead beyond the noise"``,
+        ``"-20.0 points over 4 shared questions, too few for an interval"``, or
+        ``"not run"`` when the row is absent.
+    """
+    key = (reference, task, method) if reference is not None else (task, method)
+    if key not in paired.index:
+        return "not run"
+    row = paired.loc[key]
+    n = int(row["n_shared"])
+    if n == 0 or pd.isna(row["difference"]):
+        return "no question with a score for both"
+    head = f"{row['difference']:+.1f} points"
+    qs = f"{n} shared question{'s' if n != 1 else ''}"
+    if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
+        return f"{head} over {qs}, too few for an interval"
+    ci = f"[{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
+    if row["ci_low"] > 0:
+        word = "ahead beyond the noise"
+    elif row["ci_high"] < 0:
+        word = "behind beyond the noise"
+    else:
+        word = "within the noise"
+    return f"{head} {ci} over {qs}: {word}"
+
+
+def same_context_share(answers: pd.DataFrame, method: str, reference: str, task: str | None = None) -> tuple[int, int]:
+    """How often two methods handed the generator the same chunks.
+
+    Parameters
+    ----------
+    answers : DataFrame
+        :func:`chunkwise.rag.run_baselines`' rows (``task``, ``ID``, ``method``,
+        ``retrieved_ids``).
+    method, reference : str
+    task : str, optional
+        Only this task's questions.
+
+    Returns
+    -------
+    (same, total) : tuple of int
+        Questions where both methods retrieved the same set of ids, and questions both
+        answered; ``(0, 0)`` when either method is absent.
+    """
+    df = answers if task is None else answers[answers["task"] == task]
+    a = df[df["method"] == method].set_index(["task", "ID"])["retrieved_ids"]
+    b = df[df["method"] == reference].set_index(["task", "ID"])["retrieved_ids"]
+    shared = a.index.intersection(b.index)
+    same = sum(set(a[k]) == set(b[k]) for k in shared)
+    return int(same), int(len(shared))
+
+
 def answer_counts(answers: pd.DataFrame, scores: pd.DataFrame, metric: str = "quest_avg_f1") -> pd.DataFrame:
     """Per task and method: questions asked, answered, answers that did not parse, and answered
     questions whose ``metric`` is missing -- counts, never zero-filled scores.
