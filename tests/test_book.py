@@ -709,6 +709,28 @@ def test_ci_profile_names_declared_parameters_of_the_right_type():
     assert book.profile_about("ci", notebooks).strip()
 
 
+def test_crud50_profile_loads_and_its_pool_files_match_it():
+    notebooks = REPO / "notebooks"
+    loaded = book.load_profile("crud50", notebooks)
+    assert set(loaded) == {"03_crud_pgrag.ipynb"}
+    values = loaded["03_crud_pgrag.ipynb"]
+    assert values["qa_source"] == "auto" and values["pool_add_gold"] is False and values["fusion"] == "fitted"
+    assert book.profile_about("crud50", notebooks).strip()
+    defaults = book.parameters_cell_defaults(notebooks / "03_crud_pgrag.ipynb")
+    for name, path in (("pool_file", values["pool_file"]), ("gold_variant_pool_file", defaults["gold_variant_pool_file"])):
+        doc = json.loads((notebooks / path).read_text(encoding="utf-8"))
+        assert doc["top_n"] == values["pool_top_n"], name
+        gold_ids = {d for ids in doc["gold"].values() for d in ids}
+        if name == "pool_file":  # every item alike: no gold article, 50 + 3 + 3 items
+            assert doc["add_gold"] is False and not gold_ids and len(doc["gold"]) == 56
+            assert set(doc["origin"]) == {"bm25"}
+        else:  # the variant: the same BM25 documents plus the 13 gold articles of the 10 items that have one
+            base = json.loads((notebooks / values["pool_file"]).read_text(encoding="utf-8"))
+            assert doc["add_gold"] is True and len(gold_ids) == 13
+            assert set(doc["ids"]) == set(base["ids"]) | gold_ids
+            assert sum(bool(ids) for ids in doc["gold"].values()) == 10
+
+
 @pytest.mark.parametrize(
     "profile, needle",
     [
