@@ -259,3 +259,20 @@ def test_second_ctrl_c_during_shutdown_kills_the_server(tmp_path: Path, stubs: S
         proc.send_signal(signal.SIGINT)
         _finished(proc, stubs, 0)
         assert "killed the server" in proc.output()
+
+
+def test_a_killed_parent_takes_a_busy_server_with_it(tmp_path: Path, stubs: Stubs) -> None:
+    # A parent that dies without stopping its server (SIGKILL here; a Jupyter kernel killed by its
+    # manager while stop() waited, in the case that was seen) leaves the server to the
+    # parent-death signal. The stub ignores SIGTERM, as a llama.cpp server busy with a generation
+    # in effect does (uvicorn waits for the request), so only SIGKILL can end it.
+    with _start_cli(tmp_path, stubs, ["--model-path", str(_gguf(tmp_path))], mode="stubborn") as proc:
+        proc.wait_for("Ctrl-C to stop", timeout=PHASE_BOUND_S)
+        [pid] = stubs.alive()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=EXIT_BOUND_S)
+        deadline = time.monotonic() + EXIT_BOUND_S
+        while pid in stubs.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stubs.alive() == [], f"the server outlived its killed parent\n{proc.output()}"
+        assert "sigterm-ignored" not in stubs.events(pid)  # it got SIGKILL, not a SIGTERM it could ignore

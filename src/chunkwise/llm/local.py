@@ -250,9 +250,13 @@ atexit.register(_stop_all)
 def _child_preexec() -> Any:
     """What the server child runs between fork and exec (Linux, main thread only), or ``None``.
 
-    - ``PR_SET_PDEATHSIG``: the child gets SIGTERM when we die. Covers the parent being killed
-      (SIGKILL, a CI timeout), where ``atexit`` never runs. Only from the main thread, because
-      the signal follows the *thread* that forked.
+    - ``PR_SET_PDEATHSIG``: the child gets SIGKILL when we die. Covers the parent being killed
+      (SIGKILL, a CI timeout, a Jupyter kernel that its manager kills while :meth:`stop` waits),
+      where ``atexit`` never runs or never finishes. SIGKILL, not SIGTERM: a llama.cpp server in
+      the middle of a generation answers SIGTERM with uvicorn's graceful shutdown, which waits for
+      the request to finish (minutes on a loaded machine), and once we are gone nobody is left to
+      escalate; seen as an orphan server holding both cores after a notebook failed. Only from
+      the main thread, because the signal follows the *thread* that forked.
     - SIGTERM and SIGINT back to their default action and unblocked: an ignored disposition
       survives ``exec`` (a shell ignores SIGINT for background jobs; ``nohup``-like launchers
       ignore more), and a server that ignored SIGTERM would outlive the parent death signal and
@@ -274,7 +278,7 @@ def _child_preexec() -> Any:
         for signum in stop_signals:
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
-        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+        prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
 
     return preexec
 
