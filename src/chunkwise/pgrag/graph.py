@@ -159,10 +159,12 @@ def cross_document_similarities(emb: np.ndarray, doc_ids: Sequence[str]) -> np.n
     doc = np.asarray([str(d) for d in doc_ids])
     if emb.ndim != 2 or len(emb) != len(doc):
         raise ValueError(f"emb must be (n, d) with one doc id per row; got shape {emb.shape} and {len(doc)} ids")
+    # one (n, n) Gram matrix, not (n_pairs, d) row copies: about a thousand fact nodes give half a
+    # million pairs, which as gathered float64 rows would take gigabytes
+    sims = emb @ emb.T
     iu, ju = np.triu_indices(len(emb), 1)
     keep = doc[iu] != doc[ju]
-    iu, ju = iu[keep], ju[keep]
-    return np.einsum("ij,ij->i", emb[iu], emb[ju])
+    return sims[iu[keep], ju[keep]]
 
 
 def fit_fusion_threshold(emb: np.ndarray, doc_ids: Sequence[str], alpha: float) -> float:
