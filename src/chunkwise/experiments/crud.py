@@ -272,6 +272,23 @@ def task_tables(scores: pd.DataFrame, metric_columns: Sequence[str] | None = Non
     return out
 
 
+def _paired_points(
+    a: pd.Series, b: pd.Series, *, n_resamples: int, seed: int, confidence: float, min_shared: int
+) -> tuple[float, float, float, float, float, int]:
+    """Two aligned score columns (fractions) on the questions both have: their means, the mean
+    difference ``a - b`` and its bootstrap interval, all in points, and the number of questions.
+    The interval is NaN below ``min_shared`` questions (see :func:`paired_with`)."""
+    from chunkwise.evaluation.stats import paired_difference_ci
+
+    both = pd.concat([a, b], axis=1).astype(float).dropna() * 100
+    x, y = both.iloc[:, 0], both.iloc[:, 1]
+    low = high = float("nan")
+    if len(both) >= max(2, int(min_shared)):
+        _, low, high = paired_difference_ci(x.to_numpy(), y.to_numpy(), n_resamples=n_resamples, seed=seed,
+                                            confidence=confidence)
+    return x.mean(), y.mean(), x.mean() - y.mean(), low, high, len(both)
+
+
 def paired_with(
     scores: pd.DataFrame,
     reference: str = "dense",
@@ -320,8 +337,6 @@ def paired_with(
     ValueError
         If ``metric`` is not a column of ``scores`` or ``reference`` is not one of its methods.
     """
-    from chunkwise.evaluation.stats import paired_difference_ci
-
     if metric not in scores.columns:
         raise ValueError(f"metric {metric!r} is not a column of scores; columns: {list(scores.columns)}")
     if reference not in set(scores["method"]):
@@ -334,17 +349,11 @@ def paired_with(
         for method in df["method"].drop_duplicates():
             if method == reference:
                 continue
-            both = wide[[method, reference]].astype(float).dropna()
-            ours, ref = both[method].mean() * 100, both[reference].mean() * 100
-            low = high = float("nan")
-            if len(both) >= max(2, int(min_shared)):
-                _, low, high = paired_difference_ci(
-                    (both[method] * 100).to_numpy(), (both[reference] * 100).to_numpy(),
-                    n_resamples=n_resamples, seed=seed, confidence=confidence,
-                )
+            ours, ref, diff, low, high, n = _paired_points(
+                wide[method], wide[reference], n_resamples=n_resamples, seed=seed, confidence=confidence,
+                min_shared=min_shared)
             rows[(str(task), str(method))] = {
-                "method": ours, "reference": ref, "difference": ours - ref, "ci_low": low, "ci_high": high,
-                "n_shared": len(both),
+                "method": ours, "reference": ref, "difference": diff, "ci_low": low, "ci_high": high, "n_shared": n,
             }
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index = pd.MultiIndex.from_tuples(out.index, names=["task", "method"])
@@ -386,7 +395,6 @@ def pool_variant_effect(
     ValueError
         If ``metric`` is missing from either table.
     """
-    from chunkwise.evaluation.stats import paired_difference_ci
 
     for name, df in (("default", default), ("variant", variant)):
         if metric not in df.columns:
@@ -395,14 +403,12 @@ def pool_variant_effect(
     both = variant[key + [metric]].merge(default[key + [metric]], on=key, suffixes=("_variant", "_default"))
     rows = {}
     for method in variant["method"].drop_duplicates():
-        sub = both[both["method"] == method][[f"{metric}_variant", f"{metric}_default"]].astype(float).dropna() * 100
-        v, d = sub[f"{metric}_variant"], sub[f"{metric}_default"]
-        low = high = float("nan")
-        if len(sub) >= max(2, int(min_shared)):
-            _, low, high = paired_difference_ci(v.to_numpy(), d.to_numpy(), n_resamples=n_resamples, seed=seed,
-                                                confidence=confidence)
-        rows[str(method)] = {"default": d.mean(), "variant": v.mean(), "difference": v.mean() - d.mean(),
-                             "ci_low": low, "ci_high": high, "n_shared": len(sub)}
+        sub = both[both["method"] == method]
+        v, d, diff, low, high, n = _paired_points(
+            sub[f"{metric}_variant"], sub[f"{metric}_default"], n_resamples=n_resamples, seed=seed,
+            confidence=confidence, min_shared=min_shared)
+        rows[str(method)] = {"default": d, "variant": v, "difference": diff, "ci_low": low, "ci_high": high,
+                             "n_shared": n}
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "method"
     out["n_shared"] = out["n_shared"].astype(int)
