@@ -25,7 +25,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: venv test book notebooks html bench lab clean
+.PHONY: venv test book notebooks html bench lab clean llama-server
 
 venv: $(VENV)/.stamp
 
@@ -66,6 +66,27 @@ lab: venv
 
 bench: venv
 	$(BIN)/python benchmarks/bench_semantic_sweep.py
+
+# llama.cpp's own server (llama-server), for a local model with parallel slots: N requests decode
+# together (chunkwise llm serve --parallel N, or CHUNKWISE_LLAMA_SERVER + CHUNKWISE_LLM_PARALLEL
+# for the notebooks). Built from the llama.cpp sources vendored in the pinned llama-cpp-python
+# release, statically, with LLAMA_CMAKE_ARGS (about 15 minutes on two cores). Optional: nothing
+# in `make test` or `make book` needs it.
+LLAMA_SERVER_DIR := .llama-server
+LLAMA_CPP_PYTHON := llama_cpp_python-0.3.36
+llama-server: $(LLAMA_SERVER_DIR)/bin/llama-server
+
+$(LLAMA_SERVER_DIR)/bin/llama-server: | venv
+	rm -rf $(LLAMA_SERVER_DIR)/src $(LLAMA_SERVER_DIR)/build
+	mkdir -p $(LLAMA_SERVER_DIR)/src $(LLAMA_SERVER_DIR)/bin
+	$(BIN)/pip download --quiet --no-deps --no-binary :all: --dest $(LLAMA_SERVER_DIR)/src "llama-cpp-python==0.3.36"
+	tar -xzf $(LLAMA_SERVER_DIR)/src/$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_SERVER_DIR)/src
+	cmake -S $(LLAMA_SERVER_DIR)/src/$(LLAMA_CPP_PYTHON)/vendor/llama.cpp -B $(LLAMA_SERVER_DIR)/build \
+	  $(LLAMA_CMAKE_ARGS) -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+	  -DCMAKE_BUILD_TYPE=Release > $(LLAMA_SERVER_DIR)/cmake.log
+	cmake --build $(LLAMA_SERVER_DIR)/build -j $$(nproc) --target llama-server > $(LLAMA_SERVER_DIR)/build.log
+	cp $(LLAMA_SERVER_DIR)/build/bin/llama-server $@
+	@echo "built $@: export CHUNKWISE_LLAMA_SERVER=$(abspath $@)"
 
 clean:
 	rm -rf book/_build book/generated

@@ -576,11 +576,24 @@ def test_cli_serve_until_interrupt(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     events: list[Any] = []
 
     class StubServer:
-        def __init__(self, weights: GGUFWeights, **kw: Any) -> None:
+        backend, parallel = "llama-cpp-python", 1
+
+        def __init__(self, weights: GGUFWeights | None = None, **kw: Any) -> None:
             events.append(("init", kw))
-            self.weights, self.alias = weights, kw["alias"] or weights.name
+            self.weights, self._alias = weights, kw["alias"]
             self.base_url = f"http://127.0.0.1:{kw['port']}/v1"
-            self.model_identity, self.log_path, self.load_time_s = weights.identity, None, 0.1
+            self.log_path, self.load_time_s = None, 0.1
+
+        def _check_installed(self) -> None:
+            events.append("checked")
+
+        @property
+        def alias(self) -> str:
+            return self._alias or self.weights.name
+
+        @property
+        def model_identity(self) -> str:
+            return self.weights.identity
 
         def start(self) -> StubServer:
             events.append("start")
@@ -601,7 +614,9 @@ def test_cli_serve_until_interrupt(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "http://127.0.0.1:8123/v1" in out and "model:    serve" in out and _sha(f.read_bytes()) in out
     kw = events[0][1]
     assert (kw["port"], kw["n_threads"], kw["n_ctx"], kw["host"]) == (8123, 4, 2048, "127.0.0.1")
-    assert events[1:] == ["start", "stop"]
+    assert (kw["parallel"], kw["server_binary"]) == (None, None)  # the environment decides
+    assert "CHUNKWISE_LLM_MAX_CONCURRENCY=1" in out
+    assert events[1:] == ["checked", "start", "stop"]
 
 
 # -- integration: the real server and weights ---------------------------------------------

@@ -470,8 +470,8 @@ class LLMClient:
         :meth:`chat_json_many` (each call may override it). Default
         ``$CHUNKWISE_LLM_MAX_CONCURRENCY``, else :data:`DEFAULT_MAX_CONCURRENCY` (4). Use 1 for
         an endpoint that serves one request at a time (llama-cpp-python's server; the clients
-        of :class:`~chunkwise.llm.local.LocalLLMServer` do), since requests queued at the
-        server use up their deadline while they wait.
+        of :class:`~chunkwise.llm.local.LocalLLMServer` default to its number of slots), since
+        requests queued at the server use up their deadline while they wait.
 
     Attributes
     ----------
