@@ -155,6 +155,7 @@ def test_slots_serve_a_batch_together(weights: GGUFWeights, stub: Path, tmp_path
         assert (info["backend"], info["parallel"]) == ("llama-server", 3)
         client = srv.client(cache=tmp_path / "llm.sqlite")
         assert client.max_concurrency == 3
+        assert client.timeout == 900.0  # 300 s per slot: each request shares the machine with two others
         assert client.model_identity == "Fake-Coder-Q4@sha256:" + "cd" * 32
         prompts = [f"q{i}" for i in range(6)]
         replies = client.chat_many(prompts, max_tokens=4)
@@ -174,6 +175,7 @@ def test_on_demand_client_takes_slots_from_the_environment(
     with OnDemandLocalClient(server=LocalLLMServer(weights, startup_timeout=60), weights=weights,
                              cache=tmp_path / "llm.sqlite") as client:
         assert (client.server.backend, client.server.parallel, client.max_concurrency) == ("llama-server", 2, 2)
+        assert client.timeout == 600.0
         assert not client.server.running  # nothing sent yet
         replies = client.chat_many(["a", "b", "c", "d"], max_tokens=4)
         assert [r.output.text for r in replies] == ["echo a", "echo b", "echo c", "echo d"]

@@ -81,6 +81,7 @@ __all__ = [
     "ENV_PARALLEL",
     "INSTALL_HINT",
     "LLAMA_SERVER_HINT",
+    "REQUEST_TIMEOUT_S",
     "LocalLLMServer",
     "LocalLLMServerError",
     "find_free_port",
@@ -101,6 +102,8 @@ LLAMA_SERVER_HINT = (
     f"server_binary= (chunkwise llm serve --server-binary) or set ${ENV_LLAMA_SERVER} to "
     ".llama-server/bin/llama-server"
 )
+#: Default deadline of one request to the local server, seconds, per server slot.
+REQUEST_TIMEOUT_S = 300.0
 #: Modules ``python -m llama_cpp.server`` imports besides ``llama_cpp`` (its ``[server]`` extra).
 _SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 #: API key sent to the local server (it checks none unless started with ``--api_key``).
@@ -189,7 +192,8 @@ class OnDemandLocalClient(LLMClient):
     server : LocalLLMServer, optional
         The (not yet started) server to use; default ``LocalLLMServer()`` (offline GGUF parts,
         two threads, 8192-token context, ``$CHUNKWISE_LLM_PARALLEL`` slots). The client's
-        default ``max_concurrency`` is the server's ``parallel``.
+        default ``max_concurrency`` is the server's ``parallel`` and its default ``timeout``
+        :data:`REQUEST_TIMEOUT_S` times that (see :meth:`LocalLLMServer.client`).
     weights : GGUFWeights, optional
         The server's weights, resolved with :func:`~chunkwise.llm.weights.resolve_gguf` when not
         given (the cache keys need their sha256 even when no request is sent).
@@ -211,7 +215,7 @@ class OnDemandLocalClient(LLMClient):
         kw.setdefault("model", self.server.alias)
         kw.setdefault("model_identity", weights.identity)
         kw.setdefault("api_key", _LOCAL_KEY)
-        kw.setdefault("timeout", 300.0)
+        kw.setdefault("timeout", REQUEST_TIMEOUT_S * self.server.parallel)
         kw.setdefault("max_concurrency", self.server.parallel)  # one request per server slot
         kw.setdefault("base_url", "http://127.0.0.1:1/v1")  # replaced when the server starts
         super().__init__(**kw)
@@ -552,8 +556,10 @@ class LocalLLMServer:
 
         ``base_url``, ``model`` (the alias), ``model_identity`` (name and weights sha256) and a
         placeholder ``api_key`` are filled in; ``kw`` (``cache``, ``cache_mode``, ``timeout``,
-        ...) may override them. The default timeout is 300 s: a long prompt on two CPU
-        threads takes a while; the default ``max_concurrency`` is the server's ``parallel``
+        ...) may override them. The default timeout is :data:`REQUEST_TIMEOUT_S` (300 s) per
+        slot: a long prompt on two CPU threads takes a while, and with N slots every request
+        shares the machine with N - 1 others (a 1,024-token reply took 267 s in one of four
+        slots on two cores). The default ``max_concurrency`` is the server's ``parallel``
         (1 for llama-cpp-python's server; see the module docstring).
         """
         if not self.running:
@@ -562,7 +568,7 @@ class LocalLLMServer:
         kw.setdefault("model", self.alias)
         kw.setdefault("model_identity", self.model_identity)
         kw.setdefault("api_key", _LOCAL_KEY)
-        kw.setdefault("timeout", 300.0)
+        kw.setdefault("timeout", REQUEST_TIMEOUT_S * self.parallel)
         kw.setdefault("max_concurrency", self.parallel)  # one request per server slot
         return LLMClient(**kw)
 
