@@ -14,6 +14,7 @@ import os
 import stat
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,14 @@ def test_on_demand_client_takes_slots_from_the_environment(
     monkeypatch.setenv(ENV_LLAMA_SERVER, str(stub))
     monkeypatch.setenv(ENV_PARALLEL, "2")
     monkeypatch.setenv("STUB_DELAY", "0.3")
-    with OnDemandLocalClient(server=LocalLLMServer(weights, startup_timeout=60), weights=weights,
+    started_in: list[str] = []
+
+    class Recorded(LocalLLMServer):
+        def start(self) -> LocalLLMServer:
+            started_in.append(threading.current_thread().name)
+            return super().start()
+
+    with OnDemandLocalClient(server=Recorded(weights, startup_timeout=60), weights=weights,
                              cache=tmp_path / "llm.sqlite") as client:
         assert (client.server.backend, client.server.parallel, client.max_concurrency) == ("llama-server", 2, 2)
         assert client.timeout == 600.0
@@ -181,6 +189,9 @@ def test_on_demand_client_takes_slots_from_the_environment(
         assert [r.output.text for r in replies] == ["echo a", "echo b", "echo c", "echo d"]
         assert (Path(os.environ["STUB_OUT"]) / "max_in_flight").read_text() == "2"
     assert not client.server.running
+    # Started once, by the calling thread, not by a batch worker: the server's parent-death
+    # signal follows the thread that started it.
+    assert started_in == [threading.main_thread().name]
 
 
 def test_cli_serve_passes_slots_and_reports_the_concurrency(

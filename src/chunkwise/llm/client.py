@@ -1157,6 +1157,8 @@ class LLMClient:
             groups = list(pending.values())
             if order == "prefix":
                 groups.sort(key=lambda g: _order_key(preps[g[0]].params["messages"]))  # type: ignore[union-attr]
+            if groups:
+                self._before_batch_sends()
             self._run_groups(groups, run, workers)
         finally:
             if bar is not None:
@@ -1258,6 +1260,8 @@ class LLMClient:
             groups = list(pending.values())
             if order == "prefix":
                 groups.sort(key=lambda g: _order_key(jobs[g[0]].pending.params["messages"]))  # type: ignore[union-attr]
+            if groups:
+                self._before_batch_sends()
             self._run_groups(groups, run, workers)
         finally:
             if bar is not None:
@@ -1272,6 +1276,14 @@ class LLMClient:
         workers = self.max_concurrency if max_concurrency is None else max_concurrency
         _check_concurrency("max_concurrency", workers)
         return errors, workers
+
+    def _before_batch_sends(self) -> None:
+        """Called in the calling thread before a batch sends its cache misses (from worker threads).
+
+        A client that must set something up in the calling thread does it here: the embedded
+        local model starts its server, whose parent-death signal follows the thread that
+        started it (:class:`~chunkwise.llm.local.OnDemandLocalClient`). Nothing by default.
+        """
 
     @staticmethod
     def _run_groups(groups: list[list[int]], run: Callable[[list[int]], None], workers: int) -> None:

@@ -251,6 +251,14 @@ class OnDemandLocalClient(LLMClient):
             return False
         return LLMClient._retryable(exc)
 
+    def _before_batch_sends(self) -> None:
+        # Start the server here, in the calling thread, not in a batch's worker thread: the
+        # server's parent-death signal follows the thread that started it, so a server started
+        # by a worker would be killed when that worker ends, or -- as it is then not set at all
+        # (see _child_preexec) -- outlive a kernel that is killed (seen: an orphan llama-server
+        # holding both cores after a stage was stopped).
+        self._ensure_server()
+
     def _call_with_retries(self, fn: Any, what: str, *, model: str | None) -> tuple[Any, float]:
         self._ensure_server()
         return super()._call_with_retries(fn, what, model=model)
