@@ -10,7 +10,8 @@ server is stopped on every path (``with`` block).
 
 What it shows: with N workers the client keeps N requests in flight, so throughput is close to
 N times the sequential rate while the endpoint has capacity. Against llama-cpp-python's server,
-which answers one request at a time, the ratio would be 1 (see ``chunkwise llm serve --help``).
+which answers one request at a time, the ratio would be 1 (see ``chunkwise llm serve --help``);
+llama.cpp's ``llama-server`` with slots is measured by ``bench_local_slots.py``.
 
 Run: ``.venv/bin/python benchmarks/bench_llm_concurrency.py [--requests 32] [--latency 0.2]
 [--levels 1,2,4,8] [--json OUT]``.
