@@ -401,7 +401,7 @@ class FakeServer(LocalLLMServer):
         assert cmd[1:3] == ["-m", "llama_cpp.server"]
         return [cmd[0], str(self.script), *cmd[3:]]
 
-    def _check_installed(self) -> None:
+    def check_installed(self) -> None:
         pass
 
 
@@ -525,7 +525,7 @@ def test_stop_signals_deferred_delivers_after_the_block() -> None:
 def test_explicit_port_and_path_weights(fake_server, tmp_path: Path) -> None:
     port = find_free_port()
     srv = LocalLLMServer(_gguf(tmp_path / "direct.gguf"), port=port)
-    srv._check_installed = lambda: None  # type: ignore[method-assign]
+    srv.check_installed = lambda: None  # type: ignore[method-assign]
     srv._resolve_weights()
     assert srv.weights is not None and srv.weights.source == "path" and srv.alias == "direct"
     assert srv.port == port
@@ -584,7 +584,7 @@ def test_cli_serve_until_interrupt(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             self.base_url = f"http://127.0.0.1:{kw['port']}/v1"
             self.log_path, self.load_time_s = None, 0.1
 
-        def _check_installed(self) -> None:
+        def check_installed(self) -> None:
             events.append("checked")
 
         @property
@@ -594,6 +594,9 @@ def test_cli_serve_until_interrupt(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         @property
         def model_identity(self) -> str:
             return self.weights.identity
+
+        def set_weights(self, weights: GGUFWeights) -> None:
+            self.weights = weights
 
         def start(self) -> StubServer:
             events.append("start")

@@ -467,9 +467,9 @@ def _cmd_llm_serve(args: argparse.Namespace) -> int:
                 server_binary=args.server_binary,
             )
             # the server program first: before resolving (and maybe assembling) a gigabyte of weights
-            server._check_installed()
+            server.check_installed()
             weights = _resolve_weights(args)
-            server.weights = server._weights_arg = weights
+            server.set_weights(weights)
             signals.server = server
             slots = f", {server.parallel} slots" if server.backend == "llama-server" else ""
             print(f"{PROG}: starting {server.backend}{slots} with {weights.path} ({weights.source}) ...",

@@ -210,8 +210,7 @@ class OnDemandLocalClient(LLMClient):
         self.server = server if server is not None else LocalLLMServer()
         if weights is None:
             weights = self.server.weights or resolve_gguf(self.server._weights_arg, variant=self.server.variant)
-        self.server.weights = weights
-        self.server._weights_arg = weights
+        self.server.set_weights(weights)
         kw.setdefault("model", self.server.alias)
         kw.setdefault("model_identity", weights.identity)
         kw.setdefault("api_key", _LOCAL_KEY)
@@ -612,7 +611,15 @@ class LocalLLMServer:
             *self.extra_args,
         ]
 
-    def _check_installed(self) -> None:
+    def check_installed(self) -> None:
+        """Raise unless the server program is there: llama-cpp-python with its server extra, or
+        an executable ``server_binary``. Cheap; :meth:`start` calls it first.
+
+        Raises
+        ------
+        RuntimeError
+            Saying what to install or build (:data:`INSTALL_HINT`, :data:`LLAMA_SERVER_HINT`).
+        """
         if self.server_binary is None:
             require_llama_cpp()
             return
@@ -620,6 +627,13 @@ class LocalLLMServer:
         if not b.is_file() or not os.access(b, os.X_OK):
             why = "is not an executable file" if b.exists() else "does not exist"
             raise RuntimeError(f"the llama-server executable {b} {why}; {LLAMA_SERVER_HINT}.")
+
+    def set_weights(self, weights: GGUFWeights) -> None:
+        """Use these resolved weights (e.g. resolved before start, to fail early)."""
+        if not isinstance(weights, GGUFWeights):
+            raise TypeError(f"weights must be a GGUFWeights (see resolve_gguf), got {type(weights).__name__}.")
+        self.weights = weights
+        self._weights_arg = weights
 
     def _resolve_weights(self) -> None:
         if self.weights is not None:
@@ -646,7 +660,7 @@ class LocalLLMServer:
         with self._lock:
             if self.running:
                 return self
-            self._check_installed()
+            self.check_installed()
             self._resolve_weights()
             attempts = 3 if self._requested_port is None else 1
             for attempt in range(1, attempts + 1):
