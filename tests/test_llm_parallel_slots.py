@@ -33,6 +33,8 @@ STUB = textwrap.dedent(
     p = argparse.ArgumentParser()
     for name in ("model", "alias", "host", "port", "threads", "threads-batch", "ctx-size", "parallel"):
         p.add_argument("--" + name)
+    for name in ("repeat-penalty", "repeat-last-n", "top-k", "top-p", "min-p"):
+        p.add_argument("--" + name)
     p.add_argument("--no-kv-unified", action="store_true")
     p.add_argument("--cont-batching", action="store_true")
     a = p.parse_args()
@@ -143,7 +145,10 @@ def test_llama_server_command_line(weights: GGUFWeights, stub: Path) -> None:
     assert srv.command() == [
         str(stub), "--model", str(weights.path), "--alias", "Fake-Coder-Q4", "--host", "127.0.0.1",
         "--port", "8124", "--threads", "3", "--threads-batch", "3", "--ctx-size", "4000",
-        "--parallel", "4", "--no-kv-unified", "--cont-batching", "--n-gpu-layers", "99",
+        "--parallel", "4", "--no-kv-unified", "--cont-batching",
+        # llama-cpp-python's server's sampling defaults, so both decode a request alike
+        "--repeat-penalty", "1.1", "--repeat-last-n", "64", "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05",
+        "--n-gpu-layers", "99",
     ]
 
 

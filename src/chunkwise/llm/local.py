@@ -45,12 +45,14 @@ processing stays at 84-88 tokens/s. So slots pay off for generation-heavy calls 
 extraction, mind maps, Graph RAG extraction: about 2x at N = 4) and little for prompt-heavy
 ones (answers over long retrieved contexts: about 1.2x).
 
-The two servers are different decoders of the same weights: ``llama-server`` builds its JSON
-grammar for ``response_format`` differently and batches sequences, so at temperature 0 its
-longer replies can differ from llama-cpp-python's (in one check, 55 of 64 cached replies of
-chapter 3 came back identical: all the one-word rerank judgements but one, none of the
-multi-hundred-token JSON replies). Cache keys name the weights, not the server, so a cache may
-hold replies from both; a run that must be regenerated bit for bit should use one of them.
+The two servers are different decoders of the same weights. ``llama-server`` is started with
+llama-cpp-python's sampling defaults (:data:`LLAMA_CPP_PYTHON_SAMPLING`; its own repeat penalty
+of 1.0 let the model loop to ``max_tokens``), yet it builds its JSON grammar for
+``response_format`` differently and batches sequences, so at temperature 0 its longer replies
+still differ: of 64 cached replies of chapter 3, 57 came back identical (the one-word rerank
+judgements), 7 of the long ones did not. Cache keys name the weights, not the server, so do not
+mix the two within one experiment whose methods are compared: the decoder would be confounded
+with the method. Chapter 3's committed cache comes from llama-cpp-python only.
 """
 
 from __future__ import annotations
@@ -101,6 +103,16 @@ LLAMA_SERVER_HINT = (
     "build llama.cpp's server with `make llama-server` (about 15 minutes on two cores) and pass "
     f"server_binary= (chunkwise llm serve --server-binary) or set ${ENV_LLAMA_SERVER} to "
     ".llama-server/bin/llama-server"
+)
+#: llama-cpp-python's server's sampling defaults (``llama_cpp/server/types.py``), given to
+#: llama-server, whose own defaults differ: requests that set only ``temperature`` (as chunkwise's
+#: do) then decode alike on both. The one that matters at temperature 0 is the repeat penalty
+#: (1.1 over the last 64 tokens, applied before the greedy pick; llama-server's default is 1.0).
+#: Without it the 1.5B model fell into repetition loops that ran to ``max_tokens`` (1,024) on
+#: chapter 3's FCI prompts.
+LLAMA_CPP_PYTHON_SAMPLING = (
+    "--repeat-penalty", "1.1", "--repeat-last-n", "64",
+    "--top-k", "40", "--top-p", "0.95", "--min-p", "0.05",
 )
 #: Default deadline of one request to the local server, seconds, per server slot.
 REQUEST_TIMEOUT_S = 300.0
@@ -597,6 +609,7 @@ class LocalLLMServer:
                 "--parallel", str(self.parallel),
                 "--no-kv-unified",  # a KV cache of n_ctx tokens per slot, whatever the others hold
                 "--cont-batching",
+                *LLAMA_CPP_PYTHON_SAMPLING,
                 *self.extra_args,
             ]
         return [
