@@ -41,9 +41,11 @@ llama.cpp sources vendored in the pinned llama-cpp-python release (same ggml, sa
 support). Its clients default to ``max_concurrency=N``. Measured on two CPU cores with the
 1.5B Q4_K_M model (``llama-batched-bench``, 500 prompt + 64 generated tokens per sequence):
 generation 11.2 tokens/s with one sequence, 15.7 with 2, 27.6 with 4, 30.1 with 8; prompt
-processing stays at 84-88 tokens/s. So slots pay off for generation-heavy calls (FCI
-extraction, mind maps, Graph RAG extraction: about 2x at N = 4) and little for prompt-heavy
-ones (answers over long retrieved contexts: about 1.2x).
+processing stays at 84-88 tokens/s. So slots pay off in proportion to the share of generated
+tokens: ``benchmarks/bench_local_slots.py`` measured 1.24x end to end at N = 4 on four of
+chapter 3's FCI requests with replies capped at 128 tokens (558 prompt tokens each, so prompt
+processing is most of the time); uncapped FCI replies (about 300 tokens) gain more, answers over
+long retrieved contexts less.
 
 The two servers are different decoders of the same weights. ``llama-server`` is started with
 llama-cpp-python's sampling defaults (:data:`LLAMA_CPP_PYTHON_SAMPLING`; its own repeat penalty
