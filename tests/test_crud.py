@@ -938,6 +938,43 @@ def test_describe_difference_says_what_the_interval_supports():
     assert cx.describe_difference(paired, "t", "zzz", "dense") == "not run"
 
 
+def _paired_rows(rows):
+    idx = pd.MultiIndex.from_tuples([(ref, "questanswer_1doc", "pg_rag") for ref, *_ in rows],
+                                    names=["reference", "task", "method"])
+    return pd.DataFrame({"difference": [r[1] for r in rows], "ci_low": [r[2] for r in rows],
+                         "ci_high": [r[3] for r in rows], "n_shared": [50] * len(rows)}, index=idx)
+
+
+def test_headline_verdict_claims_only_what_the_intervals_support():
+    from chunkwise.experiments import crud as cx
+
+    nan = float("nan")
+    rank_pos = {"spearman": 0.61, "ci_low": 0.12, "ci_high": 0.88, "n_questions": 50}
+    rank_zero = {"spearman": 0.2, "ci_low": -0.3, "ci_high": 0.6, "n_questions": 50}
+    both_ahead = _paired_rows([("dense", 6.0, 1.0, 11.0), ("bm25", 4.0, 0.5, 8.0)])
+    assert cx.headline_verdict(both_ahead, rank_pos) == (
+        "This run supports the paper's headline in its setting: PG-RAG is ahead of dense retrieval and BM25 "
+        "beyond the noise. The paper's ordering of methods comes back in part (Spearman 0.61 [0.12, 0.88], above 0).")
+    one_behind = _paired_rows([("dense", -9.0, -15.0, -3.0), ("bm25", 2.0, 0.5, 4.0)])
+    assert cx.headline_verdict(one_behind, None) == (
+        "This run contradicts the paper's headline in its setting: PG-RAG is behind dense retrieval beyond the "
+        "noise (ahead of BM25 beyond it).")
+    mixed = _paired_rows([("dense", 3.0, 0.2, 6.0), ("bm25", 1.0, -2.0, 4.0)])
+    assert cx.headline_verdict(mixed, rank_zero) == (
+        "This run partly supports the paper's headline: PG-RAG is ahead of dense retrieval beyond the noise, "
+        "but within the noise of BM25. Whether the paper's ordering of methods comes back is not settled "
+        "(Spearman 0.20 [-0.30, 0.60] contains 0).")
+    within = _paired_rows([("dense", -1.0, -5.0, 3.0), ("bm25", 1.0, -2.0, 4.0)])
+    assert cx.headline_verdict(within, {"spearman": -0.7, "ci_low": -0.9, "ci_high": -0.2}).startswith(
+        "This run can neither confirm nor refute the paper's headline: PG-RAG's differences from dense retrieval "
+        "and BM25 are within the noise. The paper's ordering of methods is reversed here")
+    few = _paired_rows([("dense", -20.0, nan, nan), ("bm25", 5.0, nan, nan)])
+    assert cx.headline_verdict(few, {"spearman": 0.3, "ci_low": nan, "ci_high": nan}) == (
+        "This run can neither confirm nor refute the paper's headline: too few questions are shared for an "
+        "interval. The ordering of methods (Spearman 0.30) rests on too few questions for an interval.")
+    assert cx.headline_verdict(few.iloc[:0], None) == "This run has no paired comparison for the paper's headline claim."
+
+
 def test_same_context_share_compares_retrieved_sets():
     from chunkwise.experiments import crud as cx
 

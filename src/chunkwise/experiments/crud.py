@@ -448,13 +448,93 @@ def describe_difference(paired: pd.DataFrame, task: str, method: str, reference:
     if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
         return f"{head} over {qs}, too few for an interval"
     ci = f"[{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
-    if row["ci_low"] > 0:
-        word = "ahead beyond the noise"
-    elif row["ci_high"] < 0:
-        word = "behind beyond the noise"
+    return f"{head} {ci} over {qs}: {_interval_word(row)} the noise"
+
+
+def _interval_word(row: Mapping[str, Any]) -> str:
+    """"ahead beyond", "behind beyond", "within", or "" (no interval) for a paired row."""
+    low, high = row["ci_low"], row["ci_high"]
+    if pd.isna(low) or pd.isna(high):
+        return ""
+    return "ahead beyond" if low > 0 else "behind beyond" if high < 0 else "within"
+
+
+def headline_verdict(
+    paired: pd.DataFrame,
+    rank: Mapping[str, Any] | None,
+    task: str = "questanswer_1doc",
+    method: str = "pg_rag",
+    references: Sequence[str] = ("dense", "bm25"),
+) -> str:
+    """What a run says about PG-RAG's headline claim (ahead of chunk retrieval; Liang et al.,
+    2024, Table 1), in one or two sentences that claim only what the intervals support.
+
+    Parameters
+    ----------
+    paired : DataFrame
+        :func:`paired_with` outputs concatenated over references (first index level
+        ``reference``), as chapter 3 builds them.
+    rank : mapping or None
+        :func:`rank_correlation_with_paper`'s result for ``task`` (``spearman``, ``ci_low``,
+        ``ci_high``, ``n_questions``), or ``None`` when it was not computed.
+    task, method : str
+        The task and the method whose claim is read (default: PG-RAG on one document).
+    references : sequence of str
+        The chunk-retrieval methods it is compared with.
+
+    Returns
+    -------
+    str
+        "supports" when ``method`` is ahead of every reference beyond the noise (the 95%
+        interval of the paired difference above 0), "contradicts" when it is behind any of them
+        beyond the noise, "partly supports" when ahead of some and within the noise of the
+        others, and "cannot confirm or refute" otherwise (intervals that contain 0, or too few
+        shared questions for one); then whether the paper's ordering of methods comes back
+        (Spearman's interval above 0, below 0, or containing 0).
+    """
+    verdicts: dict[str, str] = {}
+    for ref in references:
+        key = (ref, task, method)
+        verdicts[ref] = "not run" if key not in paired.index else (_interval_word(paired.loc[key]) or "no interval")
+    run = {r: v for r, v in verdicts.items() if v != "not run"}
+    ahead = [r for r, v in run.items() if v == "ahead beyond"]
+    behind = [r for r, v in run.items() if v == "behind beyond"]
+    within = [r for r, v in run.items() if v == "within"]
+    names = {"dense": "dense retrieval", "bm25": "BM25"}
+
+    def join(refs: Sequence[str]) -> str:
+        return " and ".join(names.get(r, r) for r in refs)
+
+    if not run:
+        first = "This run has no paired comparison for the paper's headline claim."
+    elif behind:
+        first = (f"This run contradicts the paper's headline in its setting: PG-RAG is behind {join(behind)} "
+                 f"beyond the noise" + (f" (ahead of {join(ahead)} beyond it)" if ahead else "") + ".")
+    elif len(ahead) == len(run):
+        first = f"This run supports the paper's headline in its setting: PG-RAG is ahead of {join(ahead)} beyond the noise."
+    elif ahead:
+        first = (f"This run partly supports the paper's headline: PG-RAG is ahead of {join(ahead)} beyond the noise, "
+                 f"but within the noise of {join([r for r in run if r not in ahead])}.")
+    elif within and len(within) == len(run):
+        first = (f"This run can neither confirm nor refute the paper's headline: PG-RAG's differences from "
+                 f"{join(within)} are within the noise.")
     else:
-        word = "within the noise"
-    return f"{head} {ci} over {qs}: {word}"
+        first = ("This run can neither confirm nor refute the paper's headline: too few questions are shared "
+                 "for an interval.")
+    if rank is None or pd.isna(rank.get("spearman", float("nan"))):
+        return first
+    rho = f"Spearman {rank['spearman']:.2f}"
+    if pd.isna(rank.get("ci_low", float("nan"))) or pd.isna(rank.get("ci_high", float("nan"))):
+        second = f"The ordering of methods ({rho}) rests on too few questions for an interval."
+    else:
+        rho += f" [{rank['ci_low']:.2f}, {rank['ci_high']:.2f}]"
+        if rank["ci_low"] > 0:
+            second = f"The paper's ordering of methods comes back in part ({rho}, above 0)."
+        elif rank["ci_high"] < 0:
+            second = f"The paper's ordering of methods is reversed here ({rho}, below 0)."
+        else:
+            second = f"Whether the paper's ordering of methods comes back is not settled ({rho} contains 0)."
+    return f"{first} {second}"
 
 
 def same_context_share(answers: pd.DataFrame, method: str, reference: str, task: str | None = None) -> tuple[int, int]:
