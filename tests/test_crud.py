@@ -972,6 +972,10 @@ def test_headline_verdict_claims_only_what_the_intervals_support():
     assert cx.headline_verdict(few, {"spearman": 0.3, "ci_low": nan, "ci_high": nan}) == (
         "This run can neither confirm nor refute the paper's headline: too few questions are shared for an "
         "interval. The ordering of methods (Spearman 0.30) rests on too few questions for an interval.")
+    half = _paired_rows([("dense", -1.0, -5.0, 3.0), ("bm25", 5.0, nan, nan)])
+    assert cx.headline_verdict(half, None) == (
+        "This run can neither confirm nor refute the paper's headline: PG-RAG's difference from dense retrieval "
+        "is within the noise, and too few questions are shared with BM25 for an interval.")
     assert cx.headline_verdict(few.iloc[:0], None) == "This run has no paired comparison for the paper's headline claim."
 
 

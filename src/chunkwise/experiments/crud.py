@@ -518,6 +518,10 @@ def headline_verdict(
     elif within and len(within) == len(run):
         first = (f"This run can neither confirm nor refute the paper's headline: PG-RAG's differences from "
                  f"{join(within)} are within the noise.")
+    elif within:
+        first = (f"This run can neither confirm nor refute the paper's headline: PG-RAG's difference from "
+                 f"{join(within)} is within the noise, and too few questions are shared with "
+                 f"{join([r for r in run if r not in within])} for an interval.")
     else:
         first = ("This run can neither confirm nor refute the paper's headline: too few questions are shared "
                  "for an interval.")
