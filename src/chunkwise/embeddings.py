@@ -268,8 +268,9 @@ class EmbeddingCache(SQLiteStore):
         " key TEXT PRIMARY KEY,"
         " dim INTEGER NOT NULL,"
         " vec BLOB NOT NULL"
-        ") WITHOUT ROWID"
+        ")"
     )
+    TABLE = "embeddings"
     FILENAME = CACHE_FILENAME
     KIND = "embedding cache"
 

@@ -283,8 +283,9 @@ class LLMCache(SQLiteStore):
         " latency_s REAL NOT NULL,"
         " created_at REAL NOT NULL,"
         " request TEXT"
-        ") WITHOUT ROWID"
+        ")"
     )
+    TABLE = "responses"
     FILENAME = CACHE_FILENAME
     KIND = "LLM response cache"
 
