@@ -709,26 +709,36 @@ def test_ci_profile_names_declared_parameters_of_the_right_type():
     assert book.profile_about("ci", notebooks).strip()
 
 
-def test_crud50_profile_loads_and_its_pool_files_match_it():
+def test_chapter3_defaults_are_the_50_question_run_and_their_pool_files_match():
     notebooks = REPO / "notebooks"
-    loaded = book.load_profile("crud50", notebooks)
-    assert set(loaded) == {"03_crud_pgrag.ipynb"}
-    values = loaded["03_crud_pgrag.ipynb"]
-    assert values["qa_source"] == "auto" and values["pool_add_gold"] is False and values["fusion"] == "fitted"
-    assert book.profile_about("crud50", notebooks).strip()
     defaults = book.parameters_cell_defaults(notebooks / "03_crud_pgrag.ipynb")
-    for name, path in (("pool_file", values["pool_file"]), ("gold_variant_pool_file", defaults["gold_variant_pool_file"])):
-        doc = json.loads((notebooks / path).read_text(encoding="utf-8"))
-        assert doc["top_n"] == values["pool_top_n"], name
+    assert defaults["qa_source"] == "auto" and defaults["pool_add_gold"] is False and defaults["fusion"] == "fitted"
+    assert defaults["gold_variant"] is True
+    for name in ("pool_file", "gold_variant_pool_file"):
+        doc = json.loads((notebooks / defaults[name]).read_text(encoding="utf-8"))
+        assert doc["top_n"] == defaults["pool_top_n"], name
         gold_ids = {d for ids in doc["gold"].values() for d in ids}
-        if name == "pool_file":  # every item alike: no gold article, 50 + 3 + 3 items
+        if name == "pool_file":  # every item alike: no gold article, 50 + 3 + 3 items, 103 articles
             assert doc["add_gold"] is False and not gold_ids and len(doc["gold"]) == 56
-            assert set(doc["origin"]) == {"bm25"}
+            assert set(doc["origin"]) == {"bm25"} and len(doc["ids"]) == 103
         else:  # the variant: the same BM25 documents plus the 13 gold articles of the 10 items that have one
-            base = json.loads((notebooks / values["pool_file"]).read_text(encoding="utf-8"))
-            assert doc["add_gold"] is True and len(gold_ids) == 13
+            base = json.loads((notebooks / defaults["pool_file"]).read_text(encoding="utf-8"))
+            assert doc["add_gold"] is True and len(gold_ids) == 13 and len(doc["ids"]) == 116
             assert set(doc["ids"]) == set(base["ids"]) | gold_ids
             assert sum(bool(ids) for ids in doc["gold"].values()) == 10
+
+
+def test_subset10_profile_is_the_earlier_10_item_run():
+    notebooks = REPO / "notebooks"
+    loaded = book.load_profile("subset10", notebooks)
+    assert set(loaded) == {"03_crud_pgrag.ipynb"}
+    values = loaded["03_crud_pgrag.ipynb"]
+    assert values == {"qa_source": "subset", "pool_add_gold": True,
+                      "pool_file": "../data/crud/pool_top2.json", "fusion": "authors"}
+    assert book.profile_about("subset10", notebooks).strip()
+    doc = json.loads((notebooks / values["pool_file"]).read_text(encoding="utf-8"))
+    gold_ids = {d for ids in doc["gold"].values() for d in ids}
+    assert doc["add_gold"] is True and len(doc["gold"]) == 10 and len(gold_ids) == 13 and len(doc["ids"]) == 27
 
 
 @pytest.mark.parametrize(

