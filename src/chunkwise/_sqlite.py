@@ -194,11 +194,11 @@ class SQLiteStore:
         SQLite advises that layout only for rows smaller than about a twentieth of a page
         (SQLite documentation, "The WITHOUT ROWID Optimization", section 4, "When To Use
         WITHOUT ROWID"); a 384-float vector (1.5 KB) or a chat request (several KB) is larger,
-        and such a file takes about twice the space of its data. This method copies every row into a table of the current
-        :attr:`SCHEMA` (by column name, in one transaction), drops the old table and runs
-        ``VACUUM``. On a file already in the current layout it only runs ``VACUUM``. Keys and
-        values are unchanged, so every lookup returns what it returned before. Run it while no
-        other process uses the file.
+        and such a file takes about twice the space of its data. This method copies every row
+        into a table of the current :attr:`SCHEMA` (by column name, in one transaction), drops
+        the old table and runs ``VACUUM``. On a file already in the current layout it only runs
+        ``VACUUM``. Keys and values are unchanged, so every lookup returns what it returned
+        before. Run it while no other process uses the file.
 
         Returns
         -------
