@@ -712,7 +712,7 @@ def test_ci_profile_names_declared_parameters_of_the_right_type():
 def test_chapter3_defaults_are_the_50_question_run_and_their_pool_files_match():
     notebooks = REPO / "notebooks"
     defaults = book.parameters_cell_defaults(notebooks / "03_crud_pgrag.ipynb")
-    assert defaults["qa_source"] == "auto" and defaults["pool_add_gold"] is False and defaults["fusion"] == "fitted"
+    assert defaults["qa_source"] == "mirror" and defaults["pool_add_gold"] is False and defaults["fusion"] == "fitted"
     assert defaults["gold_variant"] is True
     for name in ("pool_file", "gold_variant_pool_file"):
         doc = json.loads((notebooks / defaults[name]).read_text(encoding="utf-8"))

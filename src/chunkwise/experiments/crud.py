@@ -19,9 +19,9 @@ import pandas as pd
 from chunkwise.evaluation.generation import QuestEval, score_generation
 
 #: Default pool size of the CRUD-RAG chapter: each question's top-2 BM25 documents over the whole
-#: available corpus (103 documents for the 50 + 3 + 3 default items; 27 with the gold news of the
-#: mirror's 10 items added) -- small enough for LLM-based indexing (PG-RAG, tree and graph
-#: baselines) on a 2-core CPU.
+#: available corpus (103 documents for the 50 + 3 + 3 default items, 116 with the 13 gold articles
+#: added; 27 for the 10 gold items of ``qa_source="subset"`` with their gold news) -- small enough
+#: for LLM-based indexing (PG-RAG, tree and graph baselines) on a 2-core CPU.
 CRUD_POOL_TOP_N = 2
 
 
