@@ -177,9 +177,16 @@ class SQLiteStore:
         ``SQLITE_IOERR``); an explicit ``ROLLBACK`` then fails with "no transaction is
         active", which must not hide the error that caused it.
         """
+        with self._transaction(conn):
+            conn.executemany(sql, rows)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; on any error roll back (if SQLite has not already) and re-raise."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany(sql, rows)
+            yield
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -228,20 +235,13 @@ class SQLiteStore:
             ).fetchone()
             if "WITHOUT ROWID" in " ".join(sql.upper().split()):
                 old = f"{table}_without_rowid"
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with self._transaction(conn):
                     conn.execute(f"ALTER TABLE {table} RENAME TO {old}")
                     conn.execute(self.SCHEMA)
                     columns = [row[1] for row in conn.execute(f"PRAGMA table_info({old})")]
                     names = ", ".join(columns)
                     conn.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {old}")
                     conn.execute(f"DROP TABLE {old}")
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        with contextlib.suppress(sqlite3.Error):
-                            conn.execute("ROLLBACK")
-                    raise
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return before, size()
