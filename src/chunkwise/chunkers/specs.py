@@ -35,8 +35,11 @@ CONTEXTUAL_SETTINGS: dict[str, Any] = {"windows": "blocks", "max_document_tokens
 #: Every chunker name a spec may start with.
 NAMES: tuple[str, ...] = (
     "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM", "Sentence", "Structure",
-    "Hierarchical", "Contextual", "Late",
+    "Hierarchical", "Contextual", "Late", "Semantic",
 )
+
+#: The breakpoint rules a ``Semantic`` spec may name (LangChain's ``breakpoint_threshold_type``).
+SEMANTIC_THRESHOLD_TYPES: tuple[str, ...] = ("percentile", "standard_deviation", "interquartile", "gradient")
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,10 @@ class ChunkerSpec:
         (Markdown sections / blank-line blocks up to ``size`` tokens), "Hierarchical"
         (children of ``size`` tokens indexed, parents of ``parent_size`` tokens returned when
         ``merge_threshold`` of their children are retrieved), "Contextual" (recursive chunks of
-        ``size`` tokens, each indexed with an LLM-written context) and "Late" (recursive chunks
-        of ``size`` tokens embedded by late chunking).
+        ``size`` tokens, each indexed with an LLM-written context) "Late" (recursive chunks
+        of ``size`` tokens embedded by late chunking) and "Semantic" (LangChain's
+        ``SemanticChunker`` with the settings in ``options``; "Kamradt" is the same chunker at
+        its defaults).
     size : int or None
         Chunk size in cl100k_base tokens (max size for Cluster, target average for KamradtMod,
         child size for Hierarchical, None for Kamradt and LLM).
@@ -70,11 +75,16 @@ class ChunkerSpec:
     overlap: int = 0
     parent_size: int | None = None
     merge_threshold: int | float | None = None
+    options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def label(self) -> str:
         if self.chunker == "Hierarchical":
             return f"Hierarchical {self.size}/{self.parent_size} merge {self.merge_threshold:g}"
+        if self.chunker == "Semantic":
+            o = dict(self.options)
+            text = f"Semantic {o['breakpoint_threshold_type']} {o['breakpoint_threshold_amount']:g} buffer {o['buffer_size']}"
+            return text + (f" min {o['min_chunk_size']}" if o.get("min_chunk_size") else "")
         parts = [self.chunker]
         if self.size is not None:
             parts.append(str(self.size))
@@ -87,6 +97,8 @@ class ChunkerSpec:
         base = f"{self.chunker}|{self.size}|{self.overlap}"
         if self.chunker == "Hierarchical":
             base += f"|{self.parent_size}|{self.merge_threshold!r}"
+        if self.options:  # only specs with options (new kinds) carry them: older keys stay valid
+            base += "|" + json.dumps(dict(self.options), sort_keys=True)
         return base
 
     def spec_string(self) -> str:
@@ -94,6 +106,10 @@ class ChunkerSpec:
         s = self.chunker
         if self.chunker == "Hierarchical":
             return f"{s}:{self.size}:{self.parent_size}:{self.merge_threshold!r}"
+        if self.chunker == "Semantic":
+            o = dict(self.options)
+            s += f":{o['breakpoint_threshold_type']}:{o['breakpoint_threshold_amount']:g}:{o['buffer_size']}"
+            return s + (f":{o['min_chunk_size']}" if o.get("min_chunk_size") else "")
         if self.size is not None:
             s += f":{self.size}"
             if self.overlap:
@@ -127,6 +143,34 @@ def _parse_threshold(text: str, spec: str) -> int | float:
     return value
 
 
+def _parse_semantic(parts: list[str], text: str) -> ChunkerSpec:
+    usage = "use 'Semantic:threshold_type:amount:buffer_size[:min_chunk_size]', e.g. 'Semantic:percentile:80:0:150'"
+    if len(parts) not in (4, 5):
+        raise ValueError(f"{text!r}: {usage}.")
+    kind = parts[1]
+    if kind not in SEMANTIC_THRESHOLD_TYPES:
+        raise ValueError(f"{text!r}: threshold type {kind!r} is not one of {', '.join(SEMANTIC_THRESHOLD_TYPES)}.")
+    try:
+        amount = float(parts[2])
+        buffer_size = int(parts[3])
+        min_chunk = int(parts[4]) if len(parts) == 5 else None
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: amount must be a number, buffer_size and min_chunk_size integers; {usage}.") from exc
+    if kind in ("percentile", "gradient") and not 0 <= amount <= 100:
+        raise ValueError(f"{text!r}: a {kind} amount must lie in [0, 100].")
+    if buffer_size < 0:
+        raise ValueError(f"{text!r}: buffer_size must be >= 0 sentences.")
+    if min_chunk is not None and min_chunk < 1:
+        raise ValueError(f"{text!r}: min_chunk_size must be >= 1 character.")
+    options = (
+        ("breakpoint_threshold_amount", amount),
+        ("breakpoint_threshold_type", kind),
+        ("buffer_size", buffer_size),
+        ("min_chunk_size", min_chunk),
+    )
+    return ChunkerSpec("Semantic", None, 0, options=options)
+
+
 def parse_spec(text: str) -> ChunkerSpec:
     """Parse a spec string into a :class:`ChunkerSpec`.
 
@@ -134,7 +178,10 @@ def parse_spec(text: str) -> ChunkerSpec:
     ``"TokenText:200"``, ``"Kamradt"``, ``"KamradtMod:300"``, ``"Cluster:200"``, ``"LLM"``,
     ``"Sentence:200"``, ``"Structure:400"``, ``"Hierarchical:child:parent[:merge_threshold]"``
     (e.g. ``"Hierarchical:100:400"``, threshold default 0.5 = half of a parent's children;
-    an int is a count), ``"Contextual:200"`` and ``"Late:200"``.
+    an int is a count), ``"Contextual:200"``, ``"Late:200"`` and
+    ``"Semantic:threshold_type:amount:buffer_size[:min_chunk_size]"`` (LangChain's
+    ``SemanticChunker`` with those settings, ``min_chunk_size`` in characters; e.g.
+    ``"Semantic:percentile:80:0:150"``; ``"Kamradt"`` = ``"Semantic:percentile:95:1"``).
 
     Raises
     ------
@@ -148,6 +195,8 @@ def parse_spec(text: str) -> ChunkerSpec:
     name = parts[0]
     if name not in NAMES:
         raise ValueError(f"unknown chunker {name!r} in {text!r}; use {', '.join(NAMES[:-1])} or {NAMES[-1]}.")
+    if name == "Semantic":
+        return _parse_semantic(parts, text)
     if name == "Hierarchical":
         if len(parts) not in (3, 4):
             raise ValueError(
@@ -219,6 +268,8 @@ def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
         return RecursiveTokenChunker(spec.size, spec.overlap, keep_separator="start")
     if spec.chunker == "Kamradt":
         return SemanticChunker(embedder)  # LangChain defaults: buffer 1, percentile 95
+    if spec.chunker == "Semantic":
+        return SemanticChunker(embedder, **dict(spec.options))
     if spec.chunker == "KamradtMod":
         return KamradtModifiedChunker(embedder, avg_chunk_size=spec.size)
     if spec.chunker == "Cluster":
@@ -315,11 +366,11 @@ def chunk_corpus(
         return ContextualChunker(_Given(base), llm, **CONTEXTUAL_SETTINGS).split(text)
     spec = spec.boundary_spec
     ident = ""
-    if spec.chunker in ("Kamradt", "KamradtMod", "Cluster"):
+    if spec.chunker in ("Kamradt", "KamradtMod", "Cluster", "Semantic"):
         ident = getattr(embedder, "name", type(embedder).__name__)
     elif spec.chunker == "LLM":
         ident = getattr(llm, "model_identity", repr(llm))
-    path = _span_path(spec.key(), f"{spec.chunker}-{spec.size}-{spec.overlap}", name, text, ident, cache_dir)
+    path = _span_path(spec.key(), f"{spec.chunker}-{spec.size}-{spec.overlap}" + ("-" + spec.spec_string().split(":", 1)[1].replace(":", "-") if spec.options else ""), name, text, ident, cache_dir)
     if path.exists():
         spans = json.loads(path.read_text())
         return [Chunk(text[s:e], s, e) for s, e in spans]

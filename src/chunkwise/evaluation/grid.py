@@ -172,6 +172,7 @@ class GridConfig:
         ``"TokenText:200"``, ``"Recursive:400:100"`` (size and overlap in cl100k_base tokens),
         ``"Kamradt"`` (semantic chunker, LangChain defaults), ``"KamradtMod:300"``,
         ``"Cluster:200"``, ``"Sentence:200"``, ``"Structure:400"``, ``"LLM"``,
+        ``"Semantic:percentile:80:0:150"`` (LangChain's semantic chunker with explicit settings),
         ``"Hierarchical:100:400:0.5"`` (children of 100 tokens indexed, their parent of up to 400
         returned when half of its children are retrieved), ``"Contextual:200"`` (needs ``llm``)
         and ``"Late:200"`` (late-chunking vectors). A TOML table ``{chunker, size, overlap}``
@@ -797,7 +798,7 @@ def run_grid(
         raise ValueError("config must be a GridConfig (see GridConfig.from_toml / GridConfig.from_dict).")
     q = _check_inputs(docs, questions)
     needs_dense = any(r in ("dense", "hybrid") for r in config.retrievers)
-    needs_semantic = any(s.chunker in ("Kamradt", "KamradtMod", "Cluster") for s in config.chunkers)
+    needs_semantic = any(s.chunker in ("Kamradt", "KamradtMod", "Cluster", "Semantic") for s in config.chunkers)
     if embedder is None and (needs_dense or needs_semantic):
         raise ValueError("this grid needs an embedder (dense / hybrid retrieval or a semantic chunker); pass embedder=.")
     query_embedder = query_embedder or embedder

@@ -1,0 +1,445 @@
+"""Chapter 6: when does semantic chunking pay off? Stitched versus real documents.
+
+Qu, Tu & Bao (2025) report semantic (breakpoint) chunkers ahead of fixed-size chunking on
+documents stitched from unrelated short ones, and behind it on real documents. This module
+runs that contrast on one protocol: the same questions and reference spans under three
+conditions built by :func:`chunkwise.datasets.stitch.build_condition` (``real``, ``stitched``,
+``shuffled``), every chunker through the evaluation engine (:func:`~chunkwise.evaluation.grid.run_grid`),
+and adds what the engine does not measure:
+
+- :func:`document_retrieval` -- the paper's document-level measure with a segment as the
+  "document": a retrieved chunk counts for the segment that holds most of its characters;
+- :func:`seam_boundaries` -- each chunker's cuts against the known seams (Pk, WindowDiff,
+  boundary precision / recall within a tolerance, in sentences);
+- :func:`seam_cosines` -- how far the cosine between the sentences on either side of a seam
+  drops below that of neighbouring sentences inside a segment;
+- :func:`interaction` -- (semantic - fixed on stitched) - (semantic - fixed on real) per
+  question, with a paired bootstrap interval, and :func:`verdict_words` that turns it into
+  the chapter's sentence.
+
+References
+----------
+R. Qu, R. Tu and F. Bao, "Is Semantic Chunking Worth the Computational Cost?", Findings of
+NAACL 2025 (arXiv:2410.13070), Table 1 (document retrieval F1@5, stella_en_1.5B_v5) and the
+authors' ``additional_results.md`` (toastedqu/SmartChunk @ 12094d6; all-mpnet-base-v2,
+bge-large-en-v1.5).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "PAPER_F1_AT_5",
+    "document_retrieval",
+    "interaction",
+    "paper_table",
+    "seam_boundaries",
+    "seam_cosines",
+    "verdict_words",
+]
+
+#: Document-retrieval F1@5 (%) reported by Qu, Tu & Bao: (embedder, dataset, stitched,
+#: fixed-size, breakpoint, clustering). stella_en_1.5B_v5 from the paper's Table 1 (arXiv v1);
+#: all-mpnet-base-v2 and bge-large-en-v1.5 from ``additional_results.md`` (SmartChunk @ 12094d6).
+#: HotpotQA, MSMARCO, ConditionalQA and Qasper are the paper's "original" documents.
+PAPER_F1_AT_5: tuple[tuple[str, str, bool, float, float, float], ...] = (
+    ("stella_en_1.5B_v5", "Miracl", True, 69.45, 81.89, 67.35),
+    ("stella_en_1.5B_v5", "NQ", True, 43.79, 63.93, 41.01),
+    ("stella_en_1.5B_v5", "Scidocs", True, 16.82, 17.60, 19.87),
+    ("stella_en_1.5B_v5", "Scifact", True, 35.27, 36.27, 35.70),
+    ("stella_en_1.5B_v5", "BioASQ", True, 61.86, 61.87, 62.49),
+    ("stella_en_1.5B_v5", "NFCorpus", True, 21.36, 21.07, 22.12),
+    ("stella_en_1.5B_v5", "HotpotQA", False, 90.59, 87.37, 84.79),
+    ("stella_en_1.5B_v5", "MSMARCO", False, 93.58, 92.23, 93.18),
+    ("stella_en_1.5B_v5", "ConditionalQA", False, 68.11, 64.44, 65.94),
+    ("stella_en_1.5B_v5", "Qasper", False, 90.99, 89.27, 90.77),
+    ("all-mpnet-base-v2", "Miracl", True, 60.20, 69.93, 59.72),
+    ("all-mpnet-base-v2", "NQ", True, 37.05, 49.57, 36.60),
+    ("all-mpnet-base-v2", "Scidocs", True, 15.18, 15.68, 17.85),
+    ("all-mpnet-base-v2", "Scifact", True, 27.74, 43.76, 28.99),
+    ("all-mpnet-base-v2", "BioASQ", True, 47.42, 56.07, 47.72),
+    ("all-mpnet-base-v2", "NFCorpus", True, 14.71, 16.34, 16.15),
+    ("all-mpnet-base-v2", "HotpotQA", False, 71.73, 65.09, 65.84),
+    ("all-mpnet-base-v2", "MSMARCO", False, 91.46, 89.88, 90.05),
+    ("all-mpnet-base-v2", "ConditionalQA", False, 60.46, 56.10, 60.44),
+    ("all-mpnet-base-v2", "Qasper", False, 79.47, 78.99, 79.46),
+    ("bge-large-en-v1.5", "Miracl", True, 63.78, 76.72, 60.96),
+    ("bge-large-en-v1.5", "NQ", True, 48.34, 57.05, 45.95),
+    ("bge-large-en-v1.5", "Scidocs", True, 18.06, 18.47, 20.49),
+    ("bge-large-en-v1.5", "Scifact", True, 29.24, 45.00, 30.36),
+    ("bge-large-en-v1.5", "BioASQ", True, 61.66, 66.36, 61.39),
+    ("bge-large-en-v1.5", "NFCorpus", True, 18.77, 19.79, 19.75),
+    ("bge-large-en-v1.5", "HotpotQA", False, 87.36, 76.05, 78.18),
+    ("bge-large-en-v1.5", "MSMARCO", False, 90.93, 90.09, 89.51),
+    ("bge-large-en-v1.5", "ConditionalQA", False, 54.75, 54.45, 54.59),
+    ("bge-large-en-v1.5", "Qasper", False, 81.03, 76.33, 77.15),
+)
+
+
+def paper_table() -> pd.DataFrame:
+    """:data:`PAPER_F1_AT_5` as a table with ``breakpoint - fixed`` (points).
+
+    Returns
+    -------
+    DataFrame
+        Columns ``embedder``, ``dataset``, ``documents`` ("stitched" / "original"),
+        ``fixed``, ``breakpoint``, ``clustering``, ``breakpoint_minus_fixed``.
+    """
+    df = pd.DataFrame(PAPER_F1_AT_5, columns=["embedder", "dataset", "stitched", "fixed", "breakpoint", "clustering"])
+    df.insert(2, "documents", np.where(df.pop("stitched"), "stitched", "original"))
+    df["breakpoint_minus_fixed"] = (df["breakpoint"] - df["fixed"]).round(2)
+    return df
+
+
+# --------------------------------------------------------------------------------------
+# document retrieval (segments as documents)
+# --------------------------------------------------------------------------------------
+
+
+def _majority_segment(lookup: tuple[list[int], list[int]], ends: list[int], start: int, end: int) -> int:
+    """Id of the segment holding most characters of ``[start, end)`` (the first on a tie)."""
+    starts, ids = lookup
+    i = max(bisect.bisect_right(starts, start) - 1, 0)
+    best, best_len = ids[i], -1
+    while i < len(starts) and starts[i] < max(end, start + 1):
+        overlap = min(end, ends[i]) - max(start, starts[i])
+        if overlap > best_len:
+            best, best_len = ids[i], overlap
+        i += 1
+    return best
+
+
+def document_retrieval(result: Any, corpus: Any, retriever: str = "dense", top_k: Sequence[int] | None = None) -> pd.DataFrame:
+    """Qu, Tu & Bao's document-retrieval measure, with a segment in the role of a short document.
+
+    A retrieved chunk is labelled with the segment holding most of its characters. At each k,
+    the retrieved segments are the distinct labels of the top-k chunks; per question,
+    ``doc_recall = |relevant & retrieved| / |relevant|`` and ``doc_precision = |relevant &
+    retrieved| / |retrieved|``, where the relevant segments are those holding the question's
+    references (the paper's Appendix D, with its documents replaced by our segments).
+    ``doc_f1`` is the per-question harmonic mean (0 when both are 0); the paper's code takes the
+    F1 of the averaged precision and recall instead, which :func:`document_retrieval_summary`
+    reports.
+
+    Parameters
+    ----------
+    result : GridResult
+        From :func:`~chunkwise.evaluation.grid.run_grid` on ``corpus.docs`` and
+        ``corpus.questions`` (its ``rankings`` and ``chunk_objects`` are read).
+    corpus : StitchedCorpus
+        The condition the grid ran on.
+    retriever : str, default "dense"
+    top_k : sequence of int, optional
+        Default: the grid's ``top_k``.
+
+    Returns
+    -------
+    DataFrame
+        One row per (chunker, k, question): ``chunker``, ``k``, ``question_id``,
+        ``doc_precision``, ``doc_recall``, ``doc_f1`` (fractions).
+
+    Raises
+    ------
+    ValueError
+        If the grid did not run ``retriever`` or a k beyond its search depth, or its questions
+        are not those of ``corpus``.
+    """
+    ks = tuple(top_k) if top_k is not None else tuple(result.config.top_k)
+    if retriever not in result.config.retrievers:
+        raise ValueError(f"the grid did not run retriever {retriever!r}; it ran {list(result.config.retrievers)}.")
+    q = result.questions
+    cq = corpus.questions.assign(question_id=corpus.questions["question_id"].astype(str)).set_index("question_id")
+    missing = [qid for qid in q["question_id"] if qid not in cq.index]
+    if missing:
+        raise ValueError(f"question {missing[0]!r} of the grid is not a question of this corpus condition.")
+    evidence = [set(cq.loc[qid, "evidence_segments"]) for qid in q["question_id"]]
+    lookup = corpus.segment_lookup()
+    ends_of = {d: list(map(int, g["end"])) for d, g in corpus.placements.groupby("document", sort=False)}
+    rows = []
+    for label, by_doc in result.chunk_objects.items():
+        labels = [
+            _majority_segment(lookup[doc], ends_of[doc], c.start, c.end) for doc, chunks in by_doc.items() for c in chunks
+        ]
+        ranked_all = result.rankings[label][retriever]
+        for k in ks:
+            if any(len(r) < k and len(r) < len(labels) for r in ranked_all):
+                raise ValueError(f"k={k} is deeper than the grid searched; rerun it with {k} in top_k.")
+            for qid, ranked, ev in zip(q["question_id"], ranked_all, evidence):
+                got = {labels[j] for j in ranked[:k]}
+                hit = len(got & ev)
+                p = hit / len(got) if got else 0.0
+                r = hit / len(ev)
+                rows.append((label, k, qid, p, r, 2 * p * r / (p + r) if p + r else 0.0))
+    return pd.DataFrame(rows, columns=["chunker", "k", "question_id", "doc_precision", "doc_recall", "doc_f1"])
+
+
+def document_retrieval_summary(per_question: pd.DataFrame) -> pd.DataFrame:
+    """Means per (chunker, k) of :func:`document_retrieval`, plus ``doc_f1_of_means`` (the
+    paper's aggregation: F1 of the averaged precision and recall). Fractions."""
+    g = per_question.groupby(["chunker", "k"], sort=False)[["doc_precision", "doc_recall", "doc_f1"]].mean()
+    p, r = g["doc_precision"], g["doc_recall"]
+    g["doc_f1_of_means"] = np.where(p + r > 0, 2 * p * r / (p + r).where(p + r > 0, 1), 0.0)
+    return g.reset_index()
+
+
+# --------------------------------------------------------------------------------------
+# boundaries against the seams
+# --------------------------------------------------------------------------------------
+
+
+def _seam_sentences(text: str, seam_offsets: Sequence[int], sentence_spans: list[tuple[int, int]]) -> list[int]:
+    """Seams as sentence boundaries (split after sentence i), the mapping chunk cuts get."""
+    from chunkwise.evaluation.boundaries import boundaries_from_chunks
+
+    if not seam_offsets:
+        return []
+    cuts = [0, *seam_offsets, len(text)]
+    spans = list(zip(cuts, cuts[1:]))
+    return boundaries_from_chunks(spans, sentence_spans)[0]
+
+
+def seam_boundaries(
+    result: Any,
+    corpus: Any,
+    *,
+    tolerance: int = 1,
+    seams: str = "moved",
+) -> pd.DataFrame:
+    """Each chunker's cuts scored against the corpus's seams, in sentences.
+
+    Both the chunk cuts and the seams are mapped onto the document's sentences
+    (:func:`chunkwise.text.split_sentences`, robust mode) with
+    :func:`~chunkwise.evaluation.boundaries.boundaries_from_chunks`, then compared with
+    :func:`~chunkwise.evaluation.boundaries.boundary_scores` per document. Matches, predicted
+    and gold boundaries are summed over documents (micro precision / recall / F1); Pk and
+    WindowDiff are averaged over documents weighted by their sentence counts.
+
+    Parameters
+    ----------
+    result : GridResult
+        Run on ``corpus.docs`` (its ``chunk_objects`` are read: the chunkers' own offsets).
+    corpus : StitchedCorpus
+    tolerance : int, default 1
+        A seam counts as found when a cut lies within this many sentences of it.
+    seams : {"moved", "all"}, default "moved"
+        ``"moved"``: only seams whose two sides were not neighbours in their source (in
+        ``real`` there are none, so every cut counts as an extra split); ``"all"``: every
+        segment start.
+
+    Returns
+    -------
+    DataFrame
+        One row per chunker: ``chunker``, ``n_cuts``, ``n_seams``, ``seams_found``,
+        ``boundary_precision``, ``boundary_recall``, ``boundary_f1``, ``pk``, ``windowdiff``,
+        ``mid_sentence_cuts`` (share of cuts inside a sentence).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``seams`` value or a negative tolerance.
+    """
+    from chunkwise.evaluation.boundaries import boundaries_from_chunks, boundary_scores
+    from chunkwise.text import split_sentences
+
+    if seams not in ("moved", "all"):
+        raise ValueError(f"seams must be 'moved' or 'all', got {seams!r}.")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int) or tolerance < 0:
+        raise ValueError(f"tolerance must be an int >= 0 (sentences), got {tolerance!r}.")
+    table = corpus.seam_table()
+    if seams == "moved" and len(table):
+        table = table[~table["contiguous"]]
+    offsets = {d: sorted(map(int, g["offset"])) for d, g in table.groupby("document")} if len(table) else {}
+    sentences = {d: [(c.start, c.end) for c in split_sentences(t)] for d, t in corpus.docs.items()}
+    gold = {d: _seam_sentences(corpus.docs[d], offsets.get(d, []), sentences[d]) for d in corpus.docs}
+    rows = []
+    for label, by_doc in result.chunk_objects.items():
+        found = n_pred = n_gold = mid = cuts = 0
+        pk_sum = wd_sum = weight = 0.0
+        for doc, chunks in by_doc.items():
+            sent = sentences[doc]
+            if len(sent) < 2:
+                continue
+            pred, n_mid = boundaries_from_chunks([(c.start, c.end) for c in chunks], sent)
+            sc = boundary_scores(pred, gold[doc], len(sent), tolerance)
+            found += sc.shifts_found
+            n_pred += len(pred)
+            n_gold += len(gold[doc])
+            mid += n_mid
+            cuts += max(len(chunks) - 1, 0)
+            pk_sum += sc.pk * len(sent)
+            wd_sum += sc.windowdiff * len(sent)
+            weight += len(sent)
+        precision = found / n_pred if n_pred else 1.0
+        recall = found / n_gold if n_gold else float("nan")
+        f1 = 2 * precision * recall / (precision + recall) if n_gold and precision + recall else (0.0 if n_gold else float("nan"))
+        rows.append(
+            {
+                "chunker": label,
+                "n_cuts": cuts,
+                "n_seams": n_gold,
+                "seams_found": found,
+                "boundary_precision": precision,
+                "boundary_recall": recall,
+                "boundary_f1": f1,
+                "pk": pk_sum / weight if weight else float("nan"),
+                "windowdiff": wd_sum / weight if weight else float("nan"),
+                "mid_sentence_cuts": mid / cuts if cuts else 0.0,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------
+# how sharp are the seams
+# --------------------------------------------------------------------------------------
+
+
+def seam_cosines(corpus: Any, embedder: Any) -> dict[str, Any]:
+    """Cosine similarity of the sentences on either side of each seam, against neighbours inside
+    a segment.
+
+    For every seam: the last sentence before it and the first after it
+    (:func:`chunkwise.text.split_sentences`, robust mode). For every segment with at least two
+    sentences: its middle pair of neighbouring sentences, the reference of "no seam here".
+
+    Parameters
+    ----------
+    corpus : StitchedCorpus
+    embedder : Embedder
+        Any chunkwise embedder (``embed(list[str]) -> (n, dim)``); a cached one makes reruns free.
+
+    Returns
+    -------
+    dict
+        ``condition``, ``seams`` (seams with a sentence on each side), ``cross_source_seams``,
+        ``cosine_across_seams`` (mean), ``cosine_within_segments`` (mean over the middle
+        pairs), ``drop`` (within minus across), and ``pairs_within``.
+    """
+    from chunkwise.text import split_sentences
+
+    table = corpus.seam_table()
+    seam_at = {(r.document, r.offset): bool(r.cross_source) for r in table.itertuples()} if len(table) else {}
+    across: list[tuple[str, str]] = []
+    cross = 0
+    within: list[tuple[str, str]] = []
+    for doc, group in corpus.placements.groupby("document", sort=False):
+        text = corpus.docs[str(doc)]
+        sents = split_sentences(text)
+        starts = [c.start for c in sents]
+        for start, end in zip(group["start"], group["end"]):
+            start, end = int(start), int(end)
+            inside = [c for c in sents[bisect.bisect_left(starts, start):bisect.bisect_left(starts, end)] if c.end <= end]
+            if len(inside) >= 2:
+                m = len(inside) // 2
+                within.append((inside[m - 1].text, inside[m].text))
+            if (str(doc), start) in seam_at:
+                i = bisect.bisect_left(starts, start)
+                if 0 < i < len(sents) and sents[i - 1].end <= start:
+                    across.append((sents[i - 1].text, sents[i].text))
+                    cross += seam_at[(str(doc), start)]
+
+    def mean_cos(pairs: list[tuple[str, str]]) -> float:
+        if not pairs:
+            return float("nan")
+        a = np.asarray(embedder.embed([p[0] for p in pairs]), dtype=np.float64)
+        b = np.asarray(embedder.embed([p[1] for p in pairs]), dtype=np.float64)
+        a /= np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+        b /= np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+        return float((a * b).sum(axis=1).mean())
+
+    c_across, c_within = mean_cos(across), mean_cos(within)
+    return {
+        "condition": corpus.condition,
+        "seams": len(across),
+        "cross_source_seams": cross,
+        "cosine_across_seams": c_across,
+        "cosine_within_segments": c_within,
+        "drop": c_within - c_across,
+        "pairs_within": len(within),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# the interaction
+# --------------------------------------------------------------------------------------
+
+
+def interaction(
+    scores: Mapping[str, pd.DataFrame],
+    method: str,
+    reference: str,
+    *,
+    treated: str = "stitched",
+    control: str = "real",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """(method - reference under ``treated``) - (method - reference under ``control``), paired.
+
+    Parameters
+    ----------
+    scores : mapping condition -> DataFrame
+        Per-question scores, rows = question ids (the same set in every condition), columns =
+        chunker labels (e.g. ``GridResult.scores("recall")`` with cells renamed to chunkers).
+    method, reference : str
+        Two columns (a semantic chunker and the fixed-size or recursive baseline).
+    treated, control : str, default "stitched", "real"
+    n_resamples, seed
+        Of the paired bootstrap over questions (:func:`chunkwise.evaluation.stats.paired_difference_ci`).
+
+    Returns
+    -------
+    dict
+        ``gap_treated``, ``gap_control`` (mean method - reference in each condition),
+        ``interaction`` (their difference) and its 95% percentile interval
+        ``interaction_low`` / ``interaction_high``; also the intervals of the two gaps
+        (``gap_treated_low`` ...). Same units as the scores.
+
+    Raises
+    ------
+    ValueError
+        If a condition or column is missing or the conditions hold different questions.
+    """
+    from chunkwise.evaluation.stats import paired_difference_ci
+
+    for cond in (treated, control):
+        if cond not in scores:
+            raise ValueError(f"no scores for condition {cond!r}; have {sorted(scores)}.")
+        for col in (method, reference):
+            if col not in scores[cond].columns:
+                raise ValueError(f"condition {cond!r} has no column {col!r}; have {list(scores[cond].columns)}.")
+    t, c = scores[treated], scores[control]
+    if set(map(str, t.index)) != set(map(str, c.index)):
+        raise ValueError("the two conditions hold different questions; the interaction needs the same questions in both.")
+    c = c.copy()
+    c.index = c.index.map(str)
+    t = t.copy()
+    t.index = t.index.map(str)
+    c = c.loc[t.index]
+    gap_t = (t[method] - t[reference]).to_numpy(dtype=float)
+    gap_c = (c[method] - c[reference]).to_numpy(dtype=float)
+    out: dict[str, float] = {}
+    for name, (a, b) in {
+        "gap_treated": (t[method].to_numpy(float), t[reference].to_numpy(float)),
+        "gap_control": (c[method].to_numpy(float), c[reference].to_numpy(float)),
+        "interaction": (gap_t, gap_c),
+    }.items():
+        d, lo, hi = paired_difference_ci(a, b, n_resamples=n_resamples, seed=seed)
+        out[name], out[f"{name}_low"], out[f"{name}_high"] = d, lo, hi
+    return out
+
+
+def verdict_words(low: float, high: float) -> str:
+    """``"supports"`` when the interval lies above 0, ``"contradicts"`` below 0, else
+    ``"cannot tell"``."""
+    if low > 0:
+        return "supports"
+    if high < 0:
+        return "contradicts"
+    return "cannot tell"

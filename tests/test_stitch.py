@@ -1,0 +1,264 @@
+"""The stitching builder (chunkwise.datasets.stitch) and chapter 6's measures
+(chunkwise.experiments.stitched) on hand-made corpora."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from chunkwise.chunk import Chunk
+from chunkwise.datasets.stitch import build_condition, segment_documents
+from chunkwise.experiments.stitched import (
+    document_retrieval,
+    document_retrieval_summary,
+    interaction,
+    paper_table,
+    seam_boundaries,
+    verdict_words,
+)
+from chunkwise.tokens import count_tokens
+
+# Three sources, each of paragraphs of one sentence; every paragraph is 6 cl100k tokens
+# ("Alpha one is here now." = Alpha, one, is, here, now, .)
+WORDS = {"a": "Alpha", "b": "Delta", "c": "Charlie"}
+NUMS = ["one", "two", "three", "four", "five", "six", "seven", "eight"]
+
+
+def _doc(key: str, n: int) -> str:
+    return "".join(f"{WORDS[key]} {NUMS[i]} is here now.\n" for i in range(n))
+
+
+DOCS = {"a": _doc("a", 8), "b": _doc("b", 8), "c": _doc("c", 4)}
+
+
+def _para(doc: str, i: int) -> tuple[int, int]:
+    """Span of paragraph i (without its newline)."""
+    lines = DOCS[doc].split("\n")
+    start = sum(len(x) + 1 for x in lines[:i])
+    return start, start + len(lines[i])
+
+
+def _questions() -> pd.DataFrame:
+    a1 = _para("a", 1)
+    a2 = _para("a", 2)
+    b5 = _para("b", 5)
+    b0 = _para("b", 0)
+    c3 = _para("c", 3)
+    rows = [
+        # crosses the cut between paragraphs 1 and 2 of "a"
+        ("q1", "which alpha?", "a", [(a1[0] + 6, a2[0] + 5)]),
+        # two references far apart in "b": their segments must share a stitched document
+        ("q2", "which bravo?", "b", [b0, b5]),
+        ("q3", "which charlie?", "c", [c3]),
+    ]
+    df = pd.DataFrame(rows, columns=["question_id", "question", "corpus_id", "references"])
+    df["reference_texts"] = [[DOCS[d][s:e] for s, e in refs] for d, refs in zip(df["corpus_id"], df["references"])]
+    return df
+
+
+def test_paragraphs_are_six_tokens():
+    for key in WORDS:
+        assert count_tokens(f"{WORDS[key]} one is here now.\n") == 6
+
+
+def test_segments_tile_sources_and_pack_paragraphs_by_hand():
+    segs = segment_documents(DOCS, None, min_tokens=10, max_tokens=15)
+    # two paragraphs (12 tokens) per segment: 4 + 4 + 2
+    assert [(s.source, s.source_start // len("Alpha one is here now.\n")) for s in segs][:4] == [
+        ("a", 0), ("a", 2), ("a", 4), ("a", 6)
+    ]
+    assert [s.n_tokens for s in segs] == [12] * 10
+    for key, text in DOCS.items():
+        assert "".join(s.text for s in segs if s.source == key) == text
+    assert [s.segment_id for s in segs] == list(range(len(segs)))
+
+
+def test_a_reference_moves_the_cut():
+    q = _questions()
+    segs = segment_documents(DOCS, q, min_tokens=10, max_tokens=15)
+    s1, e1 = q.loc[0, "references"][0]
+    # no segment starts strictly inside the reference
+    assert not [s for s in segs if s.source == "a" and s1 < s.source_start < e1]
+    # and without the question, a segment does start inside it (the cut was moved, not absent)
+    plain = segment_documents(DOCS, None, min_tokens=10, max_tokens=15)
+    assert [s for s in plain if s.source == "a" and s1 < s.source_start < e1]
+
+
+def test_reference_never_split_with_hand_computed_segments():
+    q = _questions()
+    segs = segment_documents(DOCS, q, min_tokens=10, max_tokens=15)
+    line = len("Alpha one is here now.\n")
+    a = [(s.source_start // line, s.source_end // line) for s in segs if s.source == "a"]
+    # cuts allowed after paragraphs 0, 2, 3, ... (not after 1): within 15 tokens only the cut
+    # after paragraph 0 (6 tokens, under 10), so the segment runs to the first allowed cut that
+    # reaches 10 tokens, after paragraph 2 (18 tokens); then [3,5), [5,7), and the 6-token
+    # tail [7,8) joins [5,7).
+    assert a == [(0, 3), (3, 5), (5, 8)]
+    assert [s.n_tokens for s in segs if s.source == "a"] == [18, 12, 18]
+
+
+@pytest.mark.parametrize("condition", ["real", "stitched", "shuffled"])
+def test_offsets_carried_exactly(condition):
+    q = _questions()
+    segs = segment_documents(DOCS, q, min_tokens=10, max_tokens=15)
+    sc = build_condition(DOCS, q, condition, segments=segs, segments_per_document=4, seed=3)
+    for _, row in sc.questions.iterrows():
+        for (s, e), text in zip(row["references"], row["reference_texts"]):
+            assert sc.docs[row["corpus_id"]][s:e] == text
+    # the same text in a different order
+    assert sorted("".join(sc.docs.values())) == sorted("".join(DOCS.values()))
+    assert sc.placements["segment_id"].sort_values().tolist() == list(range(len(segs)))
+    # each placement holds its segment verbatim
+    for r in sc.placements.itertuples():
+        assert sc.docs[r.document][r.start:r.end] == DOCS[r.source][r.source_start:r.source_end]
+
+
+def test_real_condition_is_the_input():
+    q = _questions()
+    sc = build_condition(DOCS, q, "real", min_tokens=10, max_tokens=15)
+    assert sc.docs == DOCS
+    assert [list(r) for r in sc.questions["references"]] == [list(r) for r in q["references"]]
+    assert not sc.seam_table()["cross_source"].any()
+    assert sc.seam_table()["contiguous"].all()
+
+
+def test_stitched_seams_join_sources_and_keep_questions_whole():
+    q = _questions()
+    segs = segment_documents(DOCS, q, min_tokens=10, max_tokens=15)
+    sc = build_condition(DOCS, q, "stitched", segments=segs, segments_per_document=3, seed=0)
+    seams = sc.seam_table()
+    assert len(seams) == len(segs) - len(sc.docs)
+    # a seam is where the right segment starts
+    for r in seams.itertuples():
+        row = sc.placements[sc.placements["segment_id"] == r.right_segment].iloc[0]
+        assert row["start"] == r.offset and row["document"] == r.document
+    # a (source, text) order where a neighbour of another source always exists: all seams cross
+    assert seams["cross_source"].mean() >= 0.8
+    # q2's two references (paragraphs 0 and 5 of b) sit in one document
+    q2 = sc.questions.set_index("question_id").loc["q2"]
+    assert len(q2["evidence_segments"]) == 2
+    docs_of = set(sc.placements.set_index("segment_id").loc[q2["evidence_segments"], "document"])
+    assert docs_of == {q2["corpus_id"]}
+    assert sc.seams()[q2["corpus_id"]] == sorted(seams.loc[seams["document"] == q2["corpus_id"], "offset"].tolist())
+
+
+def test_same_seed_same_documents_other_seed_other_order():
+    q = _questions()
+    segs = segment_documents(DOCS, q, min_tokens=10, max_tokens=15)
+    one = build_condition(DOCS, q, "stitched", segments=segs, segments_per_document=3, seed=7)
+    two = build_condition(DOCS, q, "stitched", segments=segs, segments_per_document=3, seed=7)
+    assert one.docs == two.docs
+    orders = {
+        tuple(build_condition(DOCS, q, "stitched", segments=segs, segments_per_document=3, seed=s).placements["segment_id"])
+        for s in range(6)
+    }
+    assert len(orders) > 1
+
+
+def test_shuffled_keeps_each_source_in_its_own_document():
+    q = _questions()
+    sc = build_condition(DOCS, q, "shuffled", min_tokens=10, max_tokens=15, seed=1)
+    assert set(sc.docs) == {"a~shuffled", "b~shuffled", "c~shuffled"}
+    for key in DOCS:
+        assert sorted(DOCS[key].splitlines()) == sorted(sc.docs[f"{key}~shuffled"].splitlines())
+    assert not sc.seam_table()["cross_source"].any()
+
+
+def test_bad_input_is_rejected_clearly():
+    q = _questions()
+    with pytest.raises(ValueError, match="condition must be"):
+        build_condition(DOCS, q, "mixed")
+    with pytest.raises(ValueError, match="min_tokens"):
+        segment_documents(DOCS, q, min_tokens=20, max_tokens=10)
+    bad = q.copy()
+    bad.loc[0, "corpus_id"] = "zzz"
+    with pytest.raises(ValueError, match="not among the documents"):
+        segment_documents(DOCS, bad)
+    # segments cut without the questions cannot carry q1
+    plain = segment_documents(DOCS, None, min_tokens=10, max_tokens=15)
+    with pytest.raises(ValueError, match="crosses the segment cut"):
+        build_condition(DOCS, q, "stitched", segments=plain)
+
+
+# ---------------------------------------------------------------------------- measures
+
+
+def _corpus_two_docs():
+    """A stitched corpus by hand: doc "x" = segments 0 [0, 10) and 1 [10, 20)."""
+    placements = pd.DataFrame(
+        [(0, "a", 0, 10, "x", 0, 10, 3), (1, "b", 0, 10, "x", 10, 20, 3)],
+        columns=["segment_id", "source", "source_start", "source_end", "document", "start", "end", "n_tokens"],
+    )
+    questions = pd.DataFrame(
+        {"question_id": ["q1", "q2"], "corpus_id": ["x", "x"], "references": [[(2, 4)], [(12, 14)]],
+         "evidence_segments": [[0], [1]]}
+    )
+    return SimpleNamespace(docs={"x": "A" * 20}, placements=placements, questions=questions, segment_lookup=lambda: {
+        "x": ([0, 10], [0, 1])}, condition="stitched", seam_table=lambda: pd.DataFrame(
+        [{"document": "x", "offset": 10, "left_segment": 0, "right_segment": 1, "left_source": "a", "right_source": "b",
+          "cross_source": True, "contiguous": False}]))
+
+
+def test_document_retrieval_by_hand():
+    corpus = _corpus_two_docs()
+    # chunks: [0, 8) -> segment 0; [8, 15) -> 5 chars in segment 1 vs 2 in 0 -> segment 1; [15, 20) -> 1
+    chunks = {"C": {"x": [Chunk("A" * 8, 0, 8), Chunk("A" * 7, 8, 15), Chunk("A" * 5, 15, 20)]}}
+    result = SimpleNamespace(
+        config=SimpleNamespace(top_k=(1, 2), retrievers=("dense",)),
+        questions=pd.DataFrame({"question_id": ["q1", "q2"]}),
+        chunk_objects=chunks,
+        rankings={"C": {"dense": [[1, 0, 2], [1, 2, 0]]}},
+    )
+    df = document_retrieval(result, corpus).set_index(["k", "question_id"])
+    # q1 (evidence segment 0): k=1 retrieves segment 1 -> P 0, R 0; k=2 segments {1, 0} -> P 1/2, R 1
+    assert df.loc[(1, "q1"), ["doc_precision", "doc_recall", "doc_f1"]].tolist() == [0.0, 0.0, 0.0]
+    assert df.loc[(2, "q1"), "doc_precision"] == 0.5 and df.loc[(2, "q1"), "doc_recall"] == 1.0
+    assert df.loc[(2, "q1"), "doc_f1"] == pytest.approx(2 / 3)
+    # q2 (segment 1): k=2 retrieves chunks 1 and 2, both segment 1 -> one distinct segment, P 1, R 1
+    assert df.loc[(2, "q2"), ["doc_precision", "doc_recall"]].tolist() == [1.0, 1.0]
+    summary = document_retrieval_summary(document_retrieval(result, corpus)).set_index("k")
+    # k=2: mean P = 0.75, mean R = 1.0 -> F1 of means 2*0.75/(1.75)
+    assert summary.loc[2, "doc_f1_of_means"] == pytest.approx(1.5 / 1.75)
+
+
+def test_seam_boundaries_by_hand():
+    text = "One a. Two b. Three c. Four d."
+    # sentences at 0-6, 7-13, 14-22, 23-30; a seam at 14 (after sentence 1)
+    corpus = SimpleNamespace(
+        docs={"x": text},
+        seam_table=lambda: pd.DataFrame([{"document": "x", "offset": 14, "contiguous": False, "cross_source": True}]),
+    )
+    result = SimpleNamespace(chunk_objects={
+        "exact": {"x": [Chunk(text[0:14], 0, 14), Chunk(text[14:], 14, len(text))]},
+        "off": {"x": [Chunk(text[0:7], 0, 7), Chunk(text[7:], 7, len(text))]},
+    })
+    df = seam_boundaries(result, corpus, tolerance=0).set_index("chunker")
+    assert df.loc["exact", ["seams_found", "boundary_precision", "boundary_recall", "pk"]].tolist() == [1, 1.0, 1.0, 0.0]
+    assert df.loc["off", ["seams_found", "boundary_precision", "boundary_recall"]].tolist() == [0, 0.0, 0.0]
+    tol = seam_boundaries(result, corpus, tolerance=1).set_index("chunker")
+    assert tol.loc["off", "seams_found"] == 1
+
+
+def test_interaction_by_hand():
+    idx = ["q1", "q2", "q3", "q4"]
+    stitched = pd.DataFrame({"sem": [1.0, 1.0, 0.5, 1.0], "fix": [0.5, 0.5, 0.0, 0.5]}, index=idx)
+    real = pd.DataFrame({"sem": [0.5, 0.5, 0.5, 0.5], "fix": [0.5, 0.5, 0.5, 0.5]}, index=idx)
+    out = interaction({"stitched": stitched, "real": real}, "sem", "fix", n_resamples=500)
+    # every question gains 0.5 on stitched and 0 on real: the interval collapses to 0.5
+    assert out["interaction"] == pytest.approx(0.5)
+    assert out["interaction_low"] == pytest.approx(0.5) and out["interaction_high"] == pytest.approx(0.5)
+    assert out["gap_control"] == 0.0
+    assert verdict_words(out["interaction_low"], out["interaction_high"]) == "supports"
+    assert verdict_words(-0.2, 0.1) == "cannot tell" and verdict_words(-0.3, -0.1) == "contradicts"
+    with pytest.raises(ValueError, match="different questions"):
+        interaction({"stitched": stitched, "real": real.iloc[:3]}, "sem", "fix")
+
+
+def test_paper_table_gaps():
+    t = paper_table().set_index(["embedder", "dataset"])
+    assert t.loc[("stella_en_1.5B_v5", "Miracl"), "breakpoint_minus_fixed"] == pytest.approx(12.44)
+    assert t.loc[("stella_en_1.5B_v5", "HotpotQA"), "breakpoint_minus_fixed"] == pytest.approx(-3.22)
+    assert np.all(t.loc[t["documents"] == "original", "breakpoint_minus_fixed"] < 0)
