@@ -84,7 +84,7 @@ def test_citation_file_and_reproduction_notes_cover_the_book():
     refs = cff["references"]
     assert all(r.get("authors") and r.get("title") and r.get("type") for r in refs)
     ids = {i["value"] for r in refs for i in r.get("identifiers", [])}
-    assert ids == {"arXiv:2405.16933", "arXiv:2401.17043"}  # PG-RAG and CRUD-RAG
+    assert ids == {"arXiv:2405.16933", "arXiv:2401.17043", "arXiv:2410.13070"}  # PG-RAG, CRUD-RAG, Qu/Tu/Bao
     assert {"Evaluating Chunking Strategies for Retrieval",
             "Semantic Chunking for RAG: Methods, Trade-Offs, and Testing"} <= {r["title"] for r in refs}
     notes = (REPO / "REPRODUCING.md").read_text(encoding="utf-8")

@@ -187,3 +187,54 @@ def test_late_uses_late_vectors_and_recursive_boundaries(tmp_path):
 def test_chunk_corpus_contextual_needs_llm():
     with pytest.raises(ValueError, match="needs an LLM client"):
         chunk_corpus(ChunkerSpec("Contextual", 2), "a", "one two", None, None)
+
+
+# ------------------------------------------------------------------ Semantic (explicit settings)
+
+
+def test_semantic_spec_round_trips_and_keeps_older_keys():
+    s = parse_spec("Semantic:percentile:80:0:150")
+    assert dict(s.options) == {"breakpoint_threshold_type": "percentile", "breakpoint_threshold_amount": 80.0,
+                               "buffer_size": 0, "min_chunk_size": 150}
+    assert s.label == "Semantic percentile 80 buffer 0 min 150"
+    assert s.spec_string() == "Semantic:percentile:80:0:150"
+    assert parse_spec(s.spec_string()) == s
+    assert s.key() == ('Semantic|None|0|{"breakpoint_threshold_amount": 80.0, "breakpoint_threshold_type": '
+                       '"percentile", "buffer_size": 0, "min_chunk_size": null}'.replace("null", "150"))
+    g = parse_spec("Semantic:gradient:95:1")
+    assert g.label == "Semantic gradient 95 buffer 1" and dict(g.options)["min_chunk_size"] is None
+    # specs without options keep the keys chapters 2 and 5 cached under
+    assert ChunkerSpec("TokenText", 200, 0).key() == "TokenText|200|0"
+    assert parse_spec("Cluster:200").key() == "Cluster|200|0"
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("Semantic:percentile:80", "Semantic:threshold_type:amount:buffer_size"),
+        ("Semantic:median:80:1", "threshold type 'median'"),
+        ("Semantic:percentile:180:1", "must lie in [0, 100]"),
+        ("Semantic:percentile:80:x", "integers"),
+        ("Semantic:percentile:80:-1", "buffer_size must be >= 0"),
+        ("Semantic:percentile:80:1:0", "min_chunk_size must be >= 1"),
+    ],
+)
+def test_bad_semantic_specs(bad, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_spec(bad)
+
+
+def test_semantic_spec_chunks_as_the_chunker_with_those_settings(tmp_path):
+    from chunkwise.chunkers import SemanticChunker
+
+    text = "one two. one two three. seven eight. seven eight nine. one. one two."
+    spec = parse_spec("Semantic:percentile:50:0")
+    got = chunk_corpus(spec, "a.txt", text, WordEmbedder(), cache_dir=tmp_path)
+    want = SemanticChunker(WordEmbedder(), buffer_size=0, breakpoint_threshold_type="percentile",
+                           breakpoint_threshold_amount=50).split(text)
+    assert [(c.start, c.end) for c in got] == [(c.start, c.end) for c in want]
+    assert len(want) > 1  # the setting splits this text, so the comparison can fail
+    # the defaults spec gives the Kamradt chunker's spans
+    default = chunk_corpus(parse_spec("Semantic:percentile:95:1"), "a.txt", text, WordEmbedder(), cache_dir=tmp_path)
+    kamradt = chunk_corpus(parse_spec("Kamradt"), "a.txt", text, WordEmbedder(), cache_dir=tmp_path)
+    assert [(c.start, c.end) for c in default] == [(c.start, c.end) for c in kamradt]

@@ -74,11 +74,12 @@ CLAIM_COLUMNS = (
 #: Groups whose table is shown open on the page (group name prefixes); the others are folded.
 OPEN_GROUPS = ("Headline", "Abstract")
 #: Order of sources on the page.
-SOURCE_ORDER = ("guide", "Chroma report", "PG-RAG paper")
+SOURCE_ORDER = ("guide", "Chroma report", "PG-RAG paper", "Qu/Tu/Bao paper")
 SOURCE_TITLES = {
     "guide": "The semantic-chunking guide (handbook experiment)",
     "Chroma report": "Chroma's technical report, Evaluating Chunking Strategies for Retrieval (2024)",
     "PG-RAG paper": "The PG-RAG paper (Liang et al., 2024, arXiv 2405.16933)",
+    "Qu/Tu/Bao paper": "Is Semantic Chunking Worth the Computational Cost? (Qu, Tu & Bao, Findings of NAACL 2025, arXiv 2410.13070)",
 }
 
 _EPS = 1e-9
