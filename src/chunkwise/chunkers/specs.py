@@ -32,7 +32,8 @@ __all__ = ["NAMES", "ChunkerSpec", "chunk_corpus", "chunk_hierarchy", "make_chun
 #: LLM cache keys.
 CONTEXTUAL_SETTINGS: dict[str, Any] = {"windows": "blocks", "max_document_tokens": 1000, "context_max_tokens": 80}
 
-#: Every chunker name a spec may start with.
+#: The built-in chunker kinds (:mod:`chunkwise.chunkers.registry` holds them, with any kind a
+#: user registers: :func:`~chunkwise.chunkers.registry.chunker_names`).
 NAMES: tuple[str, ...] = (
     "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM", "Sentence", "Structure",
     "Hierarchical", "Contextual", "Late", "Semantic",
@@ -117,12 +118,19 @@ class ChunkerSpec:
         return s
 
     @property
+    def kind(self) -> Any:
+        """The registered :class:`~chunkwise.chunkers.registry.ChunkerKind` of this spec."""
+        from chunkwise.chunkers.registry import chunker_kind
+
+        return chunker_kind(self.chunker)
+
+    @property
     def boundary_spec(self) -> ChunkerSpec:
         """The spec whose spans give this one's boundaries: ``Recursive:size`` for Late and
-        Contextual (whose chunks are recursive chunks; they share its span cache), else itself."""
-        if self.chunker in ("Late", "Contextual"):
-            return ChunkerSpec("Recursive", self.size, 0)
-        return self
+        Contextual (whose chunks are recursive chunks; they share its span cache; the kind's
+        ``boundaries_from``), else itself."""
+        kind = self.kind
+        return kind.boundaries_from(self) if kind.boundaries_from is not None else self
 
 
 def _parse_threshold(text: str, spec: str) -> int | float:
@@ -189,47 +197,50 @@ def parse_spec(text: str) -> ChunkerSpec:
         For an unknown chunker name, a non-integer size/overlap, or settings the chunker does
         not take.
     """
+    from chunkwise.chunkers.registry import chunker_kind
+
     if not isinstance(text, str):
         raise ValueError(f"a chunker spec must be a string such as 'Recursive:200', got {text!r}.")
     parts = text.split(":")
+    kind = chunker_kind(parts[0])
+    if kind.parse is not None:
+        return kind.parse(parts, text)
     name = parts[0]
-    if name not in NAMES:
-        raise ValueError(f"unknown chunker {name!r} in {text!r}; use {', '.join(NAMES[:-1])} or {NAMES[-1]}.")
-    if name == "Semantic":
-        return _parse_semantic(parts, text)
-    if name == "Hierarchical":
-        if len(parts) not in (3, 4):
-            raise ValueError(
-                f"{text!r}: use 'Hierarchical:child_tokens:parent_tokens[:merge_threshold]', e.g. 'Hierarchical:100:400:0.5'."
-            )
-        try:
-            child, parent = int(parts[1]), int(parts[2])
-        except ValueError as exc:
-            raise ValueError(f"child and parent sizes in {text!r} must be integers (tokens).") from exc
-        if child < 1 or parent <= child:
-            raise ValueError(f"{text!r}: child size must be >= 1 token and the parent size larger than the child's.")
-        threshold = _parse_threshold(parts[3], text) if len(parts) == 4 else 0.5
-        return ChunkerSpec(name, child, 0, parent, threshold)
     if len(parts) > 3:
-        raise ValueError(f"{text!r} has too many fields; use 'Name:size_tokens:overlap_tokens'.")
+        raise ValueError(f"{text!r} has too many fields; use '{kind.help}'.")
     try:
         size = int(parts[1]) if len(parts) > 1 and parts[1] else None
         overlap = int(parts[2]) if len(parts) > 2 else 0
     except ValueError as exc:
         raise ValueError(f"size and overlap in {text!r} must be integers (tokens).") from exc
-    if name in ("TokenText", "Recursive", "Cluster", "KamradtMod", "Sentence", "Structure", "Contextual", "Late") and size is None:
+    if kind.size == "required" and size is None:
         raise ValueError(f"{name} needs a size in tokens, e.g. '{name}:250'.")
-    if name in ("Kamradt", "LLM") and (size is not None or overlap):
+    if kind.size == "none" and (size is not None or overlap):
         raise ValueError(f"{name} takes no size or overlap (LangChain / report defaults); got {text!r}.")
-    if name in ("Cluster", "KamradtMod", "Sentence", "Structure", "Contextual", "Late") and overlap:
+    if not kind.overlap and overlap:
         raise ValueError(f"{name} takes no overlap; got {text!r}.")
     if size is not None and size < 1:
         raise ValueError(f"size in {text!r} must be >= 1 token.")
     if not 0 <= overlap < (size or 1):
         raise ValueError(f"overlap in {text!r} must be in [0, size - 1] tokens.")
-    if name in ("Cluster", "KamradtMod") and size < 50:
-        raise ValueError(f"{name} size must be >= 50 tokens (the size of its pieces); got {text!r}.")
+    if size is not None and size < kind.min_size:
+        raise ValueError(f"{name} size must be >= {kind.min_size} tokens (the size of its pieces); got {text!r}.")
     return ChunkerSpec(name, size, overlap)
+
+
+def _parse_hierarchical(parts: list[str], text: str) -> ChunkerSpec:
+    if len(parts) not in (3, 4):
+        raise ValueError(
+            f"{text!r}: use 'Hierarchical:child_tokens:parent_tokens[:merge_threshold]', e.g. 'Hierarchical:100:400:0.5'."
+        )
+    try:
+        child, parent = int(parts[1]), int(parts[2])
+    except ValueError as exc:
+        raise ValueError(f"child and parent sizes in {text!r} must be integers (tokens).") from exc
+    if child < 1 or parent <= child:
+        raise ValueError(f"{text!r}: child size must be >= 1 token and the parent size larger than the child's.")
+    threshold = _parse_threshold(parts[3], text) if len(parts) == 4 else 0.5
+    return ChunkerSpec("Hierarchical", child, 0, parent, threshold)
 
 
 def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
@@ -249,48 +260,7 @@ def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
     ValueError
         If ``spec`` is an LLM or Contextual row and no ``llm`` client is given.
     """
-    from chunkwise.chunkers import (
-        ClusterSemanticChunker,
-        ContextualChunker,
-        FixedTokenChunker,
-        HierarchicalChunker,
-        KamradtModifiedChunker,
-        LLMSemanticChunker,
-        RecursiveTokenChunker,
-        SemanticChunker,
-        SentenceChunker,
-        StructureChunker,
-    )
-
-    if spec.chunker == "TokenText":
-        return FixedTokenChunker(spec.size, spec.overlap)
-    if spec.chunker in ("Recursive", "Late"):
-        return RecursiveTokenChunker(spec.size, spec.overlap, keep_separator="start")
-    if spec.chunker == "Kamradt":
-        return SemanticChunker(embedder)  # LangChain defaults: buffer 1, percentile 95
-    if spec.chunker == "Semantic":
-        return SemanticChunker(embedder, **dict(spec.options))
-    if spec.chunker == "KamradtMod":
-        return KamradtModifiedChunker(embedder, avg_chunk_size=spec.size)
-    if spec.chunker == "Cluster":
-        return ClusterSemanticChunker(embedder, max_chunk_size=spec.size)
-    if spec.chunker == "Sentence":
-        return SentenceChunker(spec.size)
-    if spec.chunker == "Structure":
-        return StructureChunker(spec.size)
-    if spec.chunker == "Hierarchical":
-        return HierarchicalChunker(
-            StructureChunker(spec.parent_size), RecursiveTokenChunker(spec.size, 0, keep_separator="start")
-        )
-    if spec.chunker in ("LLM", "Contextual"):
-        if llm is None:
-            raise ValueError(
-                f"the {spec.chunker} chunker needs an LLM client (chunkwise.llm.LLMClient or OnDemandLocalClient); pass llm=."
-            )
-        if spec.chunker == "LLM":
-            return LLMSemanticChunker(llm)
-        return ContextualChunker(RecursiveTokenChunker(spec.size, 0, keep_separator="start"), llm, **CONTEXTUAL_SETTINGS)
-    raise ValueError(f"unknown chunker {spec.chunker!r}")
+    return spec.kind.make(spec, embedder, llm)
 
 
 def span_cache_dir(cache_dir: str | Path | None = None) -> Path:
@@ -355,20 +325,21 @@ def chunk_corpus(
     ValueError
         For a Contextual or LLM spec without ``llm``.
     """
-    if spec.chunker == "Hierarchical":
+    kind = spec.kind
+    if kind.index == "parents":
         return chunk_hierarchy(spec, name, text, cache_dir)[1]
-    if spec.chunker == "Contextual":
-        if llm is None:
-            raise ValueError("the Contextual chunker needs an LLM client (chunkwise.llm.LLMClient); pass llm=.")
+    if kind.wrap is not None:
+        # built over another kind's chunks, read through that kind's span cache (contextual)
+        if kind.needs == "llm" and llm is None:
+            raise ValueError(f"the {spec.chunker} chunker needs an LLM client (chunkwise.llm.LLMClient); pass llm=.")
         base = chunk_corpus(spec.boundary_spec, name, text, embedder, None, cache_dir)
-        from chunkwise.chunkers import ContextualChunker
-
-        return ContextualChunker(_Given(base), llm, **CONTEXTUAL_SETTINGS).split(text)
+        return kind.wrap(_Given(base), spec, llm).split(text)
     spec = spec.boundary_spec
+    kind = spec.kind
     ident = ""
-    if spec.chunker in ("Kamradt", "KamradtMod", "Cluster", "Semantic"):
+    if kind.needs == "embedder":
         ident = getattr(embedder, "name", type(embedder).__name__)
-    elif spec.chunker == "LLM":
+    elif kind.needs == "llm":
         ident = getattr(llm, "model_identity", repr(llm))
     path = _span_path(spec.key(), f"{spec.chunker}-{spec.size}-{spec.overlap}" + ("-" + spec.spec_string().split(":", 1)[1].replace(":", "-") if spec.options else ""), name, text, ident, cache_dir)
     if path.exists():
@@ -395,7 +366,7 @@ def chunk_hierarchy(
     ValueError
         If ``spec`` is not a Hierarchical spec.
     """
-    if spec.chunker != "Hierarchical":
+    if spec.kind.index != "parents":
         raise ValueError(f"chunk_hierarchy needs a Hierarchical spec, got {spec.label!r}.")
     path = _span_path(
         f"Hierarchical|{spec.size}|{spec.parent_size}", f"Hierarchical-{spec.size}-{spec.parent_size}", name, text, "",

@@ -74,6 +74,7 @@ from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
 from chunkwise.chunkers.contextual import index_text
 from chunkwise.chunkers.hierarchical import merge_to_parents
 from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, chunk_hierarchy, parse_spec, span_cache_dir
+from chunkwise.retrieval.registry import RankInputs, Ranking, retriever_kind, retriever_names
 from chunkwise.tokens import get_encoding
 
 __all__ = [
@@ -86,7 +87,8 @@ __all__ = [
     "run_grid",
 ]
 
-#: Retrievers the engine knows.
+#: The built-in retrievers (:mod:`chunkwise.retrieval.registry` holds them, with any a user
+#: registers: :func:`~chunkwise.retrieval.registry.retriever_names`).
 RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
 
 #: Vector indexes of the dense retriever: exact cosine search, or chromadb's HNSW graph.
@@ -104,11 +106,26 @@ METRICS: tuple[str, ...] = (
     "rr",
 )
 
-def _retrieval() -> tuple[Any, Any, Any]:
-    """The retrieval layer: exact cosine search, BM25 and reciprocal rank fusion."""
-    from chunkwise.retrieval import BM25Retriever, rrf_fuse, top_k_cosine
+def _retriever_order(names: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Retrievers to rank, each after those it fuses, and each one's closure (itself and
+    everything it fuses, transitively: whose index and query time it includes)."""
+    order: list[str] = []
+    closure: dict[str, list[str]] = {}
 
-    return top_k_cosine, BM25Retriever, rrf_fuse
+    def visit(name: str) -> list[str]:
+        if name in closure:
+            return closure[name]
+        kind = retriever_kind(name)
+        members = [name]
+        for u in kind.uses:
+            members += [m for m in visit(u) if m not in members]
+        closure[name] = members
+        order.append(name)
+        return members
+
+    for n in names:
+        visit(n)
+    return order, closure
 
 
 # --------------------------------------------------------------------------------------
@@ -228,9 +245,10 @@ class GridConfig:
             raise ValueError(f"the grid lists a chunker twice: {[s.label for s in specs]}.")
         object.__setattr__(self, "chunkers", specs)
         rets = [self.retrievers] if isinstance(self.retrievers, str) else list(self.retrievers)
-        bad = [r for r in rets if r not in RETRIEVERS]
+        known = retriever_names()
+        bad = [r for r in rets if r not in known]
         if bad or not rets:
-            raise ValueError(f"unknown retriever(s) {bad or rets}; choose from {', '.join(RETRIEVERS)}.")
+            raise ValueError(f"unknown retriever(s) {bad or rets}; choose from {', '.join(known)}.")
         object.__setattr__(self, "retrievers", tuple(dict.fromkeys(rets)))
         object.__setattr__(self, "top_k", _check_top_k(self.top_k))
         if self.mode not in ("chroma", "union"):
@@ -681,11 +699,11 @@ def _llm_cost(spec: ChunkerSpec, chunks: Mapping[str, list[Any]], before: Any, l
     """
     after = llm.stats() if before is not None else None
     hits = int(after["cache_hits"] - before["cache_hits"]) if after is not None else 0
-    if spec.chunker == "Contextual":
+    if spec.kind.llm_cost == "per_chunk":
         cs = [c for v in chunks.values() for c in v]
         secs = sum(float(c.metadata.get("context_seconds", 0.0)) for c in cs)
         return {"llm_calls": len(cs), "llm_cache_hits": hits, "llm_seconds": round(secs, 2)}
-    if spec.chunker == "LLM" and after is not None:
+    if spec.kind.llm_cost == "calls" and after is not None:
         return {"llm_calls": int(after["calls"] - before["calls"]), "llm_cache_hits": hits,
                 "llm_seconds": round(float(after["latency_s"] - before["latency_s"]), 2)}
     return {"llm_calls": 0, "llm_cache_hits": 0, "llm_seconds": 0.0}
@@ -797,13 +815,13 @@ def run_grid(
     if not isinstance(config, GridConfig):
         raise ValueError("config must be a GridConfig (see GridConfig.from_toml / GridConfig.from_dict).")
     q = _check_inputs(docs, questions)
-    needs_dense = any(r in ("dense", "hybrid") for r in config.retrievers)
-    needs_semantic = any(s.chunker in ("Kamradt", "KamradtMod", "Cluster", "Semantic") for s in config.chunkers)
+    order, closure = _retriever_order(config.retrievers)
+    needs_dense = any(retriever_kind(r).needs_embedder for r in order)
+    needs_semantic = any(s.kind.needs == "embedder" for s in config.chunkers)
     if embedder is None and (needs_dense or needs_semantic):
         raise ValueError("this grid needs an embedder (dense / hybrid retrieval or a semantic chunker); pass embedder=.")
     query_embedder = query_embedder or embedder
     n_before = getattr(embedder, "n_embedded", None)
-    top_k_cosine, BM25Retriever, rrf_fuse = _retrieval()
     enc = get_encoding("cl100k_base")
 
     texts_q = [str(t) for t in q["question"]]
@@ -813,7 +831,7 @@ def run_grid(
     ]
     corpora_q = list(q["corpus_id"])
     max_k = max(config.top_k)
-    depth = max(config.hybrid_depth, max_k) if "hybrid" in config.retrievers else max_k
+    depth = max(config.hybrid_depth, max_k) if any(retriever_kind(r).uses for r in order) else max_k
     qv = None
     embed_q_seconds = 0.0
     if needs_dense:
@@ -841,7 +859,7 @@ def run_grid(
         t0 = time.perf_counter()
         llm_before = llm.stats() if callable(getattr(llm, "stats", None)) else None
         parents_of: dict[str, list[Any]] = {}
-        if spec.chunker == "Hierarchical":
+        if spec.kind.index == "parents":
             if config.placement != "exact":
                 raise ValueError(f"{spec.label}: hierarchical retrieval is scored with placement='exact' only.")
             chunks = {}
@@ -881,50 +899,25 @@ def run_grid(
             for m in ("chroma", "union")
         }
 
-        rankings: dict[str, list[list[int]]] = {}
-        index_seconds: dict[str, float] = {}
-        query_seconds: dict[str, float] = {}
-        if needs_dense:
-            t0 = time.perf_counter()
-            if spec.chunker == "Late":
+        def chunk_vectors(spec: ChunkerSpec = spec, raw_chunks: Mapping[str, list[Any]] = raw_chunks,
+                          texts_index: list[str] = texts_index) -> np.ndarray:
+            nonlocal late_embedder
+            if spec.kind.index == "late":
                 if late_embedder is None:
                     from chunkwise.chunkers import LateChunkingEmbedder
 
                     late_embedder = LateChunkingEmbedder(getattr(embedder, "model_id", "all-MiniLM-L6-v2"))
-                vectors = np.concatenate([late_embedder.embed_chunks(docs[n], cs) for n, cs in raw_chunks.items()])
-            else:
-                vectors = _embed(embedder, texts_index, "chunk")
-            index_seconds["dense"] = chunk_seconds + time.perf_counter() - t0
-            t0 = time.perf_counter()
-            if config.index == "hnsw":
-                from chunkwise.retrieval import hnsw_search, unit_rows
+                return np.concatenate([late_embedder.embed_chunks(docs[n], cs) for n, cs in raw_chunks.items()])
+            return _embed(embedder, texts_index, "chunk")
 
-                idx = hnsw_search(unit_rows(vectors), qv, depth)
-            else:
-                idx, _ = top_k_cosine(qv, vectors, depth)
-            query_seconds["dense"] = embed_q_seconds + (time.perf_counter() - t0) / len(q)
-            rankings["dense"] = [list(map(int, row)) for row in idx]
-        if any(r in ("bm25", "hybrid") for r in config.retrievers):
-            t0 = time.perf_counter()
-            bm25 = BM25Retriever(
-                [(str(i), t) for i, t in enumerate(texts_index)],
-                language=config.language,
-                tokenizer=config.tokenizer,
-                cache_dir=bm25_cache,
-            )
-            index_seconds["bm25"] = chunk_seconds + time.perf_counter() - t0
-            t0 = time.perf_counter()
-            rankings["bm25"] = [[int(h[0]) for h in bm25.retrieve(t, depth)] for t in texts_q]
-            query_seconds["bm25"] = (time.perf_counter() - t0) / len(q)
-        if "hybrid" in config.retrievers:
-            t0 = time.perf_counter()
-            rankings["hybrid"] = [
-                [int(cid) for cid, _ in rrf_fuse([[str(j) for j in b], [str(j) for j in d]], (0.5, 0.5), config.rrf_c)]
-                for b, d in zip(rankings["bm25"], rankings["dense"])
-            ]
-            fuse = (time.perf_counter() - t0) / len(q)
-            index_seconds["hybrid"] = index_seconds["dense"] + index_seconds["bm25"] - chunk_seconds
-            query_seconds["hybrid"] = query_seconds["dense"] + query_seconds["bm25"] + fuse
+        inputs = RankInputs(texts_index, texts_q, depth, config, chunk_vectors, qv, embed_q_seconds, bm25_cache)
+        ranked_by: dict[str, Ranking] = {}
+        for name in order:
+            kind = retriever_kind(name)
+            ranked_by[name] = kind.rank(inputs, {u: ranked_by[u] for u in kind.uses})
+        rankings = {name: r.ranked for name, r in ranked_by.items()}
+        index_seconds = {name: chunk_seconds + sum(ranked_by[u].index_seconds for u in closure[name]) for name in order}
+        query_seconds = {name: sum(ranked_by[u].query_seconds for u in closure[name]) for name in order}
 
         all_rankings[spec.label] = {r: rankings[r] for r in config.retrievers}
         for retriever in config.retrievers:

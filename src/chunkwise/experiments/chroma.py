@@ -158,7 +158,7 @@ def _skip_llm(specs: Sequence[ChunkerSpec], llm: Any) -> list[ChunkerSpec]:
     """``specs`` without the LLM chunker when no LLM client is configured (with a printed note)."""
     out = []
     for spec in specs:
-        if spec.chunker == "LLM" and llm is None:
+        if spec.kind.needs == "llm" and llm is None:
             print(f"skipped {spec.label}: no LLM configured (set CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL)")
             continue
         out.append(spec)
@@ -301,7 +301,7 @@ def evaluate_spec(
     ValueError
         On an unknown placement or index (before any chunking), or an LLM spec without ``llm``.
     """
-    if spec.chunker == "LLM" and llm is None:
+    if spec.kind.needs == "llm" and llm is None:
         raise ValueError(f"{spec.label} needs an LLM client (set CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL).")
     grid = run_chroma_grid([spec], corpora, questions, embedder, ("dense",), (top_k,), mode, llm, cache_dir,
                            show_progress=False, placement=placement, index=index)

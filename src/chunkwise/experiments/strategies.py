@@ -68,7 +68,7 @@ def runnable_from_cache(specs: Sequence[str], docs: Mapping[str, str], llm: Any,
     out = {}
     for s in specs:
         spec = parse_spec(s)
-        if spec.chunker not in ("LLM", "Contextual"):
+        if spec.kind.needs != "llm":
             continue
         if llm is None:
             out[s] = "no LLM client"

@@ -1,0 +1,253 @@
+"""The registry of chunker kinds: what a spec's first field (``"Recursive"`` in
+``"Recursive:200"``) means, in one place.
+
+A :class:`ChunkerKind` is a factory plus its rules: whether a spec of the kind takes a size and
+an overlap (and the smallest size), what the chunker needs to run (nothing, an embedder or an
+LLM client), where its boundaries come from when they are another kind's (late and contextual
+chunking keep the recursive chunker's), how the evaluation engine indexes its chunks (the
+chunks themselves, small-to-big parents, or late-chunking vectors) and how its LLM cost is
+counted. :func:`chunkwise.chunkers.specs.parse_spec`, :func:`~chunkwise.chunkers.specs.make_chunker`,
+:func:`~chunkwise.chunkers.specs.chunk_corpus` and :func:`chunkwise.evaluation.grid.run_grid`
+read these fields instead of testing names.
+
+Adding a chunker kind is one module (the chunker: a class with ``split(text) -> list[Chunk]``,
+exact offsets) plus one :func:`register_chunker` call::
+
+    from chunkwise.chunkers.registry import ChunkerKind, register_chunker
+
+    register_chunker(ChunkerKind(
+        name="Paragraph", summary="blank-line blocks packed to size tokens",
+        build=lambda spec, embedder, llm: ParagraphChunker(spec.size), size="required",
+    ))
+
+after which ``"Paragraph:300"`` works in a grid file, ``chunkwise evaluate`` and the chapters.
+The built-in kinds are registered at the bottom of this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chunkwise.chunkers.specs import ChunkerSpec
+
+__all__ = ["ChunkerKind", "chunker_kind", "chunker_names", "register_chunker"]
+
+
+@dataclass(frozen=True)
+class ChunkerKind:
+    """One kind of chunker and its rules.
+
+    Attributes
+    ----------
+    name : str
+        The spec's first field, e.g. ``"Recursive"``; letters and digits only.
+    build : callable ``(spec, embedder, llm) -> chunker``
+        The factory: returns an object with ``split(text) -> list[Chunk]`` (exact character
+        offsets). ``embedder`` / ``llm`` are passed as the caller has them (``None`` when not
+        given); the registry checks ``needs`` before calling.
+    summary : str
+        One line for listings and error messages.
+    size : {"required", "none"}, default "required"
+        Whether a spec gives a size in cl100k_base tokens (``"Recursive:200"``) or none
+        (``"Kamradt"``).
+    overlap : bool, default False
+        Whether a spec may give an overlap in tokens after the size.
+    min_size : int, default 1
+        The smallest size a spec may give (tokens).
+    needs : {"none", "embedder", "llm"}, default "none"
+        What the chunker needs; ``"embedder"`` kinds have their embedder's name in their span
+        cache key, ``"llm"`` kinds the LLM's identity.
+    boundaries_from : callable ``spec -> spec``, optional
+        For kinds whose boundaries are another kind's (late and contextual chunking: the
+        recursive chunker's): the spec whose spans, and span cache file, they share.
+    wrap : callable ``(boundary_chunker, spec, llm) -> chunker``, optional
+        For kinds built over another kind's chunks (contextual chunking adds an LLM-written
+        context to each recursive chunk): builds the chunker around a chunker that returns the
+        boundary kind's chunks, so the span cache of ``boundaries_from`` is reused.
+    parse : callable ``(fields, text) -> spec``, optional
+        A grammar of the kind's own (``fields`` = ``text.split(":")``); default
+        ``Name[:size[:overlap]]`` under the rules above.
+    index : {"chunks", "parents", "late"}, default "chunks"
+        How :func:`~chunkwise.evaluation.grid.run_grid` indexes the kind: its chunks embedded
+        as text; children indexed and merged into their parents (small-to-big); or chunk
+        vectors from late chunking.
+    llm_cost : {"none", "calls", "per_chunk"}, default "none"
+        How the grid counts LLM cost: the calls made while chunking, or one call per chunk
+        (contextual chunking, whose contexts are cached per chunk).
+    spec_help : str, optional
+        The spec form for messages, e.g. ``"Recursive:size_tokens[:overlap_tokens]"``.
+    """
+
+    name: str
+    build: Callable[[ChunkerSpec, Any, Any], Any]
+    summary: str
+    size: Literal["required", "none"] = "required"
+    overlap: bool = False
+    min_size: int = 1
+    needs: Literal["none", "embedder", "llm"] = "none"
+    boundaries_from: Callable[[ChunkerSpec], ChunkerSpec] | None = None
+    wrap: Callable[[Any, ChunkerSpec, Any], Any] | None = None
+    parse: Callable[[list[str], str], ChunkerSpec] | None = None
+    index: Literal["chunks", "parents", "late"] = "chunks"
+    llm_cost: Literal["none", "calls", "per_chunk"] = "none"
+    spec_help: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isalnum():
+            raise ValueError(f"a chunker kind's name must be letters and digits, got {self.name!r}.")
+        if not callable(self.build):
+            raise ValueError(f"chunker kind {self.name!r}: build must be callable (spec, embedder, llm) -> chunker.")
+        for field, value, allowed in (
+            ("size", self.size, ("required", "none")),
+            ("needs", self.needs, ("none", "embedder", "llm")),
+            ("index", self.index, ("chunks", "parents", "late")),
+            ("llm_cost", self.llm_cost, ("none", "calls", "per_chunk")),
+        ):
+            if value not in allowed:
+                raise ValueError(f"chunker kind {self.name!r}: {field} must be one of {allowed}, got {value!r}.")
+        if isinstance(self.min_size, bool) or not isinstance(self.min_size, int) or self.min_size < 1:
+            raise ValueError(f"chunker kind {self.name!r}: min_size must be an int >= 1, got {self.min_size!r}.")
+
+    @property
+    def help(self) -> str:
+        """The spec form, e.g. ``"Recursive:size_tokens[:overlap_tokens]"``."""
+        if self.spec_help:
+            return self.spec_help
+        if self.size == "none":
+            return self.name
+        return f"{self.name}:size_tokens" + ("[:overlap_tokens]" if self.overlap else "")
+
+    def make(self, spec: ChunkerSpec, embedder: Any = None, llm: Any = None) -> Any:
+        """Build the chunker of ``spec`` after checking what the kind needs.
+
+        Raises
+        ------
+        ValueError
+            If the kind needs an LLM client and ``llm`` is None, or an embedder and
+            ``embedder`` is None.
+        """
+        if self.needs == "llm" and llm is None:
+            raise ValueError(
+                f"the {self.name} chunker needs an LLM client (chunkwise.llm.LLMClient or OnDemandLocalClient); pass llm=."
+            )
+        if self.needs == "embedder" and embedder is None:
+            raise ValueError(f"the {self.name} chunker needs an embedder (e.g. SentenceTransformerEmbedder()); pass embedder=.")
+        return self.build(spec, embedder, llm)
+
+
+_KINDS: dict[str, ChunkerKind] = {}
+
+
+def register_chunker(kind: ChunkerKind, *, replace: bool = False) -> ChunkerKind:
+    """Register a chunker kind (once); returns it.
+
+    Raises
+    ------
+    ValueError
+        If ``kind`` is not a :class:`ChunkerKind`, or its name is taken and ``replace`` is False.
+    """
+    if not isinstance(kind, ChunkerKind):
+        raise ValueError(f"register_chunker takes a ChunkerKind, got {type(kind).__name__}.")
+    if kind.name in _KINDS and not replace:
+        raise ValueError(f"a chunker kind named {kind.name!r} is registered already; pass replace=True to replace it.")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def chunker_names() -> tuple[str, ...]:
+    """The registered kinds' names, in registration order."""
+    return tuple(_KINDS)
+
+
+def chunker_kind(name: str) -> ChunkerKind:
+    """The registered kind called ``name``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the registered ones).
+    """
+    try:
+        return _KINDS[name]
+    except (KeyError, TypeError):
+        names = chunker_names()
+        raise ValueError(f"unknown chunker {name!r}; use {', '.join(names[:-1])} or {names[-1]}.") from None
+
+
+# --------------------------------------------------------------------------------------
+# built-in kinds
+# --------------------------------------------------------------------------------------
+
+
+def _recursive_of(spec: ChunkerSpec) -> ChunkerSpec:
+    from chunkwise.chunkers.specs import ChunkerSpec
+
+    return ChunkerSpec("Recursive", spec.size, 0)
+
+
+def _builtins() -> None:
+    from chunkwise.chunkers import (
+        ClusterSemanticChunker,
+        ContextualChunker,
+        FixedTokenChunker,
+        HierarchicalChunker,
+        KamradtModifiedChunker,
+        LLMSemanticChunker,
+        RecursiveTokenChunker,
+        SemanticChunker,
+        SentenceChunker,
+        StructureChunker,
+    )
+    from chunkwise.chunkers import specs as S
+
+    def recursive(spec: Any, embedder: Any, llm: Any) -> Any:
+        return RecursiveTokenChunker(spec.size, spec.overlap, keep_separator="start")
+
+    def contextual(boundaries: Any, spec: Any, llm: Any) -> Any:
+        return ContextualChunker(boundaries, llm, **S.CONTEXTUAL_SETTINGS)
+
+    for kind in (
+        ChunkerKind("TokenText", lambda s, e, lm: FixedTokenChunker(s.size, s.overlap),
+                    "fixed windows of size tokens (LangChain's TokenTextSplitter)", overlap=True),
+        ChunkerKind("Recursive", recursive, "recursive separators, chunks up to size tokens", overlap=True),
+        ChunkerKind("Kamradt", lambda s, e, lm: SemanticChunker(e),  # LangChain defaults: buffer 1, percentile 95
+                    "LangChain's SemanticChunker at its defaults", size="none", needs="embedder"),
+        ChunkerKind("KamradtMod", lambda s, e, lm: KamradtModifiedChunker(e, avg_chunk_size=s.size),
+                    "Chroma's Kamradt chunker with a target mean size in tokens", min_size=50, needs="embedder"),
+        ChunkerKind("Cluster", lambda s, e, lm: ClusterSemanticChunker(e, max_chunk_size=s.size),
+                    "Chroma's cluster chunker, chunks up to size tokens", min_size=50, needs="embedder"),
+        ChunkerKind("LLM", lambda s, e, lm: LLMSemanticChunker(lm), "an LLM names the split points (Chroma's report)",
+                    size="none", needs="llm", llm_cost="calls"),
+        ChunkerKind("Sentence", lambda s, e, lm: SentenceChunker(s.size), "whole sentences packed to size tokens"),
+        ChunkerKind("Structure", lambda s, e, lm: StructureChunker(s.size),
+                    "Markdown sections / blank-line blocks up to size tokens"),
+        ChunkerKind(
+            "Hierarchical",
+            lambda s, e, lm: HierarchicalChunker(
+                StructureChunker(s.parent_size), RecursiveTokenChunker(s.size, 0, keep_separator="start")
+            ),
+            "children of size tokens indexed, parents returned (small-to-big)",
+            parse=S._parse_hierarchical, index="parents",
+            spec_help="Hierarchical:child_tokens:parent_tokens[:merge_threshold]",
+        ),
+        ChunkerKind(
+            "Contextual",
+            lambda s, e, lm: contextual(RecursiveTokenChunker(s.size, 0, keep_separator="start"), s, lm),
+            "recursive chunks indexed with an LLM-written context", needs="llm",
+            boundaries_from=_recursive_of, wrap=contextual, llm_cost="per_chunk",
+        ),
+        ChunkerKind("Late", recursive, "recursive chunks embedded by late chunking",
+                    boundaries_from=_recursive_of, index="late"),
+        ChunkerKind(
+            "Semantic", lambda s, e, lm: SemanticChunker(e, **dict(s.options)),
+            "LangChain's SemanticChunker with explicit settings", size="none", needs="embedder",
+            parse=S._parse_semantic, spec_help="Semantic:threshold_type:amount:buffer_size[:min_chunk_size]",
+        ),
+    ):
+        register_chunker(kind)
+
+
+_builtins()

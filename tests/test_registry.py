@@ -1,0 +1,93 @@
+"""The registries of chunker and retriever kinds: one registration makes a kind a grid row."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from chunkwise.chunk import Chunk
+from chunkwise.chunkers import registry as CR
+from chunkwise.chunkers.specs import ChunkerSpec, make_chunker, parse_spec
+from chunkwise.evaluation.grid import GridConfig, run_grid
+from chunkwise.retrieval import registry as RR
+
+from test_grid import DOCS, WordEmbedder, questions
+
+
+class WordChunker:
+    """One chunk per whitespace-separated word (exact offsets)."""
+
+    def split(self, text):
+        return [Chunk(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+
+
+@pytest.fixture
+def word_kind():
+    kind = CR.register_chunker(CR.ChunkerKind("Words", lambda s, e, lm: WordChunker(), "one chunk per word", size="none"))
+    yield kind
+    CR._KINDS.pop("Words", None)
+
+
+@pytest.fixture
+def last_word_retriever():
+    def rank(inputs, fused):
+        # the last item first, then the rest in reverse order
+        n = len(inputs.texts)
+        return RR.Ranking([list(range(n - 1, -1, -1))[: inputs.depth] for _ in inputs.questions], 0.0, 0.0)
+
+    kind = RR.register_retriever(RR.RetrieverKind("reverse", rank, "items in reverse order"))
+    yield kind
+    RR._KINDS.pop("reverse", None)
+
+
+def test_builtin_kinds_keep_their_rules():
+    assert CR.chunker_names()[:4] == ("TokenText", "Recursive", "Kamradt", "KamradtMod")
+    assert CR.chunker_kind("Cluster").min_size == 50 and CR.chunker_kind("Cluster").needs == "embedder"
+    assert CR.chunker_kind("Late").boundaries_from(ChunkerSpec("Late", 200)) == ChunkerSpec("Recursive", 200, 0)
+    assert CR.chunker_kind("Hierarchical").index == "parents"
+    assert RR.retriever_names() == ("dense", "bm25", "hybrid")
+    assert RR.retriever_kind("hybrid").uses == ("bm25", "dense")
+
+
+def test_a_registered_chunker_is_a_grid_row(word_kind, tmp_path):
+    spec = parse_spec("Words")
+    assert spec == ChunkerSpec("Words") and spec.kind is word_kind
+    with pytest.raises(ValueError, match="Words takes no size"):
+        parse_spec("Words:10")
+    res = run_grid(DOCS, questions(), GridConfig(chunkers=["Words"], retrievers=["bm25"], top_k=[1]),
+                   cache_dir=tmp_path, show_progress=False)
+    row = res.table.iloc[0]
+    # six + four words in the two documents
+    assert row["n_chunks"] == 10 and row["chunker"] == "Words"
+
+
+def test_a_registered_retriever_is_a_grid_column(last_word_retriever, tmp_path):
+    grid = GridConfig(chunkers=["TokenText:1"], retrievers=["reverse"], top_k=[1])
+    res = run_grid(DOCS, questions(), grid, cache_dir=tmp_path, show_progress=False)
+    # TokenText:1 makes one chunk per token; "reverse" returns the last chunk, "ten" of b.txt
+    ranked = res.rankings["TokenText 1"]["reverse"]
+    assert [r[0] for r in ranked] == [9, 9]
+    with pytest.raises(ValueError, match="unknown retriever"):
+        GridConfig(chunkers=["TokenText:1"], retrievers=["nope"])
+
+
+def test_registration_errors_are_clear():
+    with pytest.raises(ValueError, match="registered already"):
+        CR.register_chunker(CR.ChunkerKind("Recursive", lambda s, e, lm: None, "again"))
+    with pytest.raises(ValueError, match="letters and digits"):
+        CR.ChunkerKind("my-kind", lambda s, e, lm: None, "bad name")
+    with pytest.raises(ValueError, match="needs must be one of"):
+        CR.ChunkerKind("Odd", lambda s, e, lm: None, "odd", needs="gpu")
+    with pytest.raises(ValueError, match="not registered"):
+        RR.register_retriever(RR.RetrieverKind("fusion2", lambda i, f: None, "x", uses=("colbert",)))
+    with pytest.raises(ValueError, match="unknown chunker 'Nope'"):
+        parse_spec("Nope:10")
+
+
+def test_needs_are_checked_before_building():
+    with pytest.raises(ValueError, match="needs an LLM client"):
+        make_chunker(parse_spec("LLM"), None, None)
+    with pytest.raises(ValueError, match="needs an embedder"):
+        make_chunker(parse_spec("Kamradt"), None, None)
+    assert make_chunker(parse_spec("Kamradt"), WordEmbedder()).__class__.__name__ == "SemanticChunker"
