@@ -91,3 +91,29 @@ def test_needs_are_checked_before_building():
     with pytest.raises(ValueError, match="needs an embedder"):
         make_chunker(parse_spec("Kamradt"), None, None)
     assert make_chunker(parse_spec("Kamradt"), WordEmbedder()).__class__.__name__ == "SemanticChunker"
+
+
+# ------------------------------------------------------------------ machine facts
+
+
+def test_machine_facts_have_one_rule(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from chunkwise import _env
+    from chunkwise.chunkers.specs import span_cache_dir
+    from chunkwise.datasets.fetch import default_cache_dir
+    from chunkwise.embeddings import default_cache_path as emb_path
+    from chunkwise.llm.cache import default_cache_path as llm_path
+    from chunkwise.llm.weights import default_models_dir, hub_offline
+
+    home = Path.home() / ".cache" / "chunkwise"
+    assert _env.cache_root({"CHUNKWISE_CACHE_DIR": "  "}) == home  # blank = unset, everywhere
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path))
+    assert [emb_path(), llm_path(), default_models_dir(), default_cache_dir(), span_cache_dir()] == [
+        tmp_path / "embeddings.sqlite", tmp_path / "llm.sqlite", tmp_path / "models", tmp_path / "data",
+        tmp_path / "chroma_chunks"]
+    assert _env.offline({"TRANSFORMERS_OFFLINE": "Yes"}) and _env.offline({"HF_HUB_OFFLINE": "t"})
+    assert not _env.offline({"HF_HUB_OFFLINE": "0"})
+    assert hub_offline({"TRANSFORMERS_OFFLINE": "1"})
+    assert _env.data_mirror({"CHUNKWISE_DATA_MIRROR": ""}) is None
+    assert _env.data_mirror({"CHUNKWISE_DATA_MIRROR": "~/m"}) == Path.home() / "m"

@@ -29,7 +29,6 @@ import logging
 import math
 import os
 import tempfile
-import tomllib
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -120,42 +119,17 @@ _log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- paths
 
 
-def _is_chunkwise_root(folder: Path) -> bool:
-    pyproject = folder / "pyproject.toml"
-    if not pyproject.is_file():
-        return False
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
-    return data.get("project", {}).get("name") == "chunkwise"
-
-
 def find_repo_root(start: str | os.PathLike[str] | None = None) -> Path:
-    """Return the repository root: ``$CHUNKWISE_ROOT`` or the nearest folder, walking up
-    from ``start`` (default: the current directory), whose ``pyproject.toml`` declares the
-    ``chunkwise`` project.
+    """The repository root (:func:`chunkwise._env.repo_root`, the one home of the rule).
 
     Raises
     ------
     FileNotFoundError
-        If ``CHUNKWISE_ROOT`` is set to a folder that does not exist, or no such folder is
-        found above ``start``.
+        As :func:`chunkwise._env.repo_root`.
     """
-    env = os.environ.get("CHUNKWISE_ROOT")
-    if env:
-        root = Path(env).expanduser().resolve()
-        if not root.is_dir():
-            raise FileNotFoundError(f"CHUNKWISE_ROOT={env!r} is not a directory")
-        return root
-    here = Path(start if start is not None else Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if _is_chunkwise_root(folder):
-            return folder
-    raise FileNotFoundError(
-        f"no chunkwise repository (a pyproject.toml naming project 'chunkwise') at or above "
-        f"{here}; run inside the repository or set CHUNKWISE_ROOT"
-    )
+    from chunkwise._env import repo_root
+
+    return repo_root(start)
 
 
 def resolve_notebook(name: str | os.PathLike[str], notebooks_dir: str | os.PathLike[str]) -> Path:

@@ -203,9 +203,9 @@ def default_cache_path() -> Path:
         ``$CHUNKWISE_CACHE_DIR/embeddings.sqlite`` when the environment variable is set and
         non-empty, else ``~/.cache/chunkwise/embeddings.sqlite``. Nothing is created here.
     """
-    root = os.environ.get("CHUNKWISE_CACHE_DIR")
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "chunkwise"
-    return base / CACHE_FILENAME
+    from chunkwise._env import cache_root
+
+    return cache_root() / CACHE_FILENAME
 
 
 def cache_key(embedder_name: str, text: str) -> str:
@@ -626,10 +626,9 @@ class CachedEmbedder:
 
 
 def _offline_flag() -> bool:
-    return any(
-        os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}
-        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    )
+    from chunkwise._env import offline
+
+    return offline()
 
 
 class _STModel:

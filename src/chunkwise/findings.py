@@ -100,7 +100,7 @@ def results_dir(out_dir: str | os.PathLike[str] | None = None) -> Path:
     env = os.environ.get(RESULTS_ENV)
     if env:
         return Path(env).expanduser()
-    from chunkwise.book import find_repo_root
+    from chunkwise._env import repo_root as find_repo_root
 
     return find_repo_root() / "book" / "generated" / "results"
 
@@ -234,7 +234,7 @@ def load_claims(path: str | os.PathLike[str] | None = None) -> list[Claim]:
         testable claim without chapter and key, an untestable one without ``needs``.
     """
     if path is None:
-        from chunkwise.book import find_repo_root
+        from chunkwise._env import repo_root as find_repo_root
 
         path = find_repo_root() / "data" / "findings" / "claims.csv"
     path = Path(path)
@@ -719,11 +719,11 @@ def write_findings_page(
     Raises
     ------
     FileNotFoundError
-        If no repository is found (see :func:`chunkwise.book.find_repo_root`) or the registry is missing.
+        If no repository is found (see :func:`chunkwise._env.repo_root`) or the registry is missing.
     FindingsError
         If the registry is malformed or a chapter's results file lacks a key the registry needs.
     """
-    from chunkwise.book import find_repo_root
+    from chunkwise._env import repo_root as find_repo_root
 
     book = Path(book_dir)
     try:  # the repository the book belongs to; a copy of the book elsewhere: the current one

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -268,8 +267,9 @@ def span_cache_dir(cache_dir: str | Path | None = None) -> Path:
     (default ``~/.cache/chunkwise/chroma_chunks``)."""
     if cache_dir is not None:
         return Path(cache_dir)
-    base = os.environ.get("CHUNKWISE_CACHE_DIR")
-    return (Path(base) if base else Path.home() / ".cache" / "chunkwise") / "chroma_chunks"
+    from chunkwise._env import cache_root
+
+    return cache_root() / "chroma_chunks"
 
 
 def _span_path(spec_key: str, file_stem: str, name: str, text: str, ident: str, cache_dir: str | Path | None) -> Path:

@@ -40,6 +40,8 @@ from types import MappingProxyType
 
 import pooch
 
+from chunkwise import _env
+
 __all__ = [
     "CACHE_ENV",
     "MIRROR_ENV",
@@ -51,9 +53,9 @@ __all__ = [
 ]
 
 #: Environment variable naming a local mirror folder laid out as the manifest's paths.
-MIRROR_ENV = "CHUNKWISE_DATA_MIRROR"
+MIRROR_ENV = _env.MIRROR_ENV
 #: Environment variable naming chunkwise's cache root (downloads go to its ``data`` folder).
-CACHE_ENV = "CHUNKWISE_CACHE_DIR"
+CACHE_ENV = _env.CACHE_ENV
 
 _MANIFEST_PACKAGE = "chunkwise.datasets"
 _MANIFEST_NAME = "manifest.tsv"
@@ -132,9 +134,9 @@ def default_cache_dir() -> Path:
         ``$CHUNKWISE_CACHE_DIR/data`` when that variable is set and non-empty, else
         ``~/.cache/chunkwise/data``. Nothing is created here.
     """
-    root = os.environ.get(CACHE_ENV)
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "chunkwise"
-    return base / "data"
+    from chunkwise._env import cache_root
+
+    return cache_root() / "data"
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -244,7 +246,9 @@ def data_path(
         raise ValueError(f"{rel!r} is not in the chunkwise data manifest ({len(manifest)} files)")
 
     if mirror is None:
-        mirror = os.environ.get(MIRROR_ENV) or None
+        from chunkwise._env import data_mirror
+
+        mirror = data_mirror()
     mirror_note = "no mirror is configured"
     if mirror is not None:
         mirror_root = Path(mirror).expanduser()

@@ -28,8 +28,9 @@ CRUD_POOL_TOP_N = 2
 def chunkwise_cache_dir() -> Path:
     """The machine's chunkwise cache folder: ``$CHUNKWISE_CACHE_DIR`` when set and non-empty,
     else ``~/.cache/chunkwise`` (the rule of the embedding and LLM caches)."""
-    root = os.environ.get("CHUNKWISE_CACHE_DIR")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "chunkwise"
+    from chunkwise._env import cache_root
+
+    return cache_root()
 
 
 def default_checkpoint() -> Path:
@@ -639,7 +640,7 @@ def paper_table1(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     authors' published results image; see ``data/crud/README.md``).
     """
     if path is None:
-        from chunkwise.book import find_repo_root
+        from chunkwise._env import repo_root as find_repo_root
 
         path = find_repo_root() / "data" / "crud" / "pgrag_table1_crud_qa.csv"
     return pd.read_csv(path, comment="#").set_index("method")

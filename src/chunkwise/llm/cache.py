@@ -75,9 +75,9 @@ def default_cache_path() -> Path:
         ``$CHUNKWISE_CACHE_DIR/llm.sqlite`` when the environment variable is set and
         non-empty, else ``~/.cache/chunkwise/llm.sqlite``. Nothing is created here.
     """
-    root = os.environ.get("CHUNKWISE_CACHE_DIR")
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "chunkwise"
-    return base / CACHE_FILENAME
+    from chunkwise._env import cache_root
+
+    return cache_root() / CACHE_FILENAME
 
 
 def canonical_json(obj: Any) -> str:

@@ -237,15 +237,18 @@ def default_models_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     ``~/.cache/chunkwise`` -- the same root as the LLM response cache. Nothing is created.
     """
     if cache_dir is None:
-        root = os.environ.get("CHUNKWISE_CACHE_DIR")
-        cache_dir = Path(root).expanduser() if root and root.strip() else Path.home() / ".cache" / "chunkwise"
+        from chunkwise._env import cache_root
+
+        cache_dir = cache_root()
     return Path(cache_dir).expanduser() / "models"
 
 
 def hub_offline(env: Mapping[str, str] | None = None) -> bool:
-    """Whether ``HF_HUB_OFFLINE`` is set to a true value (``1``, ``true``, ``yes``, ``on``)."""
-    env = os.environ if env is None else env
-    return str(env.get("HF_HUB_OFFLINE", "")).strip().lower() in {"1", "true", "yes", "on", "y", "t"}
+    """Whether ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set to a true value
+    (:func:`chunkwise._env.offline`)."""
+    from chunkwise._env import offline
+
+    return offline(env)
 
 
 _sha_lock = threading.Lock()
