@@ -621,7 +621,7 @@ def test_constructor_validation(tmp_path: Path) -> None:
             LLMClient(base_url="http://127.0.0.1:9/v1", model="m", cache=False, **bad)
     with pytest.raises(TypeError):
         LLMClient(base_url="http://127.0.0.1:9/v1", model="m", cache=3.5)  # type: ignore[arg-type]
-    assert CACHE_MODES == ("use", "refresh", "off")
+    assert CACHE_MODES == ("use", "refresh", "off", "only")
     assert client_mod.MAX_BACKOFF_S >= 1
 
 
@@ -632,3 +632,19 @@ def test_malformed_messages_rejected_before_any_request(stub: StubLLM, tmp_path:
     with pytest.raises(ValueError):
         client.chat([])
     assert stub.chat_requests == []
+
+
+def test_cache_mode_only_answers_hits_and_refuses_misses(stub: StubLLM, tmp_path: Path) -> None:
+    from chunkwise.llm import NotCachedError
+
+    first = make_client(stub, tmp_path).chat(USER)  # fills the cache
+    only = make_client(stub, tmp_path, cache_mode="only")
+    again = only.chat(USER)
+    assert again.cached and again.text == first.text == "echo: hello"
+    with pytest.raises(NotCachedError, match='cache_mode="only" sends no request'):
+        only.chat([{"role": "user", "content": "not asked before"}])
+    with pytest.raises(NotCachedError):
+        only.chat_many([USER, [{"role": "user", "content": "also new"}]])
+    assert len(stub.chat_requests) == 1  # only the first client's request reached the server
+    with pytest.raises(ValueError, match="give a cache"):
+        make_client(stub, tmp_path, cache=False, cache_mode="only")

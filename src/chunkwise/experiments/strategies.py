@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from chunkwise.llm.cache import NotCachedError
 from chunkwise.tokens import get_encoding
 
 __all__ = [
@@ -30,29 +31,24 @@ __all__ = [
 ]
 
 
-class NotCachedError(LookupError):
-    """A request that is not in the LLM cache, from a client made :func:`cache_only`."""
-
-
 def cache_only(client: Any) -> Any:
-    """Make ``client`` (an :class:`~chunkwise.llm.LLMClient`, e.g. ``OnDemandLocalClient``) answer
-    from its cache only: a request that would reach the model raises :class:`NotCachedError`
-    instead (no server is started). Returns the same client.
+    """Switch ``client`` (an :class:`~chunkwise.llm.LLMClient`, e.g. ``OnDemandLocalClient``) to
+    ``cache_mode="only"``: a request missing from its cache raises
+    :class:`~chunkwise.llm.NotCachedError` instead of reaching the model (no server is started).
+    Returns the same client.
 
     Raises
     ------
     ValueError
-        If ``client`` is not an LLMClient.
+        If ``client`` is not an LLMClient or has no cache.
     """
     from chunkwise.llm import LLMClient
 
     if not isinstance(client, LLMClient):
         raise ValueError(f"cache_only needs a chunkwise.llm.LLMClient, got {type(client).__name__}.")
-
-    def refuse(fn: Any, what: str, *, model: str | None) -> Any:
-        raise NotCachedError(f"{what} for model {model!r} is not in the LLM cache (cache-only client).")
-
-    client._call_with_retries = refuse
+    if client.cache is None:
+        raise ValueError("cache_only needs a client with a cache (it has cache=False or cache_mode='off').")
+    client.cache_mode = "only"
     return client
 
 

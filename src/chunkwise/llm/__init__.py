@@ -23,6 +23,7 @@ from chunkwise.llm.cache import (
     CacheEntry,
     CacheFileError,
     LLMCache,
+    NotCachedError,
     cache_key,
     default_cache_path,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "CacheFileError",
     "LLMCache",
     "LLMClient",
+    "NotCachedError",
     "LLMError",
     "LLMJSONError",
     "LLMRequestError",

@@ -59,8 +59,12 @@ __all__ = [
 #: File name of the cache inside the cache directory.
 CACHE_FILENAME = "llm.sqlite"
 
-#: Accepted values of ``cache_mode``.
-CACHE_MODES = ("use", "refresh", "off")
+#: Accepted values of ``cache_mode`` (:class:`~chunkwise.llm.LLMClient`).
+CACHE_MODES = ("use", "refresh", "off", "only")
+
+
+class NotCachedError(LookupError):
+    """A request missing from the cache of a client in ``cache_mode="only"`` (no model is asked)."""
 
 #: Version of the key document; bump it if its layout ever changes.
 KEY_VERSION = 1

@@ -55,6 +55,7 @@ from chunkwise.llm import _deadline
 from chunkwise.llm.cache import (
     CACHE_MODES,
     LLMCache,
+    NotCachedError,
     canonical_json,
     document_key,
     request_document,
@@ -458,9 +459,11 @@ class LLMClient:
         ``~/.cache/chunkwise/llm.sqlite``); a path: that SQLite file (e.g. one committed
         with a project); an :class:`~chunkwise.llm.cache.LLMCache`: that cache; ``False``:
         no cache (same as ``cache_mode="off"``).
-    cache_mode : {"use", "refresh", "off"}, default "use"
+    cache_mode : {"use", "refresh", "off", "only"}, default "use"
         ``"use"``: read, and write on a miss; ``"refresh"``: never read, always write;
-        ``"off"``: neither.
+        ``"off"``: neither; ``"only"``: read, and raise
+        :class:`~chunkwise.llm.cache.NotCachedError` on a miss instead of sending the request
+        (a book chapter that must rebuild from committed replies, with no model running).
     model_identity : str, optional
         What identifies the model in cache keys. Give it when the same weights may be
         served from different URLs, e.g. ``"qwen2.5-coder-1.5b@sha256:<weights sha256>"``
@@ -536,6 +539,8 @@ class LLMClient:
         _check_seconds("backoff", backoff, positive=False)
         if cache_mode not in CACHE_MODES:
             raise ValueError(f"cache_mode must be one of {CACHE_MODES}, got {cache_mode!r}.")
+        if cache_mode == "only" and cache is False:
+            raise ValueError('cache_mode="only" answers from the cache alone; give a cache, not cache=False.')
         if model_identity is not None and (not isinstance(model_identity, str) or not model_identity):
             raise ValueError(f"model_identity must be a non-empty str, got {model_identity!r}.")
         if max_concurrency is None:
@@ -842,7 +847,7 @@ class LLMClient:
 
     def _lookup(self, prep: _Prepared) -> LLMResponse | None:
         """The cached reply of a prepared request (counted as a hit), or ``None``."""
-        if self.cache is None or self.cache_mode != "use":
+        if self.cache is None or self.cache_mode not in ("use", "only"):
             return None
         entry, found = self.cache.get(prep.key), prep.key
         if entry is None and prep.max_tokens is not None:
@@ -863,6 +868,11 @@ class LLMClient:
         cache serialises its writes (:class:`~chunkwise.llm.cache.LLMCache`).
         """
         model, params = prep.model, prep.params
+        if self.cache_mode == "only":
+            raise NotCachedError(
+                f"a chat completion for model {model!r} is not in the LLM cache {self.cache!r} "
+                '(cache_mode="only" sends no request; use cache_mode="use" to ask the model).'
+            )
         completion, latency = self._call_with_retries(
             lambda: self._client.chat.completions.create(**params), "chat completion", model=model
         )
