@@ -643,8 +643,8 @@ def test_cache_mode_only_answers_hits_and_refuses_misses(stub: StubLLM, tmp_path
     assert again.cached and again.text == first.text == "echo: hello"
     with pytest.raises(NotCachedError, match='cache_mode="only" sends no request'):
         only.chat([{"role": "user", "content": "not asked before"}])
-    with pytest.raises(NotCachedError):
-        only.chat_many([USER, [{"role": "user", "content": "also new"}]])
+    hit, miss = only.chat_many([USER, [{"role": "user", "content": "also new"}]])
+    assert hit.output.cached and isinstance(miss.error, NotCachedError) and miss.output is None
     assert len(stub.chat_requests) == 1  # only the first client's request reached the server
     with pytest.raises(ValueError, match="give a cache"):
         make_client(stub, tmp_path, cache=False, cache_mode="only")
