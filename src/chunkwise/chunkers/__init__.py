@@ -11,6 +11,10 @@
 - :class:`HierarchicalChunker` and :func:`merge_to_parents` -- small-to-big retrieval
 - :class:`ContextualChunker` -- LLM-written context per chunk (Anthropic's contextual retrieval)
 - :class:`LateChunkingEmbedder` -- late chunking: token vectors of a long window pooled per chunk
+
+Grids name chunkers by spec strings (``"Recursive:200"``, :mod:`chunkwise.chunkers.specs`);
+what each kind name means -- its factory, size / overlap rules, what it needs, how its spans
+are cached and indexed -- is registered once in :mod:`chunkwise.chunkers.registry`.
 """
 
 from chunkwise.chunkers.base import Chunk, check_chunks

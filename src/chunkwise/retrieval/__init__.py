@@ -16,6 +16,9 @@ tuple ``(chunk_id, text, score)``, best first; ties go to the earlier chunk.
 - :mod:`~chunkwise.retrieval.rerank` -- :class:`RerankRetriever` with a cross-encoder or an LLM's
   yes/no judgement.
 
+The evaluation grid's retrievers (``"dense"``, ``"bm25"``, ``"hybrid"``, and any a user adds)
+are registered in :mod:`~chunkwise.retrieval.registry`, each a ranking function over these parts.
+
 Embedders live in :mod:`chunkwise.embeddings`; the CRUD-RAG baselines are wired from these parts
 in :mod:`chunkwise.rag.retrievers`.
 """
