@@ -42,7 +42,9 @@ def test_validate_clear_error_for_bad_folder(tmp_path, capsys):
     status = main(["questions", "validate", "--docs", str(tmp_path), "--questions", str(q)])
     err = capsys.readouterr().err
     assert status == 1
-    assert err.startswith("chunkwise: error: x.md is not valid utf-8") and "--encoding" in err
+    # every file of the folder is named with its reason: the questions file is no document
+    assert err.startswith("chunkwise: error: documents folder") and "has no readable document (2 file(s) skipped)" in err
+    assert "x.md is not valid utf-8" in err and "--encoding" in err and "q.csv has an unknown type '.csv'" in err
     assert "Traceback" not in err
 
 

@@ -53,7 +53,7 @@ def test_encoding_option_and_clear_errors(tmp_path):
         load_documents(tmp_path)
     (tmp_path / "x.txt").unlink()
     (tmp_path / "x.csv").write_text("a,b")
-    with pytest.raises(ValueError, match=r"has no \.txt/\.md files \(1 other file\(s\) ignored\)"):
+    with pytest.raises(ValueError, match=r"has no readable document \(1 file\(s\) skipped\): x.csv has an unknown type '\.csv'"):
         load_documents(tmp_path)
     with pytest.raises(ValueError, match="does not exist"):
         load_documents(tmp_path / "nope")

@@ -34,6 +34,20 @@ def _fail(message: str) -> int:
     return 1
 
 
+def _say_documents(docs: Any, where: Any, n_chars: int | None = None) -> None:
+    """One line of what was read (by type), then every file skipped with its reason."""
+    from collections import Counter
+
+    n_chars = sum(len(t) for t in docs.values()) if n_chars is None else n_chars
+    kinds = Counter(getattr(docs, "kinds", {}).values())
+    by_type = f" ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})" if len(kinds) > 1 else ""
+    skipped = getattr(docs, "skipped", [])
+    print(f"{len(docs)} document(s){by_type}, {n_chars} characters, from {where}; {len(skipped)} file(s) skipped",
+          file=sys.stderr)
+    for item in skipped:
+        print(f"  {item.line()}", file=sys.stderr)
+
+
 def _validate(args: argparse.Namespace) -> tuple[Any, Any, int]:
     """(docs, report, exit status): read and check; print every issue."""
     from chunkwise.datasets.local import load_documents, read_questions, validate_questions
@@ -42,7 +56,7 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any, int]:
     records = read_questions(args.questions, encoding=args.encoding)
     report = validate_questions(docs, records)
     n_chars = sum(len(t) for t in docs.values())
-    print(f"{len(docs)} document(s), {n_chars} characters, from {args.docs}", file=sys.stderr)
+    _say_documents(docs, args.docs, n_chars)
     for line in report.lines():
         print(line, file=sys.stderr if not report.ok else sys.stdout)
     return docs, report, (0 if report.ok else 1)
@@ -130,6 +144,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         if not str(args.out).lower().endswith(".jsonl"):
             return _fail(f"--out {args.out!r} must end in .jsonl (the questions file is JSON Lines).")
         docs = load_documents(args.docs, encoding=args.encoding)
+        _say_documents(docs, args.docs)
         llm = qg.llm_for_generation(cache=args.llm_cache, cache_mode=args.llm_cache_mode)
         embedder = None
         if not args.no_dedup:

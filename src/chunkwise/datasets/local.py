@@ -2,9 +2,11 @@
 
 Documents
 ---------
-:func:`load_documents` reads a folder of ``.txt`` / ``.md`` files (searched recursively) or one
-file, decoded with ``encoding`` (default UTF-8) in text mode with universal newlines (``\\r\\n``
-becomes ``\\n``, as Python's ``open`` does and as Chroma's evaluation reads its corpora).
+:func:`load_documents` reads a folder (searched recursively) or one file: ``.txt`` / ``.md``
+decoded with ``encoding`` (default UTF-8) in text mode with universal newlines (``\\r\\n``
+becomes ``\\n``, as Python's ``open`` does and as Chroma's evaluation reads its corpora), and
+PDF, Word (.docx) and HTML converted to text (:mod:`chunkwise.datasets.loaders`). Files that
+cannot be read are skipped and listed with the reason (``Documents.skipped``).
 Every offset in chunkwise is a character offset (Python ``str`` index) into that text. A
 document's name is its path relative to the folder, with ``/`` separators (for one file: its
 file name).
@@ -49,6 +51,8 @@ from typing import Any
 
 import pandas as pd
 
+from chunkwise.datasets.loaders import LOADERS, Documents, SkippedFile, UnreadableDocument, read_document
+
 __all__ = [
     "DOCUMENT_SUFFIXES",
     "QuestionIssue",
@@ -60,8 +64,8 @@ __all__ = [
     "validate_questions",
 ]
 
-#: File suffixes read as documents (case-insensitive).
-DOCUMENT_SUFFIXES: tuple[str, ...] = (".txt", ".md")
+#: File suffixes read as documents (case-insensitive): every suffix with a loader.
+DOCUMENT_SUFFIXES: tuple[str, ...] = tuple(LOADERS)
 
 PathLike = str | os.PathLike[str]
 
@@ -71,80 +75,69 @@ PathLike = str | os.PathLike[str]
 # --------------------------------------------------------------------------------------
 
 
-def _read_text(path: Path, name: str, encoding: str) -> str:
-    data = path.read_bytes()
-    if b"\x00" in data[:8192]:
-        raise ValueError(
-            f"{name} looks like a binary file (it contains NUL bytes); keep only .txt / .md text "
-            "files in the documents folder."
-        )
-    try:
-        text = data.decode(encoding)
-    except LookupError as exc:
-        raise ValueError(f"unknown encoding {encoding!r}; use a Python codec name such as utf-8 or cp1252.") from exc
-    except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"{name} is not valid {encoding} (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
-            "convert it to UTF-8 or pass its encoding with --encoding (e.g. --encoding cp1252)."
-        ) from exc
-    # universal newlines, exactly as open(path, encoding=...) in text mode
-    return io.StringIO(text, newline=None).read()
-
-
 def load_documents(
     path: PathLike,
     *,
     encoding: str = "utf-8",
     suffixes: Sequence[str] = DOCUMENT_SUFFIXES,
-) -> dict[str, str]:
-    """Read a folder of text documents (recursively) or a single file.
+) -> Documents:
+    """Read a folder of documents (recursively) or a single file, as text.
+
+    Plain text and Markdown are decoded with ``encoding``; PDF, Word (.docx) and HTML files
+    are converted to text by :mod:`chunkwise.datasets.loaders` (what each conversion loses is
+    listed there). Offsets everywhere refer to that text.
 
     Parameters
     ----------
     path : str or os.PathLike
-        A folder (every file whose suffix is in ``suffixes``, in any subfolder; hidden files
-        and folders skipped) or one file (any suffix).
+        A folder (every file in any subfolder; hidden files and folders skipped) or one file
+        (a suffix without a loader is read as plain text).
     encoding : str, default "utf-8"
-        Codec of the files. Text is read with universal newlines.
+        Codec of text files. Text is read with universal newlines.
     suffixes : sequence of str
-        Suffixes of document files in a folder, compared case-insensitively.
+        Suffixes to read in a folder (default every suffix with a loader), case-insensitive.
 
     Returns
     -------
-    dict[str, str]
-        Document name (path relative to ``path`` with ``/``; for one file its file name) ->
-        text, sorted by name.
+    Documents
+        A ``dict`` of document name (path relative to ``path`` with ``/``; for one file its
+        file name) -> text, sorted by name, with ``.skipped``: every file of the folder that
+        was not loaded, with its reason (unknown type, empty, binary, undecodable, encrypted
+        PDF, PDF without a text layer, damaged file), and ``.kinds``: name -> suffix.
 
     Raises
     ------
     ValueError
-        If ``path`` does not exist, a folder has no document file, a file is binary or does
-        not decode with ``encoding`` (the message names the file and suggests ``--encoding``),
-        or the encoding is unknown.
+        If ``path`` does not exist, the encoding is unknown, one given file cannot be read, or
+        a folder has no readable document (the message lists every file skipped and why).
     """
     root = Path(path).expanduser()
     if not root.exists():
-        raise ValueError(f"documents path {str(path)!r} does not exist; pass a folder of .txt/.md files or one file.")
+        raise ValueError(f"documents path {str(path)!r} does not exist; pass a folder of documents or one file.")
+    out = Documents()
     if root.is_file():
-        return {root.name: _read_text(root, root.name, encoding)}
+        out[root.name] = read_document(root, root.name, encoding, unknown_as_text=True)
+        out.kinds[root.name] = root.suffix.lower()
+        return out
     wanted = tuple(s.lower() for s in suffixes)
-    files = []
-    others = 0
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
         if any(part.startswith(".") for part in rel.parts) or not p.is_file():
             continue
-        if p.suffix.lower() in wanted:
-            files.append((rel.as_posix(), p))
-        else:
-            others += 1
-    if not files:
-        extra = f" ({others} other file(s) ignored)" if others else ""
-        raise ValueError(
-            f"documents folder {str(path)!r} has no {'/'.join(wanted)} files{extra}; "
-            "put the documents to evaluate there as UTF-8 text."
-        )
-    return {name: _read_text(p, name, encoding) for name, p in files}
+        name = rel.as_posix()
+        if p.suffix.lower() not in wanted:
+            kinds = ", ".join(wanted)
+            out.skipped.append(SkippedFile(name, f"has an unknown type {p.suffix.lower() or '(no suffix)'!r}; chunkwise reads {kinds}"))
+            continue
+        try:
+            out[name] = read_document(p, name, encoding)
+            out.kinds[name] = p.suffix.lower()
+        except UnreadableDocument as exc:
+            out.skipped.append(SkippedFile(name, exc.reason))
+    if not out:
+        detail = "; ".join(f"{s.name} {s.reason}" for s in out.skipped[:10]) or "the folder is empty"
+        raise ValueError(f"documents folder {str(path)!r} has no readable document ({len(out.skipped)} file(s) skipped): {detail}")
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,228 @@
+"""Document loaders by file type: plain text, Markdown, PDF, Word and HTML as one text each.
+
+Every loader returns the text that chunkwise chunks and scores; all character offsets (the
+questions' references, the chunks' spans) index that extracted text, which the reports show.
+Newlines are universal (``\\r\\n`` and ``\\r`` become ``\\n``).
+
+=========  =================  ================================================================
+suffix     library            what the extracted text loses
+=========  =================  ================================================================
+.txt .md   (none)             nothing: the file decoded with ``encoding``
+.pdf       pypdf (BSD)        layout: tables become lines of cell text, running headers and
+                              footers repeat on every page, multi-column pages may interleave
+                              their columns; pages are joined by a blank line. A PDF without a
+                              text layer (a scan) has no text and is skipped: run OCR first
+                              (e.g. ``ocrmypdf``). An encrypted PDF opens only without a password.
+.docx      python-docx (MIT)  headers, footers, footnotes, comments and text boxes; paragraphs
+                              are joined by a blank line, table rows become ``cell | cell``
+                              lines in document order
+.html .htm BeautifulSoup (MIT)  scripts, styles, the head and markup; block elements become
+                              paragraphs, table rows ``cell | cell`` lines, runs of spaces one
+                              space (so ``<pre>`` loses its indentation); link targets and
+                              images are dropped
+=========  =================  ================================================================
+
+pypdf, python-docx and BeautifulSoup are pure-Python, permissively licensed and maintained;
+pypdf reads text in content-stream order without layout analysis (pdfminer.six orders by layout
+but is several times slower and still flattens tables), and BeautifulSoup's standard-library
+parser needs no compiled dependency.
+
+A file that cannot be read is not an error of the whole folder: :func:`read_document` raises
+:class:`UnreadableDocument` with the reason, and :func:`chunkwise.datasets.local.load_documents`
+lists every skipped file with it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["LOADERS", "Documents", "SkippedFile", "UnreadableDocument", "read_document"]
+
+
+class UnreadableDocument(ValueError):
+    """A document file that yields no text; ``reason`` says why and what to do."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name} {reason}")
+        self.name = name
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file of a documents folder that was not loaded: its name and the reason."""
+
+    name: str
+    reason: str
+
+    def line(self) -> str:
+        return f"skipped: {self.name} {self.reason}"
+
+
+class Documents(dict):
+    """Document name -> extracted text (a ``dict``), with ``skipped``: the files not loaded
+    (list of :class:`SkippedFile`) and ``kinds``: name -> loader suffix."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)
+        self.skipped: list[SkippedFile] = []
+        self.kinds: dict[str, str] = {}
+
+
+def _universal(text: str) -> str:
+    return io.StringIO(text, newline=None).read()
+
+
+def _read_plain(path: Path, name: str, encoding: str) -> str:
+    data = path.read_bytes()
+    if b"\x00" in data[:8192]:
+        raise UnreadableDocument(
+            name, "looks like a binary file (it contains NUL bytes); keep text, PDF, Word or HTML files in the folder."
+        )
+    try:
+        text = data.decode(encoding)
+    except LookupError as exc:
+        raise ValueError(f"unknown encoding {encoding!r}; use a Python codec name such as utf-8 or cp1252.") from exc
+    except UnicodeDecodeError as exc:
+        raise UnreadableDocument(
+            name,
+            f"is not valid {encoding} (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
+            "convert it to UTF-8 or pass its encoding with --encoding (e.g. --encoding cp1252).",
+        ) from exc
+    return _universal(text)
+
+
+def _read_pdf(path: Path, name: str, encoding: str) -> str:
+    try:
+        from pypdf import PdfReader
+        from pypdf.errors import PdfReadError
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise UnreadableDocument(name, "needs the pypdf package to be read (pip install pypdf).") from exc
+    try:
+        reader = PdfReader(str(path))
+        if reader.is_encrypted:
+            try:
+                ok = reader.decrypt("")
+            except Exception:  # noqa: BLE001 - pypdf raises several types for unsupported ciphers
+                ok = 0
+            if not ok:
+                raise UnreadableDocument(name, "is an encrypted PDF that needs a password; save an unprotected copy.")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except UnreadableDocument:
+        raise
+    except (PdfReadError, OSError, ValueError, KeyError) as exc:
+        raise UnreadableDocument(name, f"is not a readable PDF ({type(exc).__name__}: {exc}).") from exc
+    text = "\n\n".join(p.strip("\n") for p in pages)
+    if not text.strip():
+        raise UnreadableDocument(
+            name,
+            f"has no text layer ({len(pages)} page(s), no extractable text: a scanned PDF?); run OCR first, e.g. ocrmypdf.",
+        )
+    return _universal(text)
+
+
+def _read_docx(path: Path, name: str, encoding: str) -> str:
+    try:
+        import docx
+        from docx.table import Table
+        from docx.text.paragraph import Paragraph
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise UnreadableDocument(name, "needs the python-docx package to be read (pip install python-docx).") from exc
+    try:
+        document = docx.Document(str(path))
+    except Exception as exc:  # noqa: BLE001 - python-docx raises zipfile / lxml / its own errors
+        raise UnreadableDocument(name, f"is not a readable Word .docx file ({type(exc).__name__}: {exc}).") from exc
+    blocks = []
+    for item in document.iter_inner_content():  # paragraphs and tables in document order
+        if isinstance(item, Paragraph):
+            if item.text.strip():
+                blocks.append(item.text)
+        elif isinstance(item, Table):
+            rows = [" | ".join(cell.text.strip() for cell in row.cells) for row in item.rows]
+            blocks.append("\n".join(r for r in rows if r.strip(" |")))
+    return _universal("\n\n".join(b for b in blocks if b))
+
+
+_BLANKS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+_BLOCK_TAGS = [
+    "p", "div", "section", "article", "header", "footer", "main", "nav", "aside", "h1", "h2", "h3", "h4", "h5",
+    "h6", "li", "ul", "ol", "dl", "dt", "dd", "pre", "blockquote", "figure", "figcaption", "hr",
+]
+
+
+def _read_html(path: Path, name: str, encoding: str) -> str:
+    try:
+        from bs4 import BeautifulSoup
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise UnreadableDocument(name, "needs the beautifulsoup4 package to be read (pip install beautifulsoup4).") from exc
+    raw = path.read_bytes()
+    soup = BeautifulSoup(raw, "html.parser", from_encoding=None if encoding.lower() in ("utf-8", "utf8") else encoding)
+    for tag in soup(["script", "style", "noscript", "template", "head"]):
+        tag.decompose()
+    for table in soup.find_all("table"):  # a table becomes one paragraph of "cell | cell" lines
+        rows = [" | ".join(c.get_text(" ", strip=True) for c in tr.find_all(["td", "th"])) for tr in table.find_all("tr")]
+        table.replace_with("\n\n" + "\n".join(r for r in rows if r.strip(" |")) + "\n\n")
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    for tag in soup.find_all(_BLOCK_TAGS):  # a block starts and ends a paragraph; inline tags do not
+        tag.insert_before("\n\n")
+        tag.insert_after("\n\n")
+    text = _universal(soup.get_text())
+    lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
+    return _BLANKS.sub("\n\n", "\n".join(lines)).strip()
+
+
+#: Suffix -> (what it is, loader ``(path, name, encoding) -> text``), compared case-insensitively.
+LOADERS: dict[str, tuple[str, Callable[[Path, str, str], str]]] = {
+    ".txt": ("plain text", _read_plain),
+    ".md": ("Markdown", _read_plain),
+    ".pdf": ("PDF (pypdf)", _read_pdf),
+    ".docx": ("Word (python-docx)", _read_docx),
+    ".html": ("HTML (BeautifulSoup)", _read_html),
+    ".htm": ("HTML (BeautifulSoup)", _read_html),
+}
+
+
+def read_document(path: Path, name: str | None = None, encoding: str = "utf-8", *, unknown_as_text: bool = False) -> str:
+    """Extract the text of one document file by its suffix (:data:`LOADERS`).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+    name : str, optional
+        Name used in messages (default the file name).
+    encoding : str, default "utf-8"
+        Codec of text files (and the fallback of HTML files without a declared charset).
+    unknown_as_text : bool, default False
+        Read a file whose suffix has no loader as plain text instead of refusing it (a single
+        file named on the command line).
+
+    Returns
+    -------
+    str
+        The extracted text, universal newlines, never empty.
+
+    Raises
+    ------
+    UnreadableDocument
+        For an unknown suffix, an empty file or one without text, a binary or undecodable text
+        file, an encrypted or damaged PDF, a damaged .docx (``reason`` says which and what to do).
+    ValueError
+        For an unknown ``encoding``.
+    """
+    path = Path(path)
+    name = name or path.name
+    suffix = path.suffix.lower()
+    if suffix not in LOADERS and not unknown_as_text:
+        raise UnreadableDocument(name, f"has an unknown type {suffix or '(no suffix)'!r}; chunkwise reads {', '.join(LOADERS)}.")
+    if path.stat().st_size == 0:
+        raise UnreadableDocument(name, "is empty.")
+    text = LOADERS.get(suffix, ("plain text", _read_plain))[1](path, name, encoding)
+    if not text.strip():
+        raise UnreadableDocument(name, "has no text.")
+    return text

@@ -1,0 +1,125 @@
+"""Document loaders (chunkwise.datasets.loaders): PDF, Word and HTML beside plain text, and every
+skipped file named with its reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from chunkwise.datasets.loaders import read_document
+from chunkwise.datasets.local import load_documents, read_questions, validate_questions
+
+
+def text_pdf(lines: list[str]) -> bytes:
+    """A one-page PDF drawing each line with Tj (Helvetica); cross-reference table computed."""
+    content = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) Tj T*" for line in lines) + " ET"
+    objs = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        f"<< /Length {len(content)} >>\nstream\n{content}\nendstream",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n{o}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+def blank_pdf(path, password=None):
+    from pypdf import PdfWriter
+
+    w = PdfWriter()
+    w.add_blank_page(width=200, height=200)
+    if password:
+        w.encrypt(user_password=password, owner_password=password)
+    with open(path, "wb") as f:
+        w.write(f)
+
+
+def make_docx(path):
+    import docx
+
+    d = docx.Document()
+    d.add_paragraph("Raised beds")
+    d.add_paragraph("Fill the beds with compost in March.")
+    t = d.add_table(rows=2, cols=2)
+    t.cell(0, 0).text, t.cell(0, 1).text = "crop", "spacing"
+    t.cell(1, 0).text, t.cell(1, 1).text = "kale", "45 cm"
+    d.add_paragraph("Water weekly.")
+    d.save(path)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "soil.md").write_text("# Soil\n\nSoil needs lime in autumn.\n")
+    (tmp_path / "report.pdf").write_bytes(text_pdf(["Soil needs lime.", "Water at dawn."]))
+    make_docx(tmp_path / "notes.docx")
+    (tmp_path / "page.html").write_text(
+        "<html><head><style>p {color: red}</style><script>var x = 1;</script></head>"
+        "<body><h1>Tools</h1><p>Clean the <b>spade</b> after use.</p><p>Oil it\n   monthly.</p>"
+        "<table><tr><th>tool</th><th>oil</th></tr><tr><td>spade</td><td>monthly</td></tr></table></body></html>"
+    )
+    (tmp_path / "scan.pdf").write_bytes(b"")  # replaced below
+    blank_pdf(tmp_path / "scan.pdf")
+    blank_pdf(tmp_path / "locked.pdf", password="secret")
+    (tmp_path / "broken.docx").write_bytes(b"PK\x03\x04 not really a zip")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "data.xlsx").write_bytes(b"\x00")
+    return tmp_path
+
+
+def test_each_format_gives_its_text(folder):
+    docs = load_documents(folder)
+    assert docs["report.pdf"] == "Soil needs lime.\nWater at dawn."
+    assert docs["notes.docx"] == "Raised beds\n\nFill the beds with compost in March.\n\ncrop | spacing\nkale | 45 cm\n\nWater weekly."
+    # inline tags stay in their line, blocks become paragraphs, table rows "cell | cell" lines
+    assert docs["page.html"] == "Tools\n\nClean the spade after use.\n\nOil it\nmonthly.\n\ntool | oil\nspade | monthly"
+    assert docs["soil.md"] == "# Soil\n\nSoil needs lime in autumn.\n"
+    assert docs.kinds == {"notes.docx": ".docx", "page.html": ".html", "report.pdf": ".pdf", "soil.md": ".md"}
+
+
+def test_every_skipped_file_is_named_with_its_reason(folder):
+    docs = load_documents(folder)
+    reasons = {s.name: s.reason for s in docs.skipped}
+    assert set(reasons) == {"scan.pdf", "locked.pdf", "broken.docx", "empty.txt", "data.xlsx"}
+    assert reasons["scan.pdf"].startswith("has no text layer (1 page(s)") and "OCR" in reasons["scan.pdf"]
+    assert reasons["locked.pdf"].startswith("is an encrypted PDF that needs a password")
+    assert reasons["broken.docx"].startswith("is not a readable Word .docx file")
+    assert reasons["empty.txt"] == "is empty."
+    assert reasons["data.xlsx"].startswith("has an unknown type '.xlsx'")
+
+
+def test_questions_about_pdf_and_word_files_validate(folder, tmp_path):
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "When water?", "document": "report.pdf", "excerpt": "Water at dawn."}\n'
+                 '{"question": "Kale spacing?", "document": "notes.docx", "excerpt": "kale | 45 cm"}\n')
+    docs = load_documents(folder)
+    report = validate_questions(docs, read_questions(q))
+    assert report.ok
+    refs = [r[0] for r in report.questions["references"]]
+    assert [docs[d][r["start_index"]:r["end_index"]] for d, r in zip(report.questions["corpus_id"], refs)] == [
+        "Water at dawn.", "kale | 45 cm"]
+
+
+def test_cli_says_what_it_read_and_skipped(folder, tmp_path, capsys):
+    from chunkwise.cli import main
+
+    q = tmp_path.parent / "q.jsonl"
+    q.write_text('{"question": "When water?", "document": "report.pdf", "excerpt": "Water at dawn."}\n')
+    assert main(["questions", "validate", "--docs", str(folder), "--questions", str(q)]) == 0
+    err = capsys.readouterr().err
+    assert "4 document(s) (1 .docx, 1 .html, 1 .md, 1 .pdf)" in err and "5 file(s) skipped" in err
+    assert "skipped: locked.pdf is an encrypted PDF" in err
+
+
+def test_one_named_file_of_unknown_type_is_read_as_text(tmp_path):
+    p = tmp_path / "notes.log"
+    p.write_text("plain words")
+    assert read_document(p, unknown_as_text=True) == "plain words"
+    assert load_documents(p) == {"notes.log": "plain words"}
