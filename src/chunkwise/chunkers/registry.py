@@ -22,10 +22,18 @@ exact offsets) plus one :func:`register_chunker` call::
 
 after which ``"Paragraph:300"`` works in a grid file, ``chunkwise evaluate`` and the chapters.
 The built-in kinds are registered at the bottom of this module.
+
+A user's chunker needs no registration: a spec ``"package.module:ClassName"`` (the module
+importable, or in the current folder) or the name of an entry point in the
+``chunkwise.chunkers`` group becomes a kind on first use. A class is built with the keyword
+arguments of the grid file's table (``{chunker = "mypkg.chunkers:ClauseSplitter", kwargs =
+{max_len = 300}}``); the object is wrapped by :func:`chunkwise.chunkers.adapters.adapt_chunker`,
+so LangChain text splitters and chonkie chunkers work as they are, with exact offsets.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -79,6 +87,11 @@ class ChunkerKind:
         (contextual chunking, whose contexts are cached per chunk).
     spec_help : str, optional
         The spec form for messages, e.g. ``"Recursive:size_tokens[:overlap_tokens]"``.
+    span_cache : bool, default True
+        Whether chunk spans are cached on disk (keyed by the spec, the model a kind needs and
+        the document's sha256). Plugins are not: chunkwise cannot see when their code changes.
+    plugin : bool, default False
+        A user's chunker found by import path or entry point (its name is that path or name).
     """
 
     name: str
@@ -94,9 +107,11 @@ class ChunkerKind:
     index: Literal["chunks", "parents", "late"] = "chunks"
     llm_cost: Literal["none", "calls", "per_chunk"] = "none"
     spec_help: str = ""
+    span_cache: bool = True
+    plugin: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.isalnum():
+        if not isinstance(self.name, str) or not (self.name.isalnum() or (self.plugin and _PLUGIN.match(self.name))):
             raise ValueError(f"a chunker kind's name must be letters and digits, got {self.name!r}.")
         if not callable(self.build):
             raise ValueError(f"chunker kind {self.name!r}: build must be callable (spec, embedder, llm) -> chunker.")
@@ -140,6 +155,84 @@ class ChunkerKind:
 
 _KINDS: dict[str, ChunkerKind] = {}
 
+#: Entry-point group of chunker plugins: ``[project.entry-points."chunkwise.chunkers"]``,
+#: ``name = "package.module:ClassOrFactory"`` (or a :class:`ChunkerKind`).
+PLUGIN_GROUP = "chunkwise.chunkers"
+_PLUGIN = re.compile(r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?$")
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def is_import_path(text: str) -> bool:
+    """Whether ``text`` reads as ``"package.module:Attribute"`` (a plugin spec)."""
+    return bool(_IMPORT_PATH.match(text))
+
+
+def _load_import_path(path: str) -> Any:
+    import importlib
+
+    import os
+    import sys
+
+    module_name, attr = path.split(":", 1)
+    try:
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            # a module in the current folder, as `python -m` would find it
+            if os.getcwd() in sys.path or "" in sys.path:
+                raise
+            sys.path.append(os.getcwd())
+            obj = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"chunker {path!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
+            "is its package installed in this environment (or on PYTHONPATH)?"
+        ) from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"chunker {path!r}: module {module_name!r} has no attribute {attr!r}.")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _entry_point(name: str) -> Any | None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=PLUGIN_GROUP):
+        if ep.name == name:
+            try:
+                return ep.load()
+            except Exception as exc:  # noqa: BLE001 - a plugin's import can fail in any way
+                raise ValueError(f"chunker {name!r}: its entry point {ep.value!r} failed to load ({exc!r}).") from exc
+    return None
+
+
+def _plugin_kind(name: str, obj: Any) -> ChunkerKind:
+    """A kind for a user's chunker: a class is built with the spec's keyword arguments, any
+    other object is the splitter itself (or, given keyword arguments, its factory)."""
+    import inspect
+
+    from chunkwise.chunkers.adapters import adapt_chunker
+
+    def build(spec: Any, embedder: Any, llm: Any) -> Any:
+        kwargs = dict(spec.options)
+        made = obj(**kwargs) if inspect.isclass(obj) or kwargs else obj
+        return adapt_chunker(made, name=name)
+
+    doc = (inspect.getdoc(obj) or "").strip().splitlines()
+    return ChunkerKind(name, build, doc[0] if doc else f"user chunker {name}", size="none", span_cache=False, plugin=True)
+
+
+def _find_plugin(name: str) -> ChunkerKind | None:
+    if is_import_path(name):
+        return register_chunker(_plugin_kind(name, _load_import_path(name)))
+    found = _entry_point(name) if name and _PLUGIN.match(name) else None
+    if found is None:
+        return None
+    if isinstance(found, ChunkerKind):
+        return register_chunker(found)
+    return register_chunker(_plugin_kind(name, found))
+
 
 def register_chunker(kind: ChunkerKind, *, replace: bool = False) -> ChunkerKind:
     """Register a chunker kind (once); returns it.
@@ -163,18 +256,24 @@ def chunker_names() -> tuple[str, ...]:
 
 
 def chunker_kind(name: str) -> ChunkerKind:
-    """The registered kind called ``name``.
+    """The registered kind called ``name``; an import path ``"package.module:ClassName"`` or
+    the name of an entry point of :data:`PLUGIN_GROUP` is registered on first use.
 
     Raises
     ------
     ValueError
         For an unknown name (the message lists the registered ones).
     """
-    try:
+    if isinstance(name, str) and name in _KINDS:
         return _KINDS[name]
-    except (KeyError, TypeError):
-        names = chunker_names()
-        raise ValueError(f"unknown chunker {name!r}; use {', '.join(names[:-1])} or {names[-1]}.") from None
+    found = _find_plugin(name) if isinstance(name, str) else None
+    if found is not None:
+        return found
+    names = chunker_names()
+    raise ValueError(
+        f"unknown chunker {name!r}; use {', '.join(names[:-1])} or {names[-1]}, your own as "
+        f"'package.module:ClassName', or a plugin registered under the entry-point group {PLUGIN_GROUP!r}."
+    )
 
 
 # --------------------------------------------------------------------------------------

@@ -81,6 +81,9 @@ class ChunkerSpec:
     def label(self) -> str:
         if self.chunker == "Hierarchical":
             return f"Hierarchical {self.size}/{self.parent_size} merge {self.merge_threshold:g}"
+        if self.options and self.kind.plugin:  # a user's chunker with keyword arguments
+            args = ", ".join(f"{k}={v!r}" for k, v in self.options)
+            return f"{self.chunker.rsplit(':', 1)[-1]}({args})"
         if self.chunker == "Semantic":
             o = dict(self.options)
             text = f"Semantic {o['breakpoint_threshold_type']} {o['breakpoint_threshold_amount']:g} buffer {o['buffer_size']}"
@@ -189,6 +192,10 @@ def parse_spec(text: str) -> ChunkerSpec:
     ``"Semantic:threshold_type:amount:buffer_size[:min_chunk_size]"`` (LangChain's
     ``SemanticChunker`` with those settings, ``min_chunk_size`` in characters; e.g.
     ``"Semantic:percentile:80:0:150"``; ``"Kamradt"`` = ``"Semantic:percentile:95:1"``).
+    A user's chunker is named by its import path, ``"package.module:ClassName"``, or by its
+    entry point in the ``chunkwise.chunkers`` group (:mod:`chunkwise.chunkers.registry`); its
+    keyword arguments come from a grid file's table (``kwargs``), see
+    :class:`~chunkwise.evaluation.grid.GridConfig`.
 
     Raises
     ------
@@ -196,10 +203,13 @@ def parse_spec(text: str) -> ChunkerSpec:
         For an unknown chunker name, a non-integer size/overlap, or settings the chunker does
         not take.
     """
-    from chunkwise.chunkers.registry import chunker_kind
+    from chunkwise.chunkers.registry import chunker_kind, is_import_path
 
     if not isinstance(text, str):
         raise ValueError(f"a chunker spec must be a string such as 'Recursive:200', got {text!r}.")
+    if is_import_path(text) and text.split(":", 1)[0] not in _registered():
+        chunker_kind(text)  # imports and registers it, or says why not
+        return ChunkerSpec(text)
     parts = text.split(":")
     kind = chunker_kind(parts[0])
     if kind.parse is not None:
@@ -225,6 +235,12 @@ def parse_spec(text: str) -> ChunkerSpec:
     if size is not None and size < kind.min_size:
         raise ValueError(f"{name} size must be >= {kind.min_size} tokens (the size of its pieces); got {text!r}.")
     return ChunkerSpec(name, size, overlap)
+
+
+def _registered() -> tuple[str, ...]:
+    from chunkwise.chunkers.registry import chunker_names
+
+    return chunker_names()
 
 
 def _parse_hierarchical(parts: list[str], text: str) -> ChunkerSpec:
@@ -336,6 +352,8 @@ def chunk_corpus(
         return kind.wrap(_Given(base), spec, llm).split(text)
     spec = spec.boundary_spec
     kind = spec.kind
+    if not kind.span_cache:
+        return kind.make(spec, embedder, llm).split(text)
     ident = ""
     if kind.needs == "embedder":
         ident = getattr(embedder, "name", type(embedder).__name__)

@@ -139,13 +139,26 @@ def _as_spec(item: Any) -> ChunkerSpec:
     if isinstance(item, str):
         return parse_spec(item.strip())
     if isinstance(item, Mapping):
-        unknown = set(item) - {"chunker", "size", "overlap", "parent_size", "merge_threshold"}
+        unknown = set(item) - {"chunker", "size", "overlap", "parent_size", "merge_threshold", "kwargs"}
         if unknown or "chunker" not in item:
             raise ValueError(
                 f"chunker {dict(item)!r}: use keys chunker, size, overlap (e.g. chunker = 'Recursive', size = 200); "
-                "Hierarchical also parent_size and merge_threshold."
+                "Hierarchical also parent_size and merge_threshold; your own chunker ('package.module:ClassName') kwargs."
             )
         text = str(item["chunker"])
+        if "kwargs" in item:
+            import dataclasses
+
+            kwargs = item["kwargs"]
+            if not isinstance(kwargs, Mapping):
+                raise ValueError(f"chunker {dict(item)!r}: kwargs must be a table of keyword arguments.")
+            from chunkwise.chunkers.registry import chunker_kind
+
+            if not chunker_kind(text).plugin:
+                raise ValueError(f"chunker {text!r}: kwargs are for your own chunkers ('package.module:ClassName'), "
+                                 "built-in kinds take their settings in the spec.")
+            spec = parse_spec(text)
+            return dataclasses.replace(spec, options=tuple(sorted((str(k), v) for k, v in kwargs.items())))
         if text == "Hierarchical":
             text += f":{item.get('size')}:{item.get('parent_size')}"
             if item.get("merge_threshold") is not None:

@@ -1,0 +1,170 @@
+"""Bring your own chunker: wrap another library's splitter so it returns chunkwise chunks.
+
+:func:`adapt_chunker` accepts
+
+- a chunkwise chunker (``split(text) -> list[Chunk]``), returned as it is;
+- a chonkie chunker (``chunk(text)`` returning objects with ``text``, ``start_index`` and
+  ``end_index``), whose offsets are checked against the text;
+- a LangChain text splitter (``split_text(text) -> list[str]``, e.g.
+  ``RecursiveCharacterTextSplitter``), whose pieces are located in the text;
+- any callable ``text -> list`` of strings, of ``(start, end)`` pairs or of objects with
+  ``start``/``end`` (or ``start_index``/``end_index``) attributes.
+
+Offsets are what span metrics score, so they must be exact: a piece given as a string is
+looked for in the text at or after the previous piece's start (pieces may overlap), exactly
+first and then ignoring differences of whitespace (a splitter that strips or collapses
+spaces); a splitter that rewrites text (adds a prefix, changes case, joins with another
+separator) cannot be placed and raises :class:`OffsetRecoveryError` naming the piece, never
+a chunk placed at a guessed offset.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from chunkwise.chunk import Chunk
+
+__all__ = ["OffsetRecoveryError", "adapt_chunker", "locate_pieces"]
+
+
+class OffsetRecoveryError(ValueError):
+    """A chunk of a foreign splitter whose text is not a slice of the document."""
+
+
+def _ws_pattern(piece: str) -> re.Pattern[str] | None:
+    words = piece.split()
+    if not words:
+        return None
+    return re.compile(r"\s+".join(re.escape(w) for w in words))
+
+
+def locate_pieces(text: str, pieces: Sequence[str], *, who: str = "the splitter") -> list[Chunk]:
+    """Place string pieces in ``text`` in order (exact offsets), allowing overlaps.
+
+    Parameters
+    ----------
+    text : str
+        The document.
+    pieces : sequence of str
+        Chunks in document order, each a slice of ``text`` up to whitespace (leading and
+        trailing whitespace and runs of whitespace may differ).
+    who : str
+        Named in the error message.
+
+    Returns
+    -------
+    list of Chunk
+        ``Chunk(text[s:e], s, e, {"piece": i})`` with ``s`` non-decreasing; empty or
+        whitespace-only pieces are dropped.
+
+    Raises
+    ------
+    OffsetRecoveryError
+        If a piece is found neither exactly nor up to whitespace at or after the previous
+        piece's start.
+    """
+    out: list[Chunk] = []
+    cursor = 0
+    for i, piece in enumerate(pieces):
+        if not isinstance(piece, str):
+            raise OffsetRecoveryError(f"{who} returned a {type(piece).__name__} as chunk {i}, not a string.")
+        if not piece.strip():
+            continue
+        start = text.find(piece, cursor)
+        end = start + len(piece)
+        if start < 0:
+            pattern = _ws_pattern(piece)
+            m = pattern.search(text, cursor) if pattern is not None else None
+            if m is None:
+                raise OffsetRecoveryError(
+                    f"{who} rewrote chunk {i} ({piece[:60]!r}...): it is not a slice of the document at or after "
+                    f"character {cursor}, even ignoring whitespace, so its offsets cannot be recovered. Use a "
+                    "splitter that keeps the text verbatim (LangChain: no custom length function that edits text; "
+                    "chonkie: chunkers that report start_index/end_index)."
+                )
+            start, end = m.start(), m.end()
+        out.append(Chunk(text[start:end], start, end, {"piece": i}))
+        cursor = start + 1 if end > start else start
+    return out
+
+
+def _from_items(text: str, items: Sequence[Any], who: str) -> list[Chunk]:
+    if not items:
+        return []
+    first = items[0]
+    if isinstance(first, Chunk):
+        return list(items)
+    if isinstance(first, str):
+        return locate_pieces(text, items, who=who)
+    out = []
+    for i, it in enumerate(items):
+        if isinstance(it, (tuple, list)) and len(it) == 2:
+            s, e = it
+        elif hasattr(it, "start_index") and hasattr(it, "end_index"):
+            s, e = it.start_index, it.end_index
+        elif hasattr(it, "start") and hasattr(it, "end"):
+            s, e = it.start, it.end
+        else:
+            raise OffsetRecoveryError(
+                f"{who} returned {type(it).__name__} items; return strings, (start, end) pairs or objects with start/end."
+            )
+        s, e = int(s), int(e)
+        if not 0 <= s <= e <= len(text):
+            raise OffsetRecoveryError(f"{who}: chunk {i} has offsets [{s}, {e}) outside the document of {len(text)} characters.")
+        claimed = getattr(it, "text", None)
+        if isinstance(claimed, str) and claimed != text[s:e]:
+            # offsets that do not reproduce the chunk's text (e.g. counted in bytes): place the text instead
+            return locate_pieces(text, [getattr(x, "text", "") for x in items], who=who)
+        out.append(Chunk(text[s:e], s, e, {"piece": i}))
+    return out
+
+
+class _Adapted:
+    """A foreign splitter seen as a chunkwise chunker (``split(text) -> list[Chunk]``)."""
+
+    def __init__(self, call: Callable[[str], Sequence[Any]], who: str, wrapped: Any) -> None:
+        self._call = call
+        self.who = who
+        self.wrapped = wrapped
+
+    def split(self, text: str) -> list[Chunk]:
+        return _from_items(text, list(self._call(text)), self.who)
+
+    def __repr__(self) -> str:
+        return f"adapt_chunker({self.wrapped!r})"
+
+
+def adapt_chunker(obj: Any, *, name: str | None = None) -> Any:
+    """A chunkwise chunker from another library's splitter (see the module docstring).
+
+    Parameters
+    ----------
+    obj : object
+        A chunkwise chunker, chonkie chunker, LangChain text splitter or callable.
+    name : str, optional
+        Named in error messages (default the object's class name).
+
+    Returns
+    -------
+    object with ``split(text) -> list[Chunk]``
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` has none of ``split``, ``chunk``, ``split_text`` and is not callable.
+    """
+    who = name or type(obj).__name__
+    if callable(getattr(obj, "chunk", None)) and not callable(getattr(obj, "split_text", None)):
+        return _Adapted(obj.chunk, who, obj)  # chonkie
+    if callable(getattr(obj, "split_text", None)):
+        return _Adapted(obj.split_text, who, obj)  # LangChain text splitters
+    if callable(getattr(obj, "split", None)):
+        return _Adapted(obj.split, who, obj)  # chunkwise's own protocol (Chunks pass through)
+    if callable(obj):
+        return _Adapted(obj, who, obj)
+    raise TypeError(
+        f"{who} is not a chunker: give an object with split(text), chunk(text) (chonkie) or split_text(text) "
+        "(LangChain), or a function text -> list of strings or (start, end) pairs."
+    )

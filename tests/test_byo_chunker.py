@@ -1,0 +1,87 @@
+"""Bring your own chunker: import paths, entry points and the LangChain / chonkie adapters."""
+
+from __future__ import annotations
+
+import pytest
+
+from chunkwise.chunkers.adapters import OffsetRecoveryError, adapt_chunker, locate_pieces
+from chunkwise.chunkers.specs import parse_spec
+from chunkwise.evaluation.grid import GridConfig, run_grid
+
+from test_grid import DOCS, questions
+
+TEXT = "Tenants pay rent monthly; late fees apply after five days. The landlord repairs the roof; tenants mow the lawn."
+
+
+def test_langchain_splitter_offsets_match_langchains_own_start_index():
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    splitter = RecursiveCharacterTextSplitter(chunk_size=40, chunk_overlap=12)
+    ours = adapt_chunker(splitter).split(TEXT)
+    theirs = splitter.create_documents([TEXT], metadatas=[{}])
+    # the reference: LangChain's add_start_index run in the test
+    ref = RecursiveCharacterTextSplitter(chunk_size=40, chunk_overlap=12, add_start_index=True).create_documents([TEXT])
+    assert [c.text for c in ours] == [d.page_content for d in theirs]
+    assert [c.start for c in ours] == [d.metadata["start_index"] for d in ref]
+    assert all(TEXT[c.start:c.end] == c.text for c in ours)
+    assert len(ours) > 2 and any(b.start < a.end for a, b in zip(ours, ours[1:]))  # overlapping pieces placed
+
+
+def test_chonkie_protocol_and_pairs_and_whitespace():
+    from plugin_chunkers import WordPairs
+
+    chunks = adapt_chunker(WordPairs()).split("a b  c\nd e")
+    assert [(c.text, c.start, c.end) for c in chunks] == [("a b", 0, 3), ("c\nd", 5, 8), ("e", 9, 10)]
+    pairs = adapt_chunker(lambda t: [(0, 3), (4, 9)]).split("abc defgh")
+    assert [c.text for c in pairs] == ["abc", "defgh"]
+    # a splitter that collapses whitespace is placed on the original text
+    assert [(c.start, c.end) for c in locate_pieces("one  two\nthree", ["one two", "three"])] == [(0, 8), (9, 14)]
+
+
+def test_a_rewriting_splitter_fails_clearly():
+    from plugin_chunkers import shouting
+
+    with pytest.raises(OffsetRecoveryError, match="rewrote chunk 0"):
+        adapt_chunker(shouting, name="shouting").split("quiet words")
+    with pytest.raises(TypeError, match="is not a chunker"):
+        adapt_chunker(42)
+
+
+def test_import_path_spec_is_a_grid_row(tmp_path):
+    spec = parse_spec("plugin_chunkers:ClauseSplitter")
+    assert spec.kind.plugin and not spec.kind.span_cache
+    assert [c.text for c in spec.kind.make(spec).split(TEXT)][:2] == ["Tenants pay rent monthly;", "late fees apply after five days."]
+    cfg = GridConfig.from_dict({"chunkers": [{"chunker": "plugin_chunkers:ClauseSplitter", "kwargs": {"min_chars": 30}}],
+                                "retrievers": ["bm25"], "top_k": [1]})
+    (row,) = cfg.chunkers
+    assert row.label == "ClauseSplitter(min_chars=30)"
+    res = run_grid(DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)
+    assert res.table.iloc[0]["chunker"] == "ClauseSplitter(min_chars=30)"
+    assert res.table.iloc[0]["n_chunks"] == 2  # one piece per document: no ';' or '.' in the test documents
+
+
+def test_plugin_errors_say_what_to_do():
+    with pytest.raises(ValueError, match="cannot import module 'no_such_pkg.mod'.*installed"):
+        parse_spec("no_such_pkg.mod:Splitter")
+    with pytest.raises(ValueError, match="has no attribute 'Nope'"):
+        parse_spec("plugin_chunkers:Nope")
+    with pytest.raises(ValueError, match="kwargs are for your own chunkers"):
+        GridConfig.from_dict({"chunkers": [{"chunker": "Recursive", "size": 200, "kwargs": {"a": 1}}]})
+    with pytest.raises(ValueError, match="entry-point group 'chunkwise.chunkers'"):
+        parse_spec("nosuchthing")
+
+
+def test_entry_point_plugins_are_found(monkeypatch):
+    import importlib.metadata as md
+
+    from chunkwise.chunkers import registry as CR
+
+    ep = md.EntryPoint(name="clauses", value="plugin_chunkers:ClauseSplitter", group=CR.PLUGIN_GROUP)
+    real = md.entry_points
+    monkeypatch.setattr(md, "entry_points", lambda **kw: md.EntryPoints([ep]) if kw.get("group") == CR.PLUGIN_GROUP
+                        else real(**kw))
+    try:
+        spec = parse_spec("clauses")
+        assert spec.kind.plugin and spec.kind.make(spec).split("a; b.")[0].text == "a;"
+    finally:
+        CR._KINDS.pop("clauses", None)
