@@ -84,3 +84,22 @@ def test_evaluate_bad_config_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert status == 1
     assert err.strip().splitlines() == ["chunkwise: error: size in 'Recursive:0' must be >= 1 token."]
+
+
+def test_evaluate_with_one_question_still_writes_the_report(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Kale wants 45 cm between plants. Beans climb the north fence.")
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "Kale spacing?", "excerpt": "Kale wants 45 cm between plants."}\n')
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text('chunkers = ["Recursive:8"]\nretrievers = ["bm25"]\ntop_k = [1]\n')
+    status = main(["evaluate", "--docs", str(docs), "--questions", str(q), "--config", str(cfg),
+                   "--out", str(tmp_path / "rep"), "--no-progress"])
+    captured = capsys.readouterr()
+    assert status == 0
+    assert "only 1 usable question" in captured.err
+    import json
+
+    rep = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert rep["bootstrap"] is None and rep["n_questions"] == 1 and len(rep["cells"]) == 1

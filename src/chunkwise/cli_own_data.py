@@ -110,10 +110,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         result = run_grid(
             docs, questions, config, embedder, query_embedder=query_embedder, show_progress=not args.no_progress
         )
-        boot = result.bootstrap(
-            settings["metric"], baseline=settings["baseline"], n_resamples=int(settings["n_resamples"]),
-            seed=int(settings["seed"]),
-        )
+        if len(questions) >= 2:
+            boot = result.bootstrap(
+                settings["metric"], baseline=settings["baseline"], n_resamples=int(settings["n_resamples"]),
+                seed=int(settings["seed"]),
+            )
+        else:  # one question: the table is still worth writing; there is no noise estimate
+            boot = None
+            print(f"{PROG}: only {len(questions)} usable question: the report has the table but no bootstrap "
+                  "verdict or intervals (they need at least 2 questions; 20 or more separate real differences).",
+                  file=sys.stderr)
         out = Path(args.out)
         paths = result.save(out, boot, docs)
     except (ValueError, RuntimeError) as exc:
@@ -123,8 +129,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     print("\n".join(lines[: rows + 1]))
     if rows < len(lines) - 1:
         print(f"... {len(lines) - 1 - rows} more cells in {Path(args.out) / 'table.csv'} (--rows 0 prints all)")
-    print()
-    print(boot.verdict)
+    if boot is not None:
+        print()
+        print(boot.verdict)
     n_emb = f", {result.n_embedded} texts embedded" if result.n_embedded is not None else ""
     print(
         f"\n{PROG}: {config.n_cells} cells over {len(questions)} questions in {time.perf_counter() - t0:.1f} s{n_emb}; "
