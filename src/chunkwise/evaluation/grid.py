@@ -303,7 +303,10 @@ class GridConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "chunkers": [_spec_string(s) for s in self.chunkers],
+            "chunkers": [
+                {"chunker": s.chunker, "kwargs": dict(s.options)} if s.options and s.kind.plugin else _spec_string(s)
+                for s in self.chunkers
+            ],
             "retrievers": list(self.retrievers),
             "top_k": list(self.top_k),
             "mode": self.mode,

@@ -1,0 +1,197 @@
+"""A regression gate for a chunking choice: rerun the grid and compare one cell with a baseline
+report, question by question.
+
+A team that chose, say, ``Recursive 200 | dense | k=5`` on its documents keeps the report
+folder of that run (``chunkwise evaluate --out baseline``). After the documents, the questions
+or the code change, ``chunkwise check`` reruns the grid and compares the tracked cell's
+per-question scores with the baseline's on the questions both runs share (a paired design, as
+everywhere in chunkwise). It fails only when the drop is beyond the noise: the 95% paired
+bootstrap interval of ``new - baseline`` lies entirely below 0
+(:func:`chunkwise.evaluation.stats.paired_difference_ci`), or the new mean is under an optional
+hard floor. A drop inside the noise passes and is reported with its interval.
+
+Exit codes (:data:`EXIT_CODES`): 0 no drop beyond the noise (and above the floor); 1 a drop
+beyond the noise, or below the floor; 2 bad input (missing or malformed baseline, question
+errors, unknown metric); 3 not comparable (the tracked cell is missing from one run, or fewer
+than 2 shared questions).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["EXIT_CODES", "CheckResult", "check_against_baseline", "load_baseline"]
+
+#: Exit status -> meaning, as ``chunkwise check`` returns them.
+EXIT_CODES: dict[int, str] = {
+    0: "pass: no drop beyond the noise (and at or above the floor)",
+    1: "fail: a drop beyond the noise, or below the floor",
+    2: "bad input: baseline, questions, grid or options unusable",
+    3: "not comparable: the tracked cell is missing from a run, or fewer than 2 shared questions",
+}
+
+# report column -> per-question column
+_PER_QUESTION = {"hit_rate": "hit", "mrr": "rr"}
+_METRICS = ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr")
+
+
+class BaselineError(ValueError):
+    """A baseline report folder that cannot be used (exit code 2)."""
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check.
+
+    Attributes
+    ----------
+    status : int
+        The exit code (:data:`EXIT_CODES`).
+    cell, metric : str
+        What was compared.
+    n_shared : int
+        Questions scored in both runs.
+    baseline_mean, new_mean, diff, diff_low, diff_high : float
+        Means over the shared questions (fractions), ``new - baseline`` and its 95% paired
+        bootstrap interval; NaN when not comparable.
+    floor : float or None
+    message : str
+        One paragraph in plain words.
+    """
+
+    status: int
+    cell: str
+    metric: str
+    n_shared: int
+    baseline_mean: float
+    new_mean: float
+    diff: float
+    diff_low: float
+    diff_high: float
+    floor: float | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_baseline(path: str | Path) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Read a report folder written by ``chunkwise evaluate`` (or its ``report.json``).
+
+    Returns
+    -------
+    (report, per_question)
+        The parsed ``report.json`` and ``per_question.csv`` (``question_id`` as str).
+
+    Raises
+    ------
+    BaselineError
+        If the folder lacks either file or they do not parse.
+    """
+    p = Path(path)
+    folder = p.parent if p.is_file() else p
+    rep_path, pq_path = folder / "report.json", folder / "per_question.csv"
+    for f in (rep_path, pq_path):
+        if not f.is_file():
+            raise BaselineError(
+                f"baseline {str(path)!r}: {f.name} is missing; pass the folder `chunkwise evaluate --out` wrote."
+            )
+    try:
+        report = json.loads(rep_path.read_text(encoding="utf-8"))
+        per_q = pd.read_csv(pq_path, dtype={"question_id": str, "cell": str})
+    except (ValueError, OSError) as exc:
+        raise BaselineError(f"baseline {str(path)!r}: cannot read it ({exc}).") from exc
+    if not {"cell", "question_id"} <= set(per_q.columns):
+        raise BaselineError(f"baseline {str(path)!r}: per_question.csv lacks the cell / question_id columns.")
+    return report, per_q
+
+
+def _best_cell(report: dict[str, Any], metric: str) -> str:
+    cells = report.get("cells") or []
+    if not cells:
+        raise BaselineError("the baseline report lists no cells.")
+    return max(cells, key=lambda c: (c.get(metric, float("-inf")), -cells.index(c)))["cell"]
+
+
+def check_against_baseline(
+    new_per_question: pd.DataFrame,
+    baseline: str | Path,
+    *,
+    cell: str | None = None,
+    metric: str = "recall",
+    floor: float | None = None,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> CheckResult:
+    """Compare one cell of a new run with the baseline report, paired over shared questions.
+
+    Parameters
+    ----------
+    new_per_question : DataFrame
+        ``GridResult.per_question`` of the new run (columns ``cell``, ``question_id`` and the
+        metrics).
+    baseline : path
+        A report folder of ``chunkwise evaluate`` (``report.json`` + ``per_question.csv``).
+    cell : str, optional
+        The tracked cell, e.g. ``"Recursive 200 | dense | k=5"``; default the baseline's best
+        cell by ``metric``.
+    metric : {"recall", "precision", "iou", "precision_omega", "hit_rate", "mrr"}
+    floor : float, optional
+        A hard floor for the new mean (a fraction, e.g. 0.8): below it the check fails whatever
+        the noise.
+    n_resamples, seed
+        Of the paired bootstrap.
+
+    Returns
+    -------
+    CheckResult
+
+    Raises
+    ------
+    BaselineError
+        For an unusable baseline, an unknown metric or a floor outside [0, 1].
+    """
+    if metric not in _METRICS:
+        raise BaselineError(f"unknown metric {metric!r}; use one of {', '.join(_METRICS)}.")
+    if floor is not None and not 0 <= floor <= 1:
+        raise BaselineError(f"floor must be a fraction in [0, 1] (e.g. 0.8 for 80%), got {floor!r}.")
+    from chunkwise.evaluation.stats import paired_difference_ci
+
+    report, old = load_baseline(baseline)
+    tracked = cell or _best_cell(report, metric)
+    col = _PER_QUESTION.get(metric, metric)
+    nan = float("nan")
+
+    def result(status: int, message: str, n: int = 0, b: float = nan, a: float = nan,
+               d: tuple[float, float, float] = (nan, nan, nan)) -> CheckResult:
+        return CheckResult(status, tracked, metric, n, b, a, d[0], d[1], d[2], floor, message)
+
+    new = new_per_question.assign(question_id=new_per_question["question_id"].astype(str))
+    for name, frame in (("baseline", old), ("new run", new)):
+        if tracked not in set(frame["cell"]):
+            close = sorted(set(frame["cell"]))[:5]
+            return result(3, f"cell {tracked!r} is not in the {name} (it has {', '.join(close)}...): not comparable.")
+        if col not in frame.columns:
+            raise BaselineError(f"the {name} has no per-question {metric!r} scores.")
+    o = old[old["cell"] == tracked].set_index("question_id")[col]
+    n = new[new["cell"] == tracked].set_index("question_id")[col]
+    shared = [q for q in n.index if q in o.index]
+    if len(shared) < 2:
+        return result(3, f"only {len(shared)} question(s) are in both runs; the check needs at least 2.", len(shared))
+    a, b = n.loc[shared].to_numpy(float), o.loc[shared].to_numpy(float)
+    d = paired_difference_ci(a, b, n_resamples=n_resamples, seed=seed)
+    new_mean, old_mean = float(a.mean()), float(b.mean())
+    what = (f"{tracked}: {metric} {100 * new_mean:.1f}% now, {100 * old_mean:.1f}% in the baseline, over {len(shared)} "
+            f"shared questions; difference {100 * d[0]:+.1f} points, 95% paired interval "
+            f"[{100 * d[1]:+.1f}, {100 * d[2]:+.1f}]")
+    if floor is not None and new_mean < floor:
+        return result(1, f"FAIL: {what}; below the floor of {100 * floor:.1f}%.", len(shared), old_mean, new_mean, d)
+    if d[2] < 0:
+        return result(1, f"FAIL: {what}: a drop beyond the noise.", len(shared), old_mean, new_mean, d)
+    verdict = "no drop beyond the noise" if d[0] < 0 else "no drop"
+    return result(0, f"PASS: {what}: {verdict}.", len(shared), old_mean, new_mean, d)
