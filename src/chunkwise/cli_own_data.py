@@ -130,6 +130,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     print("\n".join(lines[: rows + 1]))
     if rows < len(lines) - 1:
         print(f"... {len(lines) - 1 - rows} more cells in {Path(args.out) / 'table.csv'} (--rows 0 prints all)")
+    diag = result.diagnostics(docs)
+    show = diag[["n_chunks", "median_tokens", "p90_tokens", "share_under_floor", "mid_sentence_cuts", "tables_cut",
+                 "code_blocks_cut"]]
+    print("\nchunk diagnostics (tokens: cl100k_base; shares: fraction of chunks, cuts, tables, code blocks):")
+    print(show.to_string())
     if boot is not None:
         print()
         print(boot.verdict)

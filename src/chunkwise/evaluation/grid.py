@@ -543,7 +543,8 @@ class GridResult:
 
         Files: ``table.csv`` (one row per cell), ``per_question.csv``, ``report.json``,
         ``recall_vs_tokens.png`` and ``recall_by_k.png`` (figures, see
-        :mod:`chunkwise.report`), and with ``docs`` given ``boundaries.html``: one document
+        :mod:`chunkwise.report`), and with ``docs`` given ``diagnostics.csv`` (:meth:`diagnostics`)
+        and ``boundaries.html``: one document
         (``document``, default the one with the most questions) with every chunker's boundaries
         and the gold excerpts; a document longer than ``max_chars`` characters is drawn from a
         quarter window before its first excerpt, ``max_chars`` characters long.
@@ -581,7 +582,8 @@ class GridResult:
             if document not in docs:
                 raise ValueError(f"document {document!r} is not among the documents.")
             q = self.questions[self.questions["corpus_id"].astype(str) == document]
-            refs = [(r["start_index"], r["end_index"]) for refs in q["references"] for r in refs]
+            refs = [(r["start_index"], r["end_index"]) if isinstance(r, Mapping) else (int(r[0]), int(r[1]))
+                    for refs in q["references"] for r in refs]
             chunkings = {label: spans.get(document, []) for label, spans in self.chunks.items()}
             text = docs[document]
             window = None
@@ -592,7 +594,16 @@ class GridResult:
             html = report.chunk_boundaries_html(text, chunkings, refs, title=document, window=window)
             paths["boundaries"] = out / "boundaries.html"
             paths["boundaries"].write_text(html, encoding="utf-8")
+            paths["diagnostics"] = out / "diagnostics.csv"
+            self.diagnostics(docs).to_csv(paths["diagnostics"])
         return paths
+
+    def diagnostics(self, docs: Mapping[str, str], floor_tokens: int = 32) -> pd.DataFrame:
+        """Each chunking's sizes and breakages (:func:`chunkwise.evaluation.diagnostics.chunk_diagnostics`)
+        over ``docs``, one row per chunker label."""
+        from chunkwise.evaluation.diagnostics import chunk_diagnostics
+
+        return chunk_diagnostics(docs, self.chunks, floor_tokens=floor_tokens)
 
 
 def chunkings_of(result: GridResult, document: str) -> dict[str, list[tuple[int, int]]]:

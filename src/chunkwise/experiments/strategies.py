@@ -12,18 +12,15 @@ claims (:func:`boundary_stats`), and reads the cold costs measured by
 
 from __future__ import annotations
 
-import bisect
 import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from chunkwise.llm.cache import NotCachedError
-from chunkwise.tokens import get_encoding
 
 __all__ = [
     "STRATEGIES", "NotCachedError", "Strategy", "boundary_stats", "cache_only", "ci_words", "cold_costs", "guide_check",
@@ -125,16 +122,6 @@ STRATEGIES: tuple[Strategy, ...] = (
 #: Characters a cut may leave before a sentence's end and still count as a sentence boundary
 #: (a recursive splitter that keeps its separator at the start of the next chunk cuts just
 #: before the full stop).
-_END_PUNCT = set(".!?;:…\"'”’)]»")
-
-
-def _at_sentence_boundary(text: str, gaps: list[tuple[int, int]], gap_starts: list[int], e: int) -> bool:
-    i = bisect.bisect_left(gap_starts, e)  # first gap starting at or after e
-    if i < len(gaps) and all(ch in _END_PUNCT for ch in text[e : gaps[i][0]]):
-        return True
-    return i > 0 and gaps[i - 1][0] <= e <= gaps[i - 1][1]
-
-
 def boundary_stats(docs: Mapping[str, str], chunkings: Mapping[str, Mapping[str, Sequence[tuple[int, int]]]]) -> pd.DataFrame:
     """Shape of each chunking: sizes and where its boundaries fall.
 
@@ -147,6 +134,7 @@ def boundary_stats(docs: Mapping[str, str], chunkings: Mapping[str, Mapping[str,
     Returns
     -------
     DataFrame, one row per label
+        Columns of :func:`chunkwise.evaluation.diagnostics.chunk_diagnostics`:
         ``n_chunks``; ``mean_tokens``, ``max_tokens`` and ``cv_tokens`` (standard deviation /
         mean) of the chunks' cl100k_base token counts; ``mid_sentence_cuts``: share of chunk
         ends, the documents' own ends excluded, that fall inside a sentence of chunkwise's
@@ -160,43 +148,10 @@ def boundary_stats(docs: Mapping[str, str], chunkings: Mapping[str, Mapping[str,
     ValueError
         If a chunking names a document not in ``docs``.
     """
-    from chunkwise.text import split_sentences
+    from chunkwise.evaluation.diagnostics import chunk_diagnostics
 
-    enc = get_encoding("cl100k_base")
-    ok_ends: dict[str, list[tuple[int, int]]] = {}
-    for name, text in docs.items():
-        sents = split_sentences(text)
-        gaps = []
-        for a, b in zip(sents, sents[1:]):
-            gaps.append((a.end, b.start))
-        ok_ends[name] = gaps
-    rows = []
-    for label, by_doc in chunkings.items():
-        sizes: list[int] = []
-        cuts = inside = 0
-        for name, spans in by_doc.items():
-            if name not in docs:
-                raise ValueError(f"chunking {label!r} names document {name!r}, which is not among the documents.")
-            text = docs[name]
-            sizes += [len(t) for t in enc.encode_ordinary_batch([text[s:e] for s, e in spans])]
-            gaps = ok_ends[name]
-            gap_starts = [g[0] for g in gaps]
-            for _, e in spans:
-                if e >= len(text.rstrip()):
-                    continue
-                cuts += 1
-                if not _at_sentence_boundary(text, gaps, gap_starts, e):
-                    inside += 1
-        arr = np.asarray(sizes, dtype=float) if sizes else np.zeros(1)
-        rows.append({
-            "chunker": label,
-            "n_chunks": len(sizes),
-            "mean_tokens": round(float(arr.mean()), 1),
-            "max_tokens": int(arr.max()),
-            "cv_tokens": round(float(arr.std() / arr.mean()), 2) if arr.mean() else 0.0,
-            "mid_sentence_cuts": round(inside / cuts, 3) if cuts else 0.0,
-        })
-    return pd.DataFrame(rows).set_index("chunker")
+    cols = ["n_chunks", "mean_tokens", "max_tokens", "cv_tokens", "mid_sentence_cuts"]
+    return chunk_diagnostics(docs, chunkings)[cols]
 
 
 def cold_costs(path: str | Path, corpora: Sequence[str]) -> pd.DataFrame:
