@@ -189,6 +189,48 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return outcome.status
 
 
+def _cmd_locate(args: argparse.Namespace) -> int:
+    """Candidate passages per hand-written question (BM25 over sentence windows)."""
+    from chunkwise.datasets.local import load_documents
+    from chunkwise.datasets.locate import candidate_passages, read_plain_questions
+
+    try:
+        docs = load_documents(args.docs, encoding=args.encoding)
+        _say_documents(docs, args.docs)
+        qs = read_plain_questions(args.questions, encoding=args.encoding)
+        found = candidate_passages(docs, qs, top_n=args.top, window_sentences=args.window, language=args.language)
+    except ValueError as exc:
+        return _fail(str(exc))
+    for q in qs:
+        rows = found[found["question_id"] == q["question_id"]]
+        print(f"\n{q['question_id']}: {q['question']}")
+        if rows.empty:
+            print("  no candidate: no window shares a word with the question; find the passage by hand.")
+        for r in rows.itertuples():
+            excerpt = " ".join(r.excerpt.split())
+            print(f"  {r.rank}. {r.document} [{r.start}, {r.end}) score {r.score:.2f}: {excerpt[:160]}"
+                  f"{'...' if len(excerpt) > 160 else ''}")
+    if args.out:
+        out = Path(args.out)
+        with out.open("w", encoding="utf-8") as f:
+            for q in qs:
+                rows = found[found["question_id"] == q["question_id"]]
+                if rows.empty:
+                    continue
+                best = rows.iloc[0]
+                f.write(json.dumps({
+                    "question_id": q["question_id"], "question": q["question"], "document": best["document"],
+                    "excerpt": best["excerpt"], "reviewed": False,
+                    "candidates": [{"document": r.document, "start_index": int(r.start), "end_index": int(r.end),
+                                    "score": round(float(r.score), 3)} for r in rows.itertuples()],
+                }, ensure_ascii=False) + "\n")
+        n = found["question_id"].nunique()
+        print(f"\n{PROG}: {n} of {len(qs)} question(s) with a candidate written to {out} as a draft "
+              "(\"reviewed\": false): read each excerpt, trim it to the passage that answers, then "
+              "`chunkwise questions validate`.", file=sys.stderr)
+    return 0
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from chunkwise.datasets.local import load_documents
     from chunkwise.experiments import questions as qg
@@ -252,6 +294,25 @@ def add_parsers(sub: Any) -> None:
     )
     _add_common(validate)
     validate.set_defaults(func=_cmd_validate)
+
+    loc = q_sub.add_parser(
+        "locate",
+        help="propose candidate passages for hand-written questions (BM25, no embedding model)",
+        description=(
+            "For each question (a .txt file with one per line, or CSV/JSONL with a question field and optionally "
+            "document), rank windows of consecutive sentences of the documents with BM25 and print the best "
+            "non-overlapping ones with their document and character offsets. --out writes the top candidate of "
+            "each question as a draft questions file (JSONL, \"reviewed\": false) to read, trim and validate."
+        ),
+    )
+    loc.add_argument("--docs", required=True, metavar="D", help="folder of documents or one file")
+    loc.add_argument("--questions", required=True, metavar="Q", help="questions: .txt (one per line), .csv or .jsonl")
+    loc.add_argument("--top", type=int, default=3, help="candidates per question (default 3)")
+    loc.add_argument("--window", type=int, default=2, help="sentences per candidate passage (default 2)")
+    loc.add_argument("--language", default="en", choices=("en", "zh"), help="BM25 tokenizer (default en)")
+    loc.add_argument("--out", default=None, metavar="JSONL", help="write a draft questions file with the top candidates")
+    loc.add_argument("--encoding", default="utf-8", help="encoding of the documents and questions (default utf-8)")
+    loc.set_defaults(func=_cmd_locate)
 
     gen = q_sub.add_parser(
         "generate",
