@@ -85,3 +85,10 @@ def test_entry_point_plugins_are_found(monkeypatch):
         assert spec.kind.plugin and spec.kind.make(spec).split("a; b.")[0].text == "a;"
     finally:
         CR._KINDS.pop("clauses", None)
+
+
+def test_a_misspelled_kwarg_is_a_clear_error(tmp_path):
+    cfg = GridConfig.from_dict({"chunkers": [{"chunker": "plugin_chunkers:ClauseSplitter", "kwargs": {"minchars": 3}}],
+                                "retrievers": ["bm25"], "top_k": [1]})
+    with pytest.raises(ValueError, match=r"building it with kwargs \{'minchars': 3\} failed .*check the kwargs table"):
+        run_grid(DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)

@@ -216,7 +216,12 @@ def _plugin_kind(name: str, obj: Any) -> ChunkerKind:
 
     def build(spec: Any, embedder: Any, llm: Any) -> Any:
         kwargs = dict(spec.options)
-        made = obj(**kwargs) if inspect.isclass(obj) or kwargs else obj
+        try:
+            made = obj(**kwargs) if inspect.isclass(obj) or kwargs else obj
+        except TypeError as exc:  # a misspelled or missing keyword argument in the grid file
+            raise ValueError(
+                f"chunker {name!r}: building it with kwargs {kwargs} failed ({exc}); check the kwargs table of the grid file."
+            ) from exc
         return adapt_chunker(made, name=name)
 
     doc = (inspect.getdoc(obj) or "").strip().splitlines()

@@ -175,14 +175,15 @@ def check_against_baseline(
     for name, frame in (("baseline", old), ("new run", new)):
         if tracked not in set(frame["cell"]):
             close = sorted(set(frame["cell"]))[:5]
-            return result(3, f"cell {tracked!r} is not in the {name} (it has {', '.join(close)}...): not comparable.")
+            return result(3, f"NOT COMPARABLE: cell {tracked!r} is not in the {name} (it has {', '.join(close)}...).")
         if col not in frame.columns:
             raise BaselineError(f"the {name} has no per-question {metric!r} scores.")
     o = old[old["cell"] == tracked].set_index("question_id")[col]
     n = new[new["cell"] == tracked].set_index("question_id")[col]
     shared = [q for q in n.index if q in o.index]
     if len(shared) < 2:
-        return result(3, f"only {len(shared)} question(s) are in both runs; the check needs at least 2.", len(shared))
+        return result(3, f"NOT COMPARABLE: only {len(shared)} question(s) are in both runs; the check needs at least 2.",
+                      len(shared))
     a, b = n.loc[shared].to_numpy(float), o.loc[shared].to_numpy(float)
     d = paired_difference_ci(a, b, n_resamples=n_resamples, seed=seed)
     new_mean, old_mean = float(a.mean()), float(b.mean())
