@@ -21,7 +21,8 @@ Questions
   ``finance`` for ``finance.md`` is accepted when it is unambiguous).
 - **A plain form** with verbatim gold excerpts that chunkwise locates in the documents: CSV,
   JSONL or YAML records with ``question``, optionally ``document`` (else every document is
-  searched), and ``excerpt`` (one string) or ``excerpts`` (a list; in CSV a JSON list). YAML
+  searched), and ``excerpt`` (one string) or ``excerpts`` (a list; in CSV a JSON list; an item
+  that is itself a list is an any-of slot, see :mod:`chunkwise.evaluation.anyof`). YAML
   needs the PyYAML package, which the environment has through its dependencies; without it
   YAML files are refused with a message to use CSV or JSONL.
 
@@ -192,9 +193,17 @@ def _record(raw: Mapping[str, Any], row: int, source: str) -> dict[str, Any]:
     for key in ("excerpt", "excerpts"):
         if key in keys and keys[key] not in (None, ""):
             for item in _parse_list(keys[key], key, where):
-                refs.append({"content": item, "start_index": None, "end_index": None})
+                slot = len(refs) and max(r.get("slot", i) for i, r in enumerate(refs)) + 1
+                if isinstance(item, list):  # any one of these alternatives answers this part
+                    if not item or not all(isinstance(a, str) for a in item):
+                        raise ValueError(f"{where}: an any-of item of {key} must be a non-empty list of excerpts (strings).")
+                    refs.extend({"content": a, "start_index": None, "end_index": None, "slot": slot} for a in item)
+                else:
+                    refs.append({"content": item, "start_index": None, "end_index": None, "slot": slot})
     if not refs:
         raise ValueError(f"{where} (question {qid!r}) has no excerpt, excerpts or references.")
+    for i, r in enumerate(refs):
+        r.setdefault("slot", i)  # a reference with offsets is its own slot
     return {
         "question_id": qid,
         "row": row,
@@ -460,7 +469,9 @@ class ValidationReport:
     questions : DataFrame
         The questions without errors, ready for the evaluation engine: ``question_id``,
         ``question``, ``corpus_id`` (document name), ``references`` (list of
-        ``{"content", "start_index", "end_index"}`` with true offsets).
+        ``{"content", "start_index", "end_index"}`` with true offsets) and ``readings`` (None,
+        or for a question with any-of slots its readings, ``{"corpus_id", "references"}``
+        each; the first reading fills ``corpus_id`` and ``references``).
     n_questions : int
         Questions read from the file.
     """
@@ -521,6 +532,69 @@ def _resolve_document(name: str, docs: Mapping[str, str]) -> tuple[str | None, l
     if len(by_stem) == 1:
         return by_stem[0], []
     return None, by_base or by_stem
+
+
+#: Most readings (one alternative per any-of slot, all in one document) a question may have.
+MAX_READINGS = 256
+
+
+def _validate_any_of(
+    qid: str, question: str, refs: list[dict[str, Any]], docs: Mapping[str, str], search_docs: list[str], add: Any
+) -> dict[str, Any] | None:
+    """A question with any-of slots: locate every alternative, list its readings.
+
+    A reading takes one alternative per slot, all in one document; the question is scored
+    against its best-retrieved reading (:mod:`chunkwise.evaluation.anyof`).
+    """
+    import itertools
+
+    slots: dict[int, list[str]] = {}
+    for idx, r in enumerate(refs):
+        if r.get("start_index") not in (None, "") or r.get("end_index") not in (None, ""):
+            add("error", "out_of_range", None, idx, "any-of alternatives are plain excerpts; drop the offsets.")
+            return None
+        content = "" if r.get("content") is None else str(r.get("content"))
+        if not content.strip():
+            add("error", "empty_excerpt", None, idx, "an any-of alternative is empty; paste the source text verbatim.")
+            return None
+        slots.setdefault(int(r["slot"]), []).append(content)
+    where: dict[str, dict[str, tuple[int, int]]] = {}  # alternative -> document -> first span
+    idx = 0
+    for alternatives in slots.values():
+        for alt in alternatives:
+            found = {}
+            for d in search_docs:
+                spans, how = locate_excerpt(docs[d], alt, limit=1)
+                if spans:
+                    found[d] = spans[0]
+            if not found:
+                off, passage, ratio = closest_passage(docs[search_docs[0]], alt) if search_docs else (-1, "", 0.0)
+                hint = (f"; closest source text in {search_docs[0]} at offset {off} ({100 * ratio:.0f}% similar): "
+                        f"{_short(passage)}") if passage else ""
+                add("error", "not_found", None, idx, f"any-of alternative {_short(alt)} was not found in any document{hint}.")
+                return None
+            where[alt] = found
+            idx += 1
+    readings = []
+    for d in search_docs:
+        per_slot = [[a for a in alts if d in where[a]] for alts in slots.values()]
+        if not all(per_slot):
+            continue
+        for combo in itertools.product(*per_slot):
+            spans = [where[a][d] for a in combo]
+            readings.append({"corpus_id": d, "references": [
+                {"content": docs[d][s:e], "start_index": s, "end_index": e} for s, e in spans]})
+            if len(readings) > MAX_READINGS:
+                add("error", "too_many_readings", None, None,
+                    f"the any-of slots give more than {MAX_READINGS} readings; give fewer alternatives or name the document.")
+                return None
+    if not readings:
+        add("error", "not_found", None, None,
+            "no document holds an alternative of every part of the answer; each reading must lie in one document.")
+        return None
+    first = readings[0]
+    return {"question_id": qid, "question": question, "corpus_id": first["corpus_id"],
+            "references": first["references"], "readings": readings}
 
 
 def validate_questions(
@@ -609,6 +683,12 @@ def validate_questions(
             search_docs = list(docs)
         if not refs:
             add("error", "empty_excerpt", None, None, "the question has no excerpt; add the source text that answers it.")
+            continue
+
+        if any(r.get("slot") is not None for r in refs) and len({r.get("slot") for r in refs}) < len(refs):
+            row = _validate_any_of(qid, str(q.get("question")), refs, docs, search_docs, add)
+            if row is not None and not bad:
+                usable.append(row)
             continue
 
         # Candidate documents for a question without a document: those holding every excerpt.
@@ -744,9 +824,10 @@ def validate_questions(
                 "question": str(q.get("question")),
                 "corpus_id": search_docs[0],
                 "references": located,
+                "readings": None,
             }
         )
-    frame = pd.DataFrame(usable, columns=["question_id", "question", "corpus_id", "references"])
+    frame = pd.DataFrame(usable, columns=["question_id", "question", "corpus_id", "references", "readings"])
     return ValidationReport(issues, frame, len(questions), n_refs)
 
 

@@ -199,6 +199,11 @@ def _questions_frame(docs: Mapping[str, str], questions: Any) -> pd.DataFrame:
             "e.g. chunkwise.datasets.load_chroma_questions(...)."
         )
     q = questions.copy()
+    if "readings" in q.columns and any(isinstance(r, list) and r for r in q["readings"]):
+        raise ValueError(
+            "questions with any-of excerpts (readings) cannot be stitched: their alternatives would need moving "
+            "too. Give each question one excerpt per part of its answer for this experiment."
+        )
     if "corpus_id" not in q.columns and "corpus" in q.columns:
         q["corpus_id"] = q["corpus"]
     missing = [c for c in ("question", "corpus_id", "references") if c not in q.columns]

@@ -69,6 +69,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from chunkwise.evaluation.anyof import best_reading, expand_readings, relevant_targets
 from chunkwise.evaluation.spans import place_spans, score_questions
 from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
 from chunkwise.chunkers.contextual import index_text
@@ -704,15 +705,14 @@ def _place(chunks: dict[str, list[Any]], docs: Mapping[str, str], placement: str
 
 
 def _first_relevant_rank(
-    ranked: Sequence[int], doc_ids: Sequence[str], spans: np.ndarray, corpus: str, refs: Sequence[tuple[int, int]]
+    ranked: Sequence[int], doc_ids: Sequence[str], spans: np.ndarray, targets: Sequence[tuple[str, int, int]]
 ) -> int:
-    """1-based rank of the first chunk sharing a character with a reference; 0 when none."""
+    """1-based rank of the first chunk sharing a character with a reference (``(document,
+    start, end)``, any reading of an any-of question); 0 when none."""
     for r, j in enumerate(ranked, start=1):
-        if doc_ids[j] != corpus:
-            continue
         s, e = int(spans[j, 0]), int(spans[j, 1])
-        for a, b in refs:
-            if s < b and a < e and a < b:
+        for doc, a, b in targets:
+            if doc_ids[j] == doc and s < b and a < e and a < b:
                 return r
     return 0
 
@@ -852,11 +852,10 @@ def run_grid(
     enc = get_encoding("cl100k_base")
 
     texts_q = [str(t) for t in q["question"]]
-    refs_q = [
-        [(int(r["start_index"]), int(r["end_index"])) if isinstance(r, Mapping) else (int(r[0]), int(r[1])) for r in refs]
-        for refs in q["references"]
-    ]
-    corpora_q = list(q["corpus_id"])
+    # any-of answers: one row per reading, each question keeps its best (chunkwise.evaluation.anyof)
+    has_readings = "readings" in q.columns and any(isinstance(r, list) and r for r in q["readings"])
+    qx, owner = expand_readings(q) if has_readings else (None, None)
+    targets_q = relevant_targets(q)
     max_k = max(config.top_k)
     depth = max(config.hybrid_depth, max_k) if any(retriever_kind(r).uses for r in order) else max_k
     qv = None
@@ -921,10 +920,21 @@ def run_grid(
 
         # precision_Omega depends only on the chunking: once per mode.
         empty: list[list[Any]] = [[] for _ in range(len(q))]
-        omega = {
-            m: score_questions(q, empty, chunk_spans[spec.label], mode=m)["precision_omega"].to_numpy()
-            for m in ("chroma", "union")
-        }
+        if qx is None:
+            omega = {
+                m: score_questions(q, empty, chunk_spans[spec.label], mode=m)["precision_omega"].to_numpy()
+                for m in ("chroma", "union")
+            }
+        else:  # the best reading's precision_Omega
+            empty_x: list[list[Any]] = [[] for _ in range(len(qx))]
+            omega = {}
+            for m in ("chroma", "union"):
+                om = score_questions(qx, empty_x, chunk_spans[spec.label], mode=m)["precision_omega"].to_numpy(dtype=float)
+                best = np.full(len(q), np.nan)
+                for j, o in enumerate(owner):
+                    if not np.isnan(om[j]) and (np.isnan(best[o]) or om[j] > best[o]):
+                        best[o] = om[j]
+                omega[m] = best
 
         def chunk_vectors(spec: ChunkerSpec = spec, raw_chunks: Mapping[str, list[Any]] = raw_chunks,
                           texts_index: list[str] = texts_index) -> np.ndarray:
@@ -950,17 +960,21 @@ def run_grid(
         for retriever in config.retrievers:
             ranked_all = rankings[retriever]
             first = np.asarray(
-                [_first_relevant_rank(r[:max_k], doc_ids, spans, c, refs) for r, c, refs in zip(ranked_all, corpora_q, refs_q)]
+                [_first_relevant_rank(r[:max_k], doc_ids, spans, t) for r, t in zip(ranked_all, targets_q)]
             )
             for k in config.top_k:
                 ranked = [r[:k] for r in ranked_all]
                 if merge is not None:
                     ranked = [merge.merge(r) for r in ranked]
                     first = np.asarray(
-                        [_first_relevant_rank(r, doc_ids, spans, c, refs) for r, c, refs in zip(ranked, corpora_q, refs_q)]
+                        [_first_relevant_rank(r, doc_ids, spans, t) for r, t in zip(ranked, targets_q)]
                     )
                 retrieved = [[(doc_ids[j], int(spans[j, 0]), int(spans[j, 1])) for j in r] for r in ranked]
-                sc = score_questions(q, retrieved, None, mode=config.mode)
+                if qx is None:
+                    sc = score_questions(q, retrieved, None, mode=config.mode)
+                else:
+                    sc_x = score_questions(qx, [retrieved[o] for o in owner], None, mode=config.mode)
+                    sc = sc_x.iloc[best_reading(sc_x, owner, len(q))].reset_index(drop=True)
                 ret_tokens = np.asarray([int(tokens[r].sum()) if r else 0 for r in ranked], dtype=np.float64)
                 rr = np.where((first > 0) & (first <= k), 1.0 / np.maximum(first, 1), 0.0)
                 name = cell_name(spec, retriever, k)
