@@ -126,3 +126,16 @@ def test_check_cli_exit_codes(tmp_path, capsys):
     assert main(args + ["--cell", "nope | dense | k=1"]) == 3
     assert main(["check", "--docs", str(docs), "--questions", str(q), "--baseline", str(tmp_path / "missing")]) == 2
     assert "report.json is missing" in capsys.readouterr().err
+
+
+def test_evaluate_refuses_an_out_that_is_a_file_before_any_work(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Kale wants 45 cm between plants.")
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "Kale spacing?", "excerpt": "Kale wants 45 cm between plants."}\n')
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    assert main(["evaluate", "--docs", str(docs), "--questions", str(q), "--out", str(taken), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "is a file, not a folder" in err and "Traceback" not in err and "document(s)" not in err  # nothing was read

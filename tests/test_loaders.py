@@ -31,6 +31,19 @@ def text_pdf(lines: list[str]) -> bytes:
     return out
 
 
+def two_page_pdf(path):
+    """Two text pages, merged with pypdf from two one-page PDFs."""
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    w = PdfWriter()
+    for lines in (["Soil needs lime."], ["Water at dawn."]):
+        w.add_page(PdfReader(io.BytesIO(text_pdf(lines))).pages[0])
+    with open(path, "wb") as f:
+        w.write(f)
+
+
 def blank_pdf(path, password=None):
     from pypdf import PdfWriter
 
@@ -59,10 +72,11 @@ def make_docx(path):
 def folder(tmp_path):
     (tmp_path / "soil.md").write_text("# Soil\n\nSoil needs lime in autumn.\n")
     (tmp_path / "report.pdf").write_bytes(text_pdf(["Soil needs lime.", "Water at dawn."]))
+    two_page_pdf(tmp_path / "pages.pdf")
     make_docx(tmp_path / "notes.docx")
     (tmp_path / "page.html").write_text(
         "<html><head><style>p {color: red}</style><script>var x = 1;</script></head>"
-        "<body><h1>Tools</h1><p>Clean the <b>spade</b> after use.</p><p>Oil it\n   monthly.</p>"
+        "<body><nav><a href='/'>Home</a> | <a href='/tools'>Tools</a></nav><h1>Tools</h1><p>Clean the <b>spade</b> after use.</p><p>Oil it\n   monthly.</p>"
         "<table><tr><th>tool</th><th>oil</th></tr><tr><td>spade</td><td>monthly</td></tr></table></body></html>"
     )
     (tmp_path / "scan.pdf").write_bytes(b"")  # replaced below
@@ -77,11 +91,13 @@ def folder(tmp_path):
 def test_each_format_gives_its_text(folder):
     docs = load_documents(folder)
     assert docs["report.pdf"] == "Soil needs lime.\nWater at dawn."
+    assert docs["pages.pdf"] == "Soil needs lime.\n\nWater at dawn."  # pages joined by a blank line
     assert docs["notes.docx"] == "Raised beds\n\nFill the beds with compost in March.\n\ncrop | spacing\nkale | 45 cm\n\nWater weekly."
     # inline tags stay in their line, blocks become paragraphs, table rows "cell | cell" lines
     assert docs["page.html"] == "Tools\n\nClean the spade after use.\n\nOil it\nmonthly.\n\ntool | oil\nspade | monthly"
     assert docs["soil.md"] == "# Soil\n\nSoil needs lime in autumn.\n"
-    assert docs.kinds == {"notes.docx": ".docx", "page.html": ".html", "report.pdf": ".pdf", "soil.md": ".md"}
+    assert docs.kinds == {"notes.docx": ".docx", "page.html": ".html", "pages.pdf": ".pdf", "report.pdf": ".pdf",
+                          "soil.md": ".md"}
 
 
 def test_every_skipped_file_is_named_with_its_reason(folder):
@@ -114,7 +130,7 @@ def test_cli_says_what_it_read_and_skipped(folder, tmp_path, capsys):
     q.write_text('{"question": "When water?", "document": "report.pdf", "excerpt": "Water at dawn."}\n')
     assert main(["questions", "validate", "--docs", str(folder), "--questions", str(q)]) == 0
     err = capsys.readouterr().err
-    assert "4 document(s) (1 .docx, 1 .html, 1 .md, 1 .pdf)" in err and "5 file(s) skipped" in err
+    assert "5 document(s) (1 .docx, 1 .html, 1 .md, 2 .pdf)" in err and "5 file(s) skipped" in err
     assert "skipped: locked.pdf is an encrypted PDF" in err
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,16 @@ PROG = "chunkwise"
 def _fail(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return 1
+
+
+def _check_out_dir(out: Any) -> None:
+    """Refuse an --out that cannot become a report folder before any work is done."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file, not a folder; name a folder for the report (it is created).")
+    parent = p.parent if not p.exists() else p
+    if parent.exists() and not os.access(parent, os.W_OK):
+        raise ValueError(f"--out {str(out)!r}: {str(parent)!r} is not writable; name a folder you can write to.")
 
 
 def _say_documents(docs: Any, where: Any, n_chars: int | None = None) -> None:
@@ -101,6 +112,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if args.resamples is not None:
             settings["n_resamples"] = args.resamples
         settings = run_settings(settings)
+        _check_out_dir(args.out)
         print(f"{PROG}: {which}: {config.describe()}; embedder {settings['embedder']}", file=sys.stderr)
         docs, report, status = _validate(args)
         if status:
@@ -158,6 +170,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     try:
         report, _ = load_baseline(args.baseline)
+        if args.out:
+            _check_out_dir(args.out)
         if args.config:
             config, settings = GridConfig.from_toml(args.config)
         else:  # the baseline's own grid, so the tracked cell exists in the new run

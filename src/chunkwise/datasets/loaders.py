@@ -16,7 +16,7 @@ suffix     library            what the extracted text loses
 .docx      python-docx (MIT)  headers, footers, footnotes, comments and text boxes; paragraphs
                               are joined by a blank line, table rows become ``cell | cell``
                               lines in document order
-.html .htm BeautifulSoup (MIT)  scripts, styles, the head and markup; block elements become
+.html .htm BeautifulSoup (MIT)  scripts, styles, the head, navigation menus and markup; block elements become
                               paragraphs, table rows ``cell | cell`` lines, runs of spaces one
                               space (so ``<pre>`` loses its indentation); link targets and
                               images are dropped
@@ -162,7 +162,7 @@ def _read_html(path: Path, name: str, encoding: str) -> str:
         raise UnreadableDocument(name, "needs the beautifulsoup4 package to be read (pip install beautifulsoup4).") from exc
     raw = path.read_bytes()
     soup = BeautifulSoup(raw, "html.parser", from_encoding=None if encoding.lower() in ("utf-8", "utf8") else encoding)
-    for tag in soup(["script", "style", "noscript", "template", "head"]):
+    for tag in soup(["script", "style", "noscript", "template", "head", "nav"]):
         tag.decompose()
     for table in soup.find_all("table"):  # a table becomes one paragraph of "cell | cell" lines
         rows = [" | ".join(c.get_text(" ", strip=True) for c in tr.find_all(["td", "th"])) for tr in table.find_all("tr")]
