@@ -45,3 +45,23 @@ def test_share_under_floor_and_percentiles():
     d = chunk_diagnostics({"t": text}, {"x": {"t": spans}}, floor_tokens=2)
     assert d.loc["x", "share_under_floor"] == pytest.approx(2 / 3, abs=1e-3)
     assert d.loc["x", "max_tokens"] == 8 and d.loc["x", "median_tokens"] == 1.0
+
+
+def test_report_html_shows_each_question_and_marks_the_gold(tmp_path):
+    from chunkwise.evaluation.grid import GridConfig, run_grid
+    from chunkwise.report import report_html
+
+    docs = {"a.txt": "Kale wants 45 cm. Beans climb the fence.", "b.txt": "Leeks need <deep> soil."}
+    import pandas as pd
+
+    q = pd.DataFrame({"question_id": ["Q1"], "question": ["beans fence?"], "corpus_id": ["a.txt"],
+                      "references": [[{"start_index": 18, "end_index": 40}]]})
+    res = run_grid(docs, q, GridConfig(chunkers=["Sentence:8"], retrievers=["bm25"], top_k=[1]),
+                   cache_dir=tmp_path, show_progress=False)
+    page = report_html(res, docs, res.diagnostics(docs))
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
+    assert "recall 100%</span> Q1: beans fence?" in page
+    assert "<mark>Beans climb the fence.</mark>" in page  # the retrieved chunk, gold marked
+    assert "found by 1 of 1 cells: Sentence 8 | bm25 | k=1" in page and "Chunk diagnostics" in page
+    with pytest.raises(ValueError, match="not in the result"):
+        report_html(res, docs, cell="nope")

@@ -251,3 +251,94 @@ def chunk_boundaries_html(
         f"<title>{html.escape(title)}: chunk boundaries</title><style>{_CSS}</style></head>"
         f"<body>{''.join(body)}</body></html>\n"
     )
+
+
+def _chunk_text(text: str, start: int, end: int, refs: Sequence[tuple[int, int]]) -> str:
+    """A retrieved chunk with the characters of the gold excerpts marked (HTML-escaped)."""
+    out, pos = [], start
+    marks = sorted((max(a, start), min(b, end)) for a, b in refs if a < end and start < b)
+    for a, b in marks:
+        if a > pos:
+            out.append(html.escape(text[pos:a]))
+        out.append(f"<mark>{html.escape(text[max(a, pos):b])}</mark>")
+        pos = max(pos, b)
+    out.append(html.escape(text[pos:end]))
+    return "".join(out)  # chunks are shown whole: they are what the reader gets
+
+
+def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame | None = None, *,
+                cell: str | None = None, title: str = "chunkwise report") -> str:
+    """A standalone HTML page: the grid table, the chunk diagnostics, and one section per question
+    showing which cells found it and the chunks that ``cell`` retrieved, gold characters marked.
+
+    Parameters
+    ----------
+    result : GridResult
+        From :func:`chunkwise.evaluation.grid.run_grid` (its ``rankings`` and ``chunk_objects``).
+    docs : mapping name -> text
+    diagnostics : DataFrame, optional
+        :meth:`GridResult.diagnostics`; omitted when None.
+    cell : str, optional
+        The cell whose retrieved chunks are shown (default the cell with the highest mean
+        recall).
+    title : str
+
+    Returns
+    -------
+    str
+        A complete HTML document: inline CSS, no scripts, nothing loaded from the network, every
+        text HTML-escaped.
+
+    Raises
+    ------
+    ValueError
+        If ``cell`` is not a cell of the result.
+    """
+    table = result.table
+    if cell is None:
+        cell = str(table.sort_values(["recall", "precision"], ascending=False, kind="stable").iloc[0]["cell"])
+    if cell not in set(table["cell"]):
+        raise ValueError(f"cell {cell!r} is not in the result.")
+    row = table[table["cell"] == cell].iloc[0]
+    label, retriever, k = str(row["chunker"]), str(row["retriever"]), int(row["k"])
+    ranked_all = result.rankings[label][retriever]
+    chunks = [c for cs in result.chunk_objects[label].values() for c in cs]
+    doc_of = [d for d, cs in result.chunk_objects[label].items() for _ in cs]
+    recall = result.per_question.pivot(index="question_id", columns="cell", values="recall")
+    cols = ["cell", "recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "retrieved_tokens"]
+    shown = table[[c for c in cols if c in table.columns]].copy()
+    for c in ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr"):
+        if c in shown.columns:
+            shown[c] = (100 * shown[c]).round(1)
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title><style>"
+        "body{font-family:sans-serif;max-width:70em;margin:1em auto;line-height:1.4} table{border-collapse:collapse;"
+        "font-size:90%} td,th{border:1px solid #ccc;padding:2px 6px} mark{background:#fde68a} .miss{color:#b91c1c}"
+        " .hit{color:#15803d} .chunk{border-left:3px solid #93c5fd;padding:2px 8px;margin:4px 0;white-space:pre-wrap}"
+        " details{margin:0.6em 0}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        "<h2>Cells (percent)</h2>", shown.to_html(index=False, escape=True),
+    ]
+    if diagnostics is not None:
+        parts += ["<h2>Chunk diagnostics</h2>", diagnostics.to_html(escape=True)]
+    parts.append(f"<h2>Questions</h2><p>Retrieved chunks of <b>{html.escape(cell)}</b>; gold characters are "
+                 "marked. Each question lists the cells that found any of its answer (recall &gt; 0).</p>")
+    for i, q in enumerate(result.questions.itertuples()):
+        qid = str(q.question_id)
+        refs = [(int(r["start_index"]), int(r["end_index"])) if isinstance(r, Mapping) else (int(r[0]), int(r[1]))
+                for r in q.references]
+        found = [c for c in recall.columns if recall.loc[qid, c] > 0] if qid in recall.index else []
+        r_here = float(recall.loc[qid, cell]) if qid in recall.index else float("nan")
+        status = "hit" if r_here > 0 else "miss"
+        parts.append(f"<details><summary><span class='{status}'>recall {100 * r_here:.0f}%</span> "
+                     f"{html.escape(qid)}: {html.escape(str(q.question))}</summary>")
+        parts.append(f"<p>document {html.escape(str(q.corpus_id))}; found by {len(found)} of {len(recall.columns)} "
+                     f"cells{': ' + html.escape(', '.join(found[:12])) + (' ...' if len(found) > 12 else '') if found else ''}</p>")
+        for rank, j in enumerate(ranked_all[i][:k], 1):
+            c, d = chunks[j], doc_of[j]
+            mine = refs if d == str(q.corpus_id) else []
+            parts.append(f"<div class='chunk'><small>#{rank} {html.escape(d)} [{c.start}, {c.end})</small>\n"
+                         f"{_chunk_text(docs[d], c.start, c.end, mine)}</div>")
+        parts.append("</details>")
+    parts.append("</body></html>")
+    return "".join(parts)

@@ -544,8 +544,10 @@ class GridResult:
 
         Files: ``table.csv`` (one row per cell), ``per_question.csv``, ``report.json``,
         ``recall_vs_tokens.png`` and ``recall_by_k.png`` (figures, see
-        :mod:`chunkwise.report`), and with ``docs`` given ``diagnostics.csv`` (:meth:`diagnostics`)
-        and ``boundaries.html``: one document
+        :mod:`chunkwise.report`), and with ``docs`` given ``diagnostics.csv`` (:meth:`diagnostics`),
+        ``report.html`` (the table, the diagnostics and a per-question view: which cells found
+        each question, the best cell's retrieved chunks with the gold marked;
+        :func:`chunkwise.report.report_html`) and ``boundaries.html``: one document
         (``document``, default the one with the most questions) with every chunker's boundaries
         and the gold excerpts; a document longer than ``max_chars`` characters is drawn from a
         quarter window before its first excerpt, ``max_chars`` characters long.
@@ -596,7 +598,10 @@ class GridResult:
             paths["boundaries"] = out / "boundaries.html"
             paths["boundaries"].write_text(html, encoding="utf-8")
             paths["diagnostics"] = out / "diagnostics.csv"
-            self.diagnostics(docs).to_csv(paths["diagnostics"])
+            diag = self.diagnostics(docs)
+            diag.to_csv(paths["diagnostics"])
+            paths["html"] = out / "report.html"
+            paths["html"].write_text(report.report_html(self, docs, diag), encoding="utf-8")
         return paths
 
     def diagnostics(self, docs: Mapping[str, str], floor_tokens: int = 32) -> pd.DataFrame:
