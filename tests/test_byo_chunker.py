@@ -92,3 +92,15 @@ def test_a_misspelled_kwarg_is_a_clear_error(tmp_path):
                                 "retrievers": ["bm25"], "top_k": [1]})
     with pytest.raises(ValueError, match=r"building it with kwargs \{'minchars': 3\} failed .*check the kwargs table"):
         run_grid(DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)
+
+
+def test_chonkie_chunkers_keep_their_offsets():
+    chonkie = pytest.importorskip("chonkie")
+
+    text = TEXT * 4
+    for chunker in (chonkie.TokenChunker(chunk_size=30, chunk_overlap=5), chonkie.SentenceChunker(chunk_size=40),
+                    chonkie.RecursiveChunker(chunk_size=40)):
+        theirs = chunker.chunk(text)
+        ours = adapt_chunker(chunker).split(text)
+        assert [(c.start, c.end) for c in ours] == [(c.start_index, c.end_index) for c in theirs]
+        assert all(text[c.start:c.end] == c.text for c in ours) and len(ours) > 3
