@@ -104,3 +104,20 @@ def test_chonkie_chunkers_keep_their_offsets():
         ours = adapt_chunker(chunker).split(text)
         assert [(c.start, c.end) for c in ours] == [(c.start_index, c.end_index) for c in theirs]
         assert all(text[c.start:c.end] == c.text for c in ours) and len(ours) > 3
+
+
+def test_a_plugin_from_a_temporary_module(tmp_path, monkeypatch):
+    (tmp_path / "tmp_clauses.py").write_text(
+        "class Halves:\n"
+        "    def __init__(self, parts=2):\n"
+        "        self.parts = parts\n"
+        "    def split(self, text):\n"
+        "        step = -(-len(text) // self.parts)\n"
+        "        return [(i, min(i + step, len(text))) for i in range(0, len(text), step)]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = GridConfig.from_dict({"chunkers": [{"chunker": "tmp_clauses:Halves", "kwargs": {"parts": 3}}],
+                                "retrievers": ["bm25"], "top_k": [1]})
+    res = run_grid(DOCS, questions(), cfg, cache_dir=tmp_path / "c", show_progress=False)
+    # "one two three four five six" (27 chars) in thirds of 9, "seven eight nine ten" (20) in 7 / 7 / 6
+    assert res.chunks["Halves(parts=3)"] == {"a.txt": [(0, 9), (9, 18), (18, 27)], "b.txt": [(0, 7), (7, 14), (14, 20)]}
