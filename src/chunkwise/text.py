@@ -54,6 +54,15 @@ _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 _NEXT_WORD = re.compile(r"\s*(\S)")
 
 
+def whitespace_pattern(excerpt: str) -> re.Pattern[str] | None:
+    """A regex matching ``excerpt`` with any run of whitespace between its words (None when it
+    has no word): how chunkwise finds a passage whose spaces or line breaks were changed."""
+    words = excerpt.split()
+    if not words:
+        return None
+    return re.compile(r"\s+".join(re.escape(w) for w in words))
+
+
 def split_sentences(text: str, mode: SplitMode = "robust") -> list[Chunk]:
     """Split ``text`` into sentences with exact character spans.
 

@@ -20,24 +20,17 @@ a chunk placed at a guessed offset.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from chunkwise.chunk import Chunk
+from chunkwise.text import whitespace_pattern
 
 __all__ = ["OffsetRecoveryError", "adapt_chunker", "locate_pieces"]
 
 
 class OffsetRecoveryError(ValueError):
     """A chunk of a foreign splitter whose text is not a slice of the document."""
-
-
-def _ws_pattern(piece: str) -> re.Pattern[str] | None:
-    words = piece.split()
-    if not words:
-        return None
-    return re.compile(r"\s+".join(re.escape(w) for w in words))
 
 
 def locate_pieces(text: str, pieces: Sequence[str], *, who: str = "the splitter") -> list[Chunk]:
@@ -75,7 +68,7 @@ def locate_pieces(text: str, pieces: Sequence[str], *, who: str = "the splitter"
         start = text.find(piece, cursor)
         end = start + len(piece)
         if start < 0:
-            pattern = _ws_pattern(piece)
+            pattern = whitespace_pattern(piece)
             m = pattern.search(text, cursor) if pattern is not None else None
             if m is None:
                 raise OffsetRecoveryError(

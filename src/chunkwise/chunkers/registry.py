@@ -168,31 +168,27 @@ def is_import_path(text: str) -> bool:
 
 
 def _load_import_path(path: str) -> Any:
-    import importlib
-
     import os
+    import pkgutil
     import sys
 
     module_name, attr = path.split(":", 1)
     try:
         try:
-            obj: Any = importlib.import_module(module_name)
+            return pkgutil.resolve_name(path)
         except ModuleNotFoundError:
             # a module in the current folder, as `python -m` would find it
             if os.getcwd() in sys.path or "" in sys.path:
                 raise
             sys.path.append(os.getcwd())
-            obj = importlib.import_module(module_name)
+            return pkgutil.resolve_name(path)
+    except AttributeError:
+        raise ValueError(f"chunker {path!r}: module {module_name!r} has no attribute {attr!r}.") from None
     except ImportError as exc:
         raise ValueError(
             f"chunker {path!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
             "is its package installed in this environment (or on PYTHONPATH)?"
         ) from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"chunker {path!r}: module {module_name!r} has no attribute {attr!r}.")
-        obj = getattr(obj, part)
-    return obj
 
 
 def _entry_point(name: str) -> Any | None:

@@ -52,6 +52,7 @@ from typing import Any
 
 import pandas as pd
 
+from chunkwise.text import whitespace_pattern
 from chunkwise.datasets.loaders import LOADERS, Documents, SkippedFile, UnreadableDocument, read_document
 
 __all__ = [
@@ -213,29 +214,14 @@ def _record(raw: Mapping[str, Any], row: int, source: str) -> dict[str, Any]:
     }
 
 
-def read_questions(path: PathLike, *, encoding: str = "utf-8") -> list[dict[str, Any]]:
-    """Parse a questions file (CSV, JSONL or YAML; see the module docstring) without checking it.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        ``.csv``, ``.jsonl`` / ``.json`` (one object per line, or a JSON list), ``.yaml`` /
-        ``.yml`` (a list of mappings, or a mapping with a ``questions`` list).
-    encoding : str, default "utf-8"
-
-    Returns
-    -------
-    list of dict
-        ``question_id``, ``row`` (1-based record number), ``question``, ``document`` (None when
-        not given), ``references``: list of ``{"content", "start_index", "end_index"}``
-        (offsets None for plain excerpts).
+def read_records(path: PathLike, *, encoding: str = "utf-8") -> tuple[list[Any], Path]:
+    """The raw records of a questions file: CSV rows, JSON Lines / a JSON list, or a YAML list
+    (or a mapping with a ``questions`` list), with the file's path.
 
     Raises
     ------
     ValueError
-        For a missing or empty file, an unknown suffix, malformed CSV / JSON / YAML, a record
-        without ``question`` or without any excerpt, duplicate question ids, or YAML without
-        PyYAML installed.
+        For a missing or undecodable file, an unknown suffix, or malformed CSV / JSON / YAML.
     """
     p = Path(path).expanduser()
     if not p.is_file():
@@ -290,6 +276,34 @@ def read_questions(path: PathLike, *, encoding: str = "utf-8") -> list[dict[str,
         records = loaded
     else:
         raise ValueError(f"questions file {p.name} has an unknown suffix {suffix!r}; use .csv, .jsonl or .yaml.")
+    return records, p
+
+
+def read_questions(path: PathLike, *, encoding: str = "utf-8") -> list[dict[str, Any]]:
+    """Parse a questions file (CSV, JSONL or YAML; see the module docstring) without checking it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.csv``, ``.jsonl`` / ``.json`` (one object per line, or a JSON list), ``.yaml`` /
+        ``.yml`` (a list of mappings, or a mapping with a ``questions`` list).
+    encoding : str, default "utf-8"
+
+    Returns
+    -------
+    list of dict
+        ``question_id``, ``row`` (1-based record number), ``question``, ``document`` (None when
+        not given), ``references``: list of ``{"content", "start_index", "end_index"}``
+        (offsets None for plain excerpts).
+
+    Raises
+    ------
+    ValueError
+        For a missing or empty file, an unknown suffix, malformed CSV / JSON / YAML, a record
+        without ``question`` or without any excerpt, duplicate question ids, or YAML without
+        PyYAML installed.
+    """
+    records, p = read_records(path, encoding=encoding)
     if not records:
         raise ValueError(f"questions file {p.name} holds no questions.")
     out = []
@@ -311,13 +325,6 @@ def read_questions(path: PathLike, *, encoding: str = "utf-8") -> list[dict[str,
 # --------------------------------------------------------------------------------------
 # locating excerpts
 # --------------------------------------------------------------------------------------
-
-
-def _ws_pattern(excerpt: str) -> re.Pattern[str] | None:
-    words = excerpt.split()
-    if not words:
-        return None
-    return re.compile(r"\s+".join(re.escape(w) for w in words))
 
 
 def locate_excerpt(text: str, excerpt: str, limit: int = 50) -> tuple[list[tuple[int, int]], str]:
@@ -348,7 +355,7 @@ def locate_excerpt(text: str, excerpt: str, limit: int = 50) -> tuple[list[tuple
             i = text.find(excerpt, i + 1)
     if spans:
         return spans, "exact"
-    pat = _ws_pattern(excerpt)
+    pat = whitespace_pattern(excerpt)
     if pat is None:
         return [], ""
     pos = 0

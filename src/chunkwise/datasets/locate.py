@@ -16,7 +16,6 @@ shared word).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,38 +26,26 @@ __all__ = ["candidate_passages", "read_plain_questions"]
 
 
 def read_plain_questions(path: str | Path, *, encoding: str = "utf-8") -> list[dict[str, Any]]:
-    """Questions without excerpts: ``.txt`` (one per line), ``.csv`` or ``.jsonl`` with a
-    ``question`` field (and optionally ``document`` and ``question_id``).
+    """Questions without excerpts: ``.txt`` (one per line), or CSV / JSONL / YAML records with a
+    ``question`` field (and optionally ``document`` and ``question_id``), read as
+    :func:`chunkwise.datasets.local.read_records` reads a questions file.
 
     Raises
     ------
     ValueError
-        For a missing file, an unknown suffix, a record without ``question``, or no question.
+        For a missing file, an unknown suffix, malformed records, a record without
+        ``question``, or no question.
     """
-    import csv
+    from chunkwise.datasets.local import read_records
 
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise ValueError(f"questions file {str(path)!r} does not exist.")
-    text = p.read_text(encoding=encoding)
-    suffix = p.suffix.lower()
-    if suffix == ".txt":
-        rows: list[Mapping[str, Any]] = [{"question": line.strip()} for line in text.splitlines() if line.strip()]
-    elif suffix == ".csv":
-        rows = list(csv.DictReader(text.splitlines()))
-    elif suffix in (".jsonl", ".json"):
-        rows = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{p.name} line {i} is not valid JSON ({exc.msg}).") from exc
+    if p.suffix.lower() == ".txt" and p.is_file():
+        rows: list[Any] = [{"question": line.strip()} for line in p.read_text(encoding=encoding).splitlines() if line.strip()]
     else:
-        raise ValueError(f"questions file {p.name}: use .txt (one question per line), .csv or .jsonl.")
+        rows, p = read_records(p, encoding=encoding)
     out = []
     for i, r in enumerate(rows, 1):
-        q = str(r.get("question") or "").strip()
+        q = str(r.get("question") or "").strip() if isinstance(r, Mapping) else ""
         if not q:
             raise ValueError(f"{p.name} record {i} has no question.")
         doc = r.get("document")

@@ -27,24 +27,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from chunkwise.evaluation.spans import _reference_pairs
+
 __all__ = ["best_reading", "expand_readings", "relevant_targets"]
 
 
-def _pairs(refs: Any) -> list[tuple[int, int]]:
-    out = []
-    for r in refs:
-        if isinstance(r, dict):
-            out.append((int(r["start_index"]), int(r["end_index"])))
-        else:
-            out.append((int(r[0]), int(r[1])))
-    return out
-
-
 def _readings_of(row: Any) -> list[tuple[str, list[tuple[int, int]]]]:
+    def pairs(refs: Any) -> list[tuple[int, int]]:
+        return [(int(s), int(e)) for s, e in _reference_pairs(refs, row["question_id"])]
+
     readings = row.get("readings") if hasattr(row, "get") else None
     if isinstance(readings, list) and readings:
-        return [(str(r["corpus_id"]), _pairs(r["references"])) for r in readings]
-    return [(str(row["corpus_id"]), _pairs(row["references"]))]
+        return [(str(r["corpus_id"]), pairs(r["references"])) for r in readings]
+    return [(str(row["corpus_id"]), pairs(row["references"]))]
 
 
 def expand_readings(questions: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
