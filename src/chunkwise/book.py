@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import contextlib
 import logging
 import math
@@ -42,6 +43,7 @@ __all__ = [
     "PROFILES_DIR",
     "available_profiles",
     "check_cell_timeout",
+    "check_chapter",
     "check_notebook",
     "check_output_dir",
     "check_parameter_type",
@@ -56,6 +58,7 @@ __all__ = [
     "registered_notebooks",
     "resolve_notebook",
     "chapter_status",
+    "reader_problems",
     "status_markdown",
     "write_status_page",
 ]
@@ -77,6 +80,14 @@ PROFILE_ABOUT_KEY = "_about"
 #: Tag of the note added to a chapter executed under a profile.
 PROFILE_NOTE_TAG = "parameter-profile-note"
 DEFAULT_KERNEL = "python3"
+#: Tag of a chapter's second cell: the "What this chapter finds" box, glued from the run.
+ANSWER_TAG = "answer-box"
+#: Tag of the cell that lists a chapter's learning objectives.
+OBJECTIVES_TAG = "learning-objectives"
+#: Tag of the code cells of an exercise's solution (executed with the chapter, shown folded).
+SOLUTION_TAG = "solution"
+#: How many exercises a chapter has.
+EXERCISES_PER_CHAPTER = (2, 4)
 
 # Marks a default that is not a Python literal (e.g. ``Path("x")``): its type is unknown.
 _NOT_A_LITERAL = object()
@@ -330,6 +341,131 @@ def check_notebook(path: str | os.PathLike[str]) -> list[str]:
     if problems:
         raise NotebookCheckError(f"{path}: " + "; ".join(problems))
     return names
+
+
+_GLUE_REF = re.compile(r"\{glue(?::md|:text|:any)?\}`([^`]+)`|```\{glue(?::md|:any)?\}\s+(\S+)")
+_EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n(?:[ \t]*:[^\n]*\n)*?[ \t]*:label:[ \t]*(\S+)")
+_SOLUTION_START = re.compile(r"```\{solution-start\}[ \t]+(\S+)")
+_SOLUTION_END = re.compile(r"```\{solution-end\}")
+
+
+def check_chapter(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Check that a chapter notebook follows the book's conventions for readers and teachers.
+
+    On top of :func:`check_notebook`'s rules, a chapter has:
+
+    - a first cell that is Markdown and starts with the ``# `` title;
+    - a second cell, Markdown, tagged ``answer-box``: an admonition titled "What this chapter
+      finds" whose text is glued from the run (``{glue:md}`` references, glued by a code cell
+      with ``myst_nb.glue``; :func:`reader_problems` checks in the executed copy that they were);
+    - a Markdown cell tagged ``learning-objectives`` among its first five cells;
+    - 2 to 4 exercises (sphinx-exercise ``{exercise}`` directives with a ``:label:``), each with a
+      ``{solution-start} <label>`` ... ``{solution-end}`` pair that holds at least one code cell
+      tagged ``solution`` (executed with the chapter, so a solution that raises fails the run).
+
+    Returns
+    -------
+    dict
+        ``answer_keys`` (glue keys of the answer box), ``exercises`` (labels, in order).
+
+    Raises
+    ------
+    NotebookCheckError
+        Listing every problem found.
+    """
+    nb = _read(path)
+    cells = nb.cells
+    problems: list[str] = []
+    if not cells or cells[0].cell_type != "markdown" or not cells[0].source.lstrip().startswith("# "):
+        problems.append("the first cell must be Markdown starting with the chapter's '# ' title")
+    answer_keys: list[str] = []
+    if len(cells) < 2 or ANSWER_TAG not in _tags(cells[1]) or cells[1].cell_type != "markdown":
+        problems.append(f"the second cell must be a Markdown cell tagged {ANSWER_TAG!r} (the chapter's answer box)")
+    else:
+        box = cells[1].source
+        if "What this chapter finds" not in box:
+            problems.append("the answer box must be titled 'What this chapter finds'")
+        answer_keys = [a or b for a, b in _GLUE_REF.findall(box)]
+        if not answer_keys:
+            problems.append("the answer box glues nothing from the run (use {glue:md}`key`)")
+    if not any(OBJECTIVES_TAG in _tags(c) and c.cell_type == "markdown" for c in cells[:5]):
+        problems.append(f"no Markdown cell tagged {OBJECTIVES_TAG!r} among the first five cells")
+    labels: list[str] = []
+    open_label: str | None = None
+    solution_cells: dict[str, int] = {}
+    for i, c in enumerate(cells):
+        if c.cell_type == "markdown":
+            for m in re.finditer(
+                r"```\{exercise\}.*?```|```\{solution-start\}[^\n]*|```\{solution-end\}", c.source, re.S
+            ):
+                text = m.group(0)
+                if text.startswith("```{exercise}"):
+                    lab = _EXERCISE.match(text + "\n")
+                    if not lab:
+                        problems.append(f"cell {i}: an exercise has no ':label:'")
+                    else:
+                        labels.append(lab.group(1))
+                elif text.startswith("```{solution-start}"):
+                    start = _SOLUTION_START.match(text)
+                    if open_label is not None:
+                        problems.append(f"cell {i}: solution of {open_label!r} is not closed before the next one")
+                    open_label = start.group(1) if start else "?"
+                    solution_cells.setdefault(open_label, 0)
+                else:
+                    if open_label is None:
+                        problems.append(f"cell {i}: solution-end without solution-start")
+                    open_label = None
+        elif open_label is not None and SOLUTION_TAG in _tags(c):
+            solution_cells[open_label] += 1
+    if open_label is not None:
+        problems.append(f"the solution of {open_label!r} is never closed (solution-end)")
+    lo, hi = EXERCISES_PER_CHAPTER
+    if not lo <= len(labels) <= hi:
+        problems.append(f"{len(labels)} exercises; a chapter has {lo} to {hi}")
+    for lab in labels:
+        if lab not in solution_cells:
+            problems.append(f"exercise {lab!r} has no solution (solution-start {lab})")
+        elif solution_cells[lab] == 0:
+            problems.append(f"the solution of {lab!r} has no code cell tagged {SOLUTION_TAG!r}")
+    if problems:
+        raise NotebookCheckError(f"{path}: " + "; ".join(problems))
+    return {"answer_keys": answer_keys, "exercises": labels}
+
+
+def reader_problems(path: str | os.PathLike[str]) -> list[str]:
+    """What an executed chapter shows a reader that the book does not allow.
+
+    - a figure (an ``image/png`` or ``image/svg+xml`` output) from a cell without a caption
+      (cell metadata ``mystnb.figure.caption``);
+    - a cell tagged ``solution`` that was not executed;
+    - a ``{glue...}`` reference in a Markdown cell to a key that no output of the run glued.
+
+    Returns
+    -------
+    list of str
+        One line per problem (empty when none).
+    """
+    nb = _read(path)
+    out: list[str] = []
+    name = Path(path).name
+    glued = {
+        o.get("metadata", {}).get("scrapbook", {}).get("name")
+        for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    }
+    for i, c in enumerate(nb.cells):
+        if c.cell_type == "markdown":
+            for key in sorted({a or b for a, b in _GLUE_REF.findall(c.source)} - glued):
+                out.append(f"{name} cell {i}: {{glue}} of {key!r}, which the run did not glue")
+    for i, c in enumerate(nb.cells):
+        if c.cell_type != "code":
+            continue
+        images = [o for o in c.get("outputs", []) if {"image/png", "image/svg+xml"} & set(o.get("data", {}))]
+        caption = c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption")
+        if images and not caption:
+            out.append(f"{name} cell {i}: a figure without a caption (set metadata mystnb.figure.caption)")
+        if SOLUTION_TAG in _tags(c) and c.get("execution_count") is None:
+            out.append(f"{name} cell {i}: an exercise solution that was not executed")
+    return out
 
 
 # ---------------------------------------------------------------- CLI value typing

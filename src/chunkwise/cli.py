@@ -316,6 +316,14 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
             "notebooks in the book store error outputs (rerun `chunkwise run-notebooks`):\n"
             + "\n".join(f"    {e}" for e in errors)
         )
+    from chunkwise.book import reader_problems
+
+    shown_to_readers = [p for nb in _toc_notebooks(book_dir) for p in reader_problems(nb)]
+    if shown_to_readers:
+        problems.append(
+            "chapters show readers what the book does not allow (rerun `chunkwise run-notebooks` after fixing):\n"
+            + "\n".join(f"    {p}" for p in shown_to_readers)
+        )
     html_dir = book_dir / HTML
     if strict and rc == 0 and html_dir.is_dir():
         remote = remote_assets(html_dir)
