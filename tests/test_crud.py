@@ -990,3 +990,23 @@ def test_same_context_share_compares_retrieved_sets():
     assert cx.same_context_share(answers, "tree", "dense") == (1, 2)  # order does not matter
     assert cx.same_context_share(answers, "kgp", "dense") == (1, 1)
     assert cx.same_context_share(answers, "none", "dense") == (0, 0)
+
+
+def test_ordering_result_compares_pg_rag_with_the_best_baseline_on_shared_questions():
+    from chunkwise.experiments import crud as cx
+
+    n = 12
+    scores = _scores_frame({
+        "dense": [0.5] * n, "bm25": [0.3] * n, "none": [0.9] * n,  # no retrieval never counts as a baseline
+        "pg": [0.0] * n, "pg_rag": [0.7] * n,
+    })
+    got = cx.ordering_result(scores, n_resamples=500)
+    # best baseline: dense (0.5 > 0.3); PG-RAG minus it is +20 points on every question
+    assert got == {"pg_rag_vs_best_doc1": "PG-RAG ahead", "pg_rag_vs_best_doc1_ci": "+20.0 [+20.0, +20.0]",
+                   "best_baseline_doc1": "DPR"}
+    worse = _scores_frame({"dense": [0.5] * n, "pg_rag": [0.4, 0.6] * (n // 2)})
+    assert cx.ordering_result(worse, n_resamples=500)["pg_rag_vs_best_doc1"] == "cannot tell"
+    few = _scores_frame({"dense": [0.5] * 3, "pg_rag": [0.9] * 3})
+    assert cx.ordering_result(few)["pg_rag_vs_best_doc1_ci"] == "+40.0 (no interval: 3 shared questions)"
+    with pytest.raises(ValueError, match="no scores for 'pg_rag'"):
+        cx.ordering_result(_scores_frame({"dense": [0.5] * 3}))

@@ -213,7 +213,12 @@ def test_crud_findings_results_cover_every_chapter3_claim():
     assert got["abstract_bleu_1doc"] == pytest.approx(34.39, abs=0.01)
     assert got["abstract_f1qe_1doc"] is None  # PG-RAG has no F1 here
     claims = fd.load_claims(CLAIMS)
-    assert fd.missing_keys(claims, {"03_crud_pgrag": got}) == {}
+    # with the ordering question's keys (crud.ordering_result, tested in test_crud.py), nothing is missing
+    assert fd.missing_keys(claims, {"03_crud_pgrag": got}) == {"03_crud_pgrag": [
+        "pg_rag_vs_best_doc1", "best_baseline_doc1", "pg_rag_vs_best_doc1_ci"]}
+    ordering = {"pg_rag_vs_best_doc1": "cannot tell", "pg_rag_vs_best_doc1_ci": "+1.0 [-2.0, +4.0]",
+                "best_baseline_doc1": "DPR"}
+    assert fd.missing_keys(claims, {"03_crud_pgrag": {**got, **ordering}}) == {}
 
 
 # ---------------------------------------------------------------------------- the page
@@ -242,8 +247,10 @@ def test_findings_page_from_synthetic_results(tmp_path):
     fd.write_results("ch1", {"n": 3}, out_dir=book / "generated" / "results")
     fd.write_results("ch3", {"bleu": 54.0, "q": 10}, out_dir=book / "generated" / "results")
     page = fd.write_findings_page(book, claims_path=reg).read_text(encoding="utf-8")
-    assert page.startswith("**4 claims checked in this build:** 1 reproduced, 1 not reproduced, "
-                           "1 not testable here, 1 not run in this build.")
+    # No headline.csv beside this registry: the page starts with every claim and the classes' meanings.
+    assert page.startswith("## Every claim\n\n**4 claims checked in this build:** 1 reproduced, 1 not reproduced, "
+                           "1 not testable here, 1 not run in this build. The classes:")
+    assert "- **not comparable here**: the published number depends on" in page and "(none in this build);" in page
     assert "| chunks \\| with a pipe | row 1 | 2 chunks | 3 chunks | +1 | ±0 chunks | **not reproduced**: we get 3 |" in page
     assert "| BLEU | Table 1 | 55.73 % | 54.00 % | -1.73 | ±2 points | **reproduced** |" in page
     # Groups other than headline and abstract claims fold away under their verdict counts.
@@ -252,11 +259,12 @@ def test_findings_page_from_synthetic_results(tmp_path):
     assert "**not testable here**: an OpenAI key" in page
     assert "run `chunkwise run-notebooks --only ch2`" in page
     # The sources in the book's order: guide, Chroma, PG-RAG.
-    assert page.index("## The semantic-chunking guide") < page.index("## Chroma's technical report") < page.index(
-        "## The PG-RAG paper")
+    assert page.index("### The semantic-chunking guide") < page.index("### Chroma's technical report") < page.index(
+        "### The PG-RAG paper")
     # The overview counts verdicts per table.
-    assert "| guide: G | 2 | 0 | 1 | 0 | 1 |" in page
-    assert "| PG-RAG paper: T | 1 | 1 | 0 | 0 | 0 |" in page
+    # columns: reproduced, not reproduced, inconclusive, not comparable here, not testable here, not run
+    assert "| guide: G | 2 | 0 | 1 | 0 | 0 | 0 | 1 |" in page
+    assert "| PG-RAG paper: T | 1 | 1 | 0 | 0 | 0 | 0 | 0 |" in page
     # A results file that lacks a key the registry needs fails the page (and the build).
     fd.write_results("ch3", {"bleu": 54.0}, out_dir=book / "generated" / "results")
     with pytest.raises(fd.FindingsError, match="ch3: q"):
@@ -304,7 +312,9 @@ def test_chroma_results_cover_every_chapter2_claim():
     assert got["minilm_cluster_200_0_iou"] == pytest.approx(7.2)
     assert got["recall_spread_minilm"] == pytest.approx(83.4 - 70.0)
     assert got["n_chunkers"] == 8 and got["n_questions"] == 30
-    assert fd.missing_keys(fd.load_claims(CLAIMS), {"02_chroma_recall": got}) == {}
+    k_keys = {"k_winner_changes": "no", "k_winner_small": "a", "k_winner_large": "a", "k_large": 20,
+              "k_winner_gap_ci": "0"}  # chroma.k_winner_result (tested in test_grid.py)
+    assert fd.missing_keys(fd.load_claims(CLAIMS), {"02_chroma_recall": {**got, **k_keys}}) == {}
     with pytest.raises(fd.FindingsError, match="recall_mean"):
         fd.chroma_results(mine.drop(columns=["recall_mean"]), report, "all-MiniLM-L6-v2")
 
@@ -314,8 +324,8 @@ def test_build_book_refuses_a_results_file_that_lacks_a_registry_claim(tmp_path,
 
     book = tmp_path / "book"
     (book / "generated" / "results").mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml", "intro.md", "findings.md"):
-        (book / name).write_text((ROOT / "book" / name).read_text(encoding="utf-8"), encoding="utf-8")
+    for src in [*(ROOT / "book").glob("*.md"), *(ROOT / "book").glob("*.yml"), ROOT / "book" / "references.bib"]:
+        (book / src.name).write_text(src.read_text(encoding="utf-8"), encoding="utf-8")
     from chunkwise.book import NOTEBOOKS
 
     for name in NOTEBOOKS:  # every chapter of the real table of contents
@@ -358,3 +368,59 @@ def test_handbook_findings_results_from_a_synthetic_sweep():
     assert got["hotel_cut"] == "Hotel stays are | capped at the city rate"
     # Without the 95th percentile in the sweep the claim cannot be checked: None, not a wrong count.
     assert hb.findings_results(table[table.amount != 95], comparison, texts)["pct_counts"] is None
+
+
+def test_not_comparable_is_kept_apart_from_not_reproduced_and_shows_its_reason():
+    c = claim(published="55.73", cause="ours {k}", not_comparable="generator {gen}, pool {pool} articles")
+    v = fd.verdict(c, {"k": 30.0, "gen": "Qwen 1.5B", "pool": 103})
+    assert (v["verdict"], v["ours"], v["delta"]) == ("not comparable here", "30.00", "-25.73")
+    assert v["detail"] == "generator Qwen 1.5B, pool 103 articles"
+    # Within the tolerance by chance: still not comparable (agreement would be luck, not evidence).
+    assert fd.verdict(c, {"k": 55.0, "gen": "g", "pool": 1})["verdict"] == "not comparable here"
+    # The reason's fields are required results keys.
+    assert fd.required_keys(c) == ["k", "gen", "pool"]
+
+
+def test_a_direction_claim_whose_interval_includes_zero_is_inconclusive():
+    c = claim(kind="exact", published="semantic ahead", tolerance=None, cause="gap {k_ci}")
+    assert fd.verdict(c, {"k": "semantic ahead", "k_ci": "+3 [+1, +5]"})["verdict"] == "reproduced"
+    assert fd.verdict(c, {"k": "fixed ahead", "k_ci": "-3 [-5, -1]"})["verdict"] == "not reproduced"
+    v = fd.verdict(c, {"k": "cannot tell", "k_ci": "-1 [-5, +3]"})
+    assert (v["verdict"], v["detail"]) == ("inconclusive", "gap -1 [-5, +3]")
+
+
+def test_headlines_combine_their_claims_and_link_to_the_section(tmp_path):
+    claims = [claim(claim_id="a-1", chapter="01_x", key="k1", cause="c1 {k1}"),
+              claim(claim_id="a-2", chapter="01_x", key="k2"),
+              claim(claim_id="b", chapter="03_y", key="k3", not_comparable="other generator")]
+    reg = tmp_path / "headline.csv"
+    reg.write_text(
+        ",".join(fd.HEADLINE_COLUMNS) + "\n"
+        'h1,Does A hold?,guide,88.1%,a-*,01_x,"Beside the article: row 1"\n'
+        "h2,Does B hold?,PG-RAG paper,55.73,b,03_y,Every method\n"
+        "h3,Only a-2?,guide,88.1,a-2,01_x,\n", encoding="utf-8")
+    heads = fd.load_headlines(reg, claims)
+    assert heads[0].claims == ("a-*",)
+    rows = fd.evaluate(claims, {"01_x": {"k1": 88.0, "k2": 95.0}, "03_y": {"k3": 10.0}})
+    got = {h["headline_id"]: h for h in fd.headline_rows(heads, rows)}
+    assert (got["h1"]["verdict"], got["h1"]["found"]) == ("mixed", "1 reproduced; 1 not reproduced of 2 claims")
+    assert got["h1"]["link"] == ("[chapter 1: Beside the article: row 1]"
+                                 "(/generated/01_x.ipynb#beside-the-article-row-1)")
+    assert (got["h2"]["verdict"], got["h2"]["found"]) == ("not comparable here", "10.0 % (other generator)")
+    assert (got["h3"]["verdict"], got["h3"]["found"]) == ("not reproduced", "95.0 %")
+    assert got["h3"]["link"] == "[chapter 1](/generated/01_x.ipynb)"
+    page = fd.findings_markdown(rows, list(got.values()))
+    assert page.startswith("## The headline questions")
+    assert "| Does B hold? | 55.73 (PG-RAG paper) | 10.0 % (other generator) | **not comparable here** |" in page
+    # A pattern that matches no claim is an error naming the row.
+    reg.write_text(",".join(fd.HEADLINE_COLUMNS) + "\nh1,Q?,guide,1,zzz-*,01_x,\n", encoding="utf-8")
+    with pytest.raises(fd.FindingsError, match="zzz-\\* match no claim"):
+        fd.load_headlines(reg, claims)
+
+
+def test_the_real_headline_registry_names_only_registered_claims():
+    heads = fd.load_headlines(CLAIMS.with_name("headline.csv"), fd.load_claims(CLAIMS))
+    assert 15 <= len(heads) <= 20
+    assert {h.chapter for h in heads} >= {
+        "01_handbook_boundaries", "02_chroma_recall", "03_crud_pgrag", "04_your_own_data", "05_strategies",
+        "06_stitched_vs_real"}

@@ -325,3 +325,26 @@ def test_sentence_and_structure_specs_run_their_chunkers(tmp_path):
     assert res.table.set_index("chunker").loc["Structure 20", "recall"] == 1.0
     with pytest.raises(ValueError, match="Structure takes no overlap"):
         GridConfig(chunkers=["Structure:20:5"])
+
+
+def test_k_winner_result_names_a_change_only_when_both_leads_exceed_the_noise(monkeypatch):
+    from types import SimpleNamespace
+
+    from chunkwise.experiments import chroma as ch
+
+    grid = SimpleNamespace(config=SimpleNamespace(top_k=[1, 5, 10]))
+    ranking = pd.DataFrame({"retriever": ["dense"] * 3, "k": [1, 5, 10], "best": ["A", "A", "B"]})
+    # (a, b, k) -> (difference, low, high) of a minus b, in points
+    table = {("A", "B", 10): (-3.0, -5.0, -1.0), ("A", "B", 5): (2.0, 0.5, 3.5)}
+    monkeypatch.setattr(ch, "pair_difference", lambda g, a, b, m, r, k, n, s: table[(a, b, k)])
+    got = ch.k_winner_result(grid, ranking, ref_k=5)
+    assert got == {"k_winner_small": "A", "k_winner_large": "B", "k_large": 10, "k_winner_changes": "yes",
+                   "k_winner_gap_ci": "-3.0 [-5.0, -1.0]"}
+    table[("A", "B", 5)] = (2.0, -0.5, 3.5)  # the old winner's lead at k=5 is within the noise
+    assert ch.k_winner_result(grid, ranking, ref_k=5)["k_winner_changes"] == "cannot tell"
+    ranking.loc[2, "best"] = "A"
+    assert ch.k_winner_result(grid, ranking, ref_k=5)["k_winner_changes"] == "no"
+    with pytest.raises(ValueError, match="smaller than its largest"):
+        ch.k_winner_result(grid, ranking, ref_k=10)
+    with pytest.raises(ValueError, match="no retriever 'bm25'"):
+        ch.k_winner_result(grid, ranking, ref_k=5, retriever="bm25")

@@ -21,9 +21,19 @@ Verdicts (:func:`verdict`):
   tolerance is in the claim's unit), or kind ``exact`` with ours equal to the published text;
 - ``not reproduced``: otherwise, followed by the claim's ``cause`` with the chapter's measured
   values filled in (``{key}`` placeholders name keys of the same results file);
+- ``not comparable here``: the claim's ``not_comparable`` column gives a reason (a different
+  generator, data pool or embedder) why this machine's number cannot be held against the published
+  one by construction; ours and the delta are still shown, and the reason (filled like ``cause``)
+  replaces the cause. Kept apart from ``not reproduced``, which says the run disagrees;
+- ``inconclusive``: an ``exact`` claim about a direction whose measured word is one of
+  :data:`INCONCLUSIVE_WORDS` (its paired interval includes 0);
 - ``not testable here``: kind ``untestable``, followed by ``needs`` (placeholders filled the same
   way);
 - ``not run in this build``: the chapter's results file does not exist.
+
+4. **Headline questions** ``data/findings/headline.csv``: about fifteen questions, each answered by
+   one or more claims of the registry; :func:`headline_rows` combines their verdicts and
+   :func:`findings_markdown` shows them first, with a link to the chapter section that shows them.
 """
 
 from __future__ import annotations
@@ -47,8 +57,14 @@ __all__ = [
     "RESULTS_ENV",
     "chroma_recall_spread",
     "chroma_results",
+    "VERDICTS",
+    "VERDICT_MEANINGS",
+    "Headline",
     "evaluate",
     "findings_markdown",
+    "headline_rows",
+    "load_headlines",
+    "section_link",
     "load_claims",
     "load_results",
     "missing_keys",
@@ -69,17 +85,38 @@ KINDS = ("number", "exact", "untestable")
 #: Columns of ``data/findings/claims.csv``, in order.
 CLAIM_COLUMNS = (
     "claim_id", "source", "location", "group", "claim", "published", "unit", "kind", "tolerance",
-    "chapter", "key", "cross_check", "cause", "needs",
+    "chapter", "key", "cross_check", "cause", "needs", "not_comparable",
 )
+#: Columns a registry may leave out (older files): they read as empty.
+OPTIONAL_COLUMNS = ("not_comparable",)
+#: Verdict classes, in the order the page counts them.
+VERDICTS = (
+    "reproduced", "not reproduced", "inconclusive", "not comparable here", "not testable here", "not run in this build",
+)
+#: What each verdict class means (the page's counts line and legend).
+VERDICT_MEANINGS = {
+    "reproduced": "ours is within the claim's stated tolerance (or the same text or direction)",
+    "not reproduced": "ours is outside the tolerance, or the direction differs; the verdict names the measured cause",
+    "inconclusive": "a claim about which method is ahead where our paired 95% interval includes 0",
+    "not comparable here": (
+        "the published number depends on something this book does not have by construction (a different "
+        "generator, data pool or embedder), so a difference says nothing about the publication; the reason is given"
+    ),
+    "not testable here": "this offline machine cannot run it; the verdict says what would be needed",
+    "not run in this build": "the chapter's results were not produced for this build",
+}
+#: Measured words of an ``exact`` direction claim that mean "the interval includes 0".
+INCONCLUSIVE_WORDS = ("cannot tell", "inconclusive", "no clear difference", "neither ahead", "tied")
 #: Groups whose table is shown open on the page (group name prefixes); the others are folded.
 OPEN_GROUPS = ("Headline", "Abstract")
 #: Order of sources on the page.
-SOURCE_ORDER = ("guide", "Chroma report", "PG-RAG paper", "Qu/Tu/Bao paper")
+SOURCE_ORDER = ("guide", "Chroma report", "PG-RAG paper", "Qu/Tu/Bao paper", "chunkwise (chapter 4)")
 SOURCE_TITLES = {
     "guide": "The semantic-chunking guide (handbook experiment)",
     "Chroma report": "Chroma's technical report, Evaluating Chunking Strategies for Retrieval (2024)",
     "PG-RAG paper": "The PG-RAG paper (Liang et al., 2024, arXiv 2405.16933)",
     "Qu/Tu/Bao paper": "Is Semantic Chunking Worth the Computational Cost? (Qu, Tu & Bao, Findings of NAACL 2025, arXiv 2410.13070)",
+    "chunkwise (chapter 4)": "This book's own question (chapter 4): can a drafted question set stand in for a published one?",
 }
 
 _EPS = 1e-9
@@ -215,6 +252,7 @@ class Claim:
     cross_check: str
     cause: str
     needs: str
+    not_comparable: str = ""
 
 
 def _template_fields(text: str) -> list[str]:
@@ -240,7 +278,7 @@ def load_claims(path: str | os.PathLike[str] | None = None) -> list[Claim]:
     path = Path(path)
     with path.open(encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(row for row in fh if not row.startswith("#"))
-        missing = [c for c in CLAIM_COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in CLAIM_COLUMNS if c not in (reader.fieldnames or []) and c not in OPTIONAL_COLUMNS]
         if missing:
             raise FindingsError(f"{path} lacks column(s) {', '.join(missing)}; expected {', '.join(CLAIM_COLUMNS)}")
         rows = list(reader)
@@ -273,7 +311,7 @@ def load_claims(path: str | os.PathLike[str] | None = None) -> list[Claim]:
             group=row["group"].strip(), claim=row["claim"].strip(), published=row["published"].strip(),
             unit=row["unit"].strip(), kind=kind, tolerance=tol, chapter=row["chapter"].strip(),
             key=row["key"].strip(), cross_check=row["cross_check"].strip(), cause=row["cause"].strip(),
-            needs=row["needs"].strip(),
+            needs=row["needs"].strip(), not_comparable=(row.get("not_comparable") or "").strip(),
         ))
     return claims
 
@@ -281,7 +319,7 @@ def load_claims(path: str | os.PathLike[str] | None = None) -> list[Claim]:
 def required_keys(claim: Claim) -> list[str]:
     """Results keys the claim needs from its chapter: its ``key`` and every template field."""
     keys = [claim.key] if claim.key else []
-    for text in (claim.cause, claim.needs):
+    for text in (claim.cause, claim.needs, claim.not_comparable):
         keys += [k for k in _template_fields(text) if k not in keys]
     return keys
 
@@ -527,8 +565,8 @@ def verdict(claim: Claim, results: Mapping[str, Any] | None) -> dict[str, str]:
     -------
     dict
         ``ours`` and ``delta`` (text, formatted with the published value's decimals; ``-`` when
-        there is none), ``verdict`` (``"reproduced"``, ``"not reproduced"``, ``"not testable
-        here"`` or ``"not run in this build"``) and ``detail`` (the filled cause or needs).
+        there is none), ``verdict`` (one of :data:`VERDICTS`) and ``detail`` (the filled cause,
+        needs or not-comparable reason).
 
     Raises
     ------
@@ -550,6 +588,18 @@ def verdict(claim: Claim, results: Mapping[str, Any] | None) -> dict[str, str]:
         return {"ours": "-", "delta": "-", "verdict": "not run in this build",
                 "detail": f"no results file for {claim.chapter}: run `chunkwise run-notebooks --only {claim.chapter}`"}
     _require(claim, results)
+    judged = _judge(claim, results, dec)
+    if claim.not_comparable:
+        reason = _fill(claim.not_comparable, results)
+        return {**judged, "verdict": "not comparable here", "detail": reason}
+    if (claim.kind == "exact" and judged["verdict"] == "not reproduced"
+            and _norm(judged["ours"]) in INCONCLUSIVE_WORDS):
+        return {**judged, "verdict": "inconclusive"}
+    return judged
+
+
+def _judge(claim: Claim, results: Mapping[str, Any], dec: int) -> dict[str, str]:
+    """Reproduced or not, from the value alone (see :func:`verdict`)."""
     value = results[claim.key]
     cause = _fill(claim.cause, results) if claim.cause else ""
     if claim.kind == "number":
@@ -608,6 +658,145 @@ def evaluate(
     return rows
 
 
+# ------------------------------------------------------------------------- headline questions
+
+#: Columns of ``data/findings/headline.csv``, in order.
+HEADLINE_COLUMNS = ("headline_id", "question", "source", "published", "claims", "chapter", "section")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One headline question of the findings page (``data/findings/headline.csv``).
+
+    ``claims`` are claim ids of the registry, or ``fnmatch`` patterns of them (``pgrag-t1-*``);
+    ``section`` is the heading, in ``chapter``, of the section that shows the answer.
+    """
+
+    headline_id: str
+    question: str
+    source: str
+    published: str
+    claims: tuple[str, ...]
+    chapter: str
+    section: str
+
+
+def load_headlines(path: str | os.PathLike[str] | None = None, claims: Sequence[Claim] | None = None) -> list[Headline]:
+    """Read the headline questions (default ``<repo>/data/findings/headline.csv``).
+
+    Parameters
+    ----------
+    path : path-like, optional
+    claims : sequence of Claim, optional
+        When given, every id or pattern of a headline must match at least one of them.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    FindingsError
+        Naming the row: missing columns, a repeated id, an empty question or claim list, or (with
+        ``claims``) an id or pattern that matches no claim.
+    """
+    import fnmatch
+
+    if path is None:
+        from chunkwise._env import repo_root as find_repo_root
+
+        path = find_repo_root() / "data" / "findings" / "headline.csv"
+    path = Path(path)
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(row for row in fh if not row.startswith("#"))
+        missing = [c for c in HEADLINE_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise FindingsError(f"{path} lacks column(s) {', '.join(missing)}; expected {', '.join(HEADLINE_COLUMNS)}")
+        rows = list(reader)
+    ids = [c.claim_id for c in claims] if claims is not None else None
+    out: list[Headline] = []
+    seen: set[str] = set()
+    for n, row in enumerate(rows, start=2):
+        where = f"{path} line {n} ({row.get('headline_id')!r})"
+        hid = (row["headline_id"] or "").strip()
+        if not hid or hid in seen:
+            raise FindingsError(f"{where}: headline_id is empty or repeated")
+        seen.add(hid)
+        patterns = tuple(x.strip() for x in (row["claims"] or "").split(";") if x.strip())
+        if not (row["question"] or "").strip() or not patterns:
+            raise FindingsError(f"{where}: a headline needs a question and at least one claim id")
+        if ids is not None:
+            empty = [pat for pat in patterns if not fnmatch.filter(ids, pat)]
+            if empty:
+                raise FindingsError(f"{where}: {', '.join(empty)} match no claim of the registry")
+        out.append(Headline(hid, row["question"].strip(), row["source"].strip(), row["published"].strip(), patterns,
+                            row["chapter"].strip(), row["section"].strip()))
+    return out
+
+
+def _slug(heading: str) -> str:
+    """The anchor MyST gives a heading (``myst_heading_anchors``): lower case, punctuation dropped,
+    spaces as ``-``."""
+    import re
+
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def section_link(chapter: str, section: str) -> str:
+    """A MyST link to a section of a chapter page (``generated/<chapter>.ipynb#<anchor>``)."""
+    target = f"/generated/{chapter}.ipynb" + (f"#{_slug(section)}" if section else "")
+    label = _chapter_number(chapter)
+    return f"[{label}{': ' + section if section else ''}]({target})"
+
+
+def _chapter_number(chapter: str) -> str:
+    head = chapter.split("_", 1)[0]
+    return f"chapter {int(head)}" if head.isdigit() else chapter
+
+
+def headline_rows(headlines: Sequence[Headline], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Combine each headline's claims (rows of :func:`evaluate`) into one verdict.
+
+    The verdict is the claims' common verdict when they share one; otherwise, with claims not run
+    in this build, ``not run in this build``; otherwise ``mixed`` with the counts in ``found``.
+    ``found`` says what the run found: for one claim, ours (and the measured cause when it is not
+    reproduced); for several, how many fall in each verdict class.
+
+    Returns
+    -------
+    list of dict
+        The headline's fields plus ``verdict``, ``found``, ``n_claims`` and ``link``.
+    """
+    import fnmatch
+
+    by_id = {r["claim_id"]: r for r in rows}
+    out = []
+    for h in headlines:
+        ids: list[str] = []
+        for pat in h.claims:
+            ids += [i for i in fnmatch.filter(list(by_id), pat) if i not in ids]
+        members = [by_id[i] for i in ids]
+        counts = {v: sum(m["verdict"] == v for m in members) for v in VERDICTS}
+        classes = [v for v in VERDICTS if counts[v]]
+        if len(classes) == 1:
+            verdict_class = classes[0]
+        elif counts["not run in this build"]:
+            verdict_class = "not run in this build"
+        else:
+            verdict_class = "mixed"
+        if len(members) == 1:
+            m = members[0]
+            unit = f" {m['unit']}" if m["unit"] and m["kind"] == "number" and m["ours"] != "-" else ""
+            found = f"{m['ours']}{unit}"
+            if m["detail"]:
+                found = f"{found} ({m['detail']})" if m["ours"] != "-" else m["detail"]
+        else:
+            found = "; ".join(f"{counts[v]} {v}" for v in classes) + f" of {len(members)} claims"
+            if verdict_class == "not comparable here":
+                found += f": {members[0]['detail']}"
+        out.append({**h.__dict__, "verdict": verdict_class, "found": found, "n_claims": len(members),
+                    "link": section_link(h.chapter, h.section)})
+    return out
+
+
 # ---------------------------------------------------------------------------- the page
 
 
@@ -615,11 +804,12 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Mapping[str, Any]] = ()) -> str:
     """The findings tables as MyST Markdown: a count of verdicts, an overview (verdicts per
     group), then per source one table per group; groups not named in :data:`OPEN_GROUPS` are
     folded into a sphinx-design ``dropdown`` titled with their verdict counts.
 
+    ``headlines`` (from :func:`headline_rows`) come first, one table of the headline questions.
     ``rows`` come from :func:`evaluate`. Columns: claim, where (in the source), published (and
     what the source's own table implies, for a prose claim), ours, delta (ours minus published),
     tolerance, verdict (with the measured cause or what would be needed).
@@ -627,17 +817,33 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    order = ("reproduced", "not reproduced", "not testable here", "not run in this build")
-    lines = [
+    order = VERDICTS
+    lines: list[str] = []
+    if headlines:
+        lines += ["## The headline questions", "",
+                  "One row per question a publication (or this book) answers; each is judged by the claims "
+                  "listed under its source below, and links to the section that shows the evidence.", "",
+                  "| question | the source says | this book finds | verdict | where |", "|---|---|---|---|---|"]
+        for h in headlines:
+            lines.append("| " + " | ".join(_cell(x) for x in (
+                h["question"], f"{h['published']} ({h['source']})", h["found"], f"**{h['verdict']}**", h["link"],
+            )) + " |")
+        lines.append("")
+    lines += [
+        "## Every claim",
+        "",
         f"**{len(rows)} claims checked in this build:** "
-        + ", ".join(f"{counts[v]} {v}" for v in order if counts.get(v)) + ".",
+        + ", ".join(f"{counts[v]} {v}" for v in order if counts.get(v)) + ". The classes:",
         "",
     ]
+    lines += [f"- **{v}**: {VERDICT_MEANINGS[v]}{f' ({counts[v]})' if counts.get(v) else ' (none in this build)'};"
+              for v in order]
+    lines[-1] = lines[-1].rstrip(";") + "."
+    lines.append("")
     sources = [s for s in SOURCE_ORDER if any(r["source"] == s for r in rows)]
     sources += sorted({r["source"] for r in rows} - set(sources))
     # Overview: one line per table below.
-    lines += ["| source | claims | reproduced | not reproduced | not testable here | not run |",
-              "|---|---|---|---|---|---|"]
+    lines += ["| source | claims | " + " | ".join(order) + " |", "|---|---|" + "---|" * len(order)]
     for source in sources:
         groups_seen: list[str] = []
         for r in rows:
@@ -647,14 +853,12 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             mine = [r for r in rows if r["source"] == source and r["group"] == group]
             n = {v: sum(r["verdict"] == v for r in mine) for v in order}
             name = f"{source}: {group}" if group else source
-            lines.append("| " + " | ".join(_cell(x) for x in (
-                name, len(mine), n["reproduced"], n["not reproduced"], n["not testable here"],
-                n["not run in this build"])) + " |")
+            lines.append("| " + " | ".join(_cell(x) for x in (name, len(mine), *(n[v] for v in order))) + " |")
     lines.append("")
     for source in sources:
         mine = [r for r in rows if r["source"] == source]
         n_ok = sum(r["verdict"] == "reproduced" for r in mine)
-        lines += [f"## {SOURCE_TITLES.get(source, source)}", "",
+        lines += [f"### {SOURCE_TITLES.get(source, source)}", "",
                   f"{len(mine)} claims, {n_ok} reproduced.", ""]
         groups: list[str] = []
         for r in mine:
@@ -671,7 +875,7 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
                 plural = "s" if len(members) != 1 else ""
                 lines += [f":::{{dropdown}} {group}: {len(members)} claim{plural} ({counted})", ""]
             elif group:
-                lines += [f"### {group}", ""]
+                lines += [f"#### {group}", ""]
             lines += ["| claim | where | published | ours | delta | tolerance | verdict |",
                       "|---|---|---|---|---|---|---|"]
             for r in members:
@@ -740,7 +944,10 @@ def write_findings_page(
             + " (rerun those chapters, or fix data/findings/claims.csv)"
         )
     rows = evaluate(claims, results, _cross_checks(root))
+    headline_path = Path(claims_path).with_name("headline.csv") if claims_path is not None else (
+        root / "data" / "findings" / "headline.csv")
+    heads = headline_rows(load_headlines(headline_path, claims), rows) if headline_path.is_file() else []
     out = book / FINDINGS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(findings_markdown(rows), encoding="utf-8")
+    out.write_text(findings_markdown(rows, heads), encoding="utf-8")
     return out

@@ -838,6 +838,63 @@ def pair_difference(
     return 100 * d, 100 * lo, 100 * hi
 
 
+def k_winner_result(
+    grid: GridResult,
+    ranking: pd.DataFrame,
+    ref_k: int,
+    retriever: str = "dense",
+    metric: str = "recall",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Does the chunker that ranks first at ``ref_k`` still rank first at the grid's largest k?
+
+    The test of the guide's caution that "the chunk size that wins with k=5 isn't necessarily
+    the one that wins" at a larger k (Tanner, 2025), for chapter 2's findings results.
+
+    Parameters
+    ----------
+    grid : GridResult
+        A sweep over several k (:func:`run_chroma_grid`).
+    ranking : DataFrame
+        :func:`best_by_k` of that grid.
+    ref_k : int
+        The published k (5); must be one of the grid's k.
+    retriever, metric : str
+    n_resamples, seed : int
+
+    Returns
+    -------
+    dict
+        ``k_winner_changes``: ``"yes"`` when a different chunker ranks first at the largest k
+        and both leads (the old first's at ``ref_k``, the new first's at the largest k) have
+        95% paired intervals above 0; ``"no"`` when the same chunker ranks first at both;
+        ``"cannot tell"`` otherwise. ``k_winner_small`` / ``k_winner_large`` (the first at each
+        k), ``k_large``, and ``k_winner_gap_ci``: at the largest k, the ``ref_k`` winner minus
+        the first there, ``"+d [low, high]"`` in points (``"0"`` when they are the same).
+
+    Raises
+    ------
+    ValueError
+        When ``ref_k`` or ``retriever`` is not in the grid, or the grid has a single k.
+    """
+    ks = sorted(grid.config.top_k)
+    if ref_k not in ks or len(ks) < 2 or ref_k == ks[-1]:
+        raise ValueError(f"ref_k must be one of the grid's k and smaller than its largest; grid k = {ks}, ref_k = {ref_k}.")
+    rows = ranking[ranking.retriever == retriever].set_index("k")
+    if rows.empty:
+        raise ValueError(f"the ranking has no retriever {retriever!r}; run best_by_k on a grid that has it.")
+    k_large = ks[-1]
+    small, large = rows.loc[ref_k, "best"], rows.loc[k_large, "best"]
+    out: dict[str, Any] = {"k_winner_small": small, "k_winner_large": large, "k_large": int(k_large)}
+    if small == large:
+        return {**out, "k_winner_changes": "no", "k_winner_gap_ci": "0 (the same chunker ranks first)"}
+    d, lo, hi = pair_difference(grid, small, large, metric, retriever, k_large, n_resamples, seed)
+    d0, lo0, hi0 = pair_difference(grid, small, large, metric, retriever, ref_k, n_resamples, seed)
+    changes = "yes" if (hi < 0 and lo0 > 0) else "cannot tell"
+    return {**out, "k_winner_changes": changes, "k_winner_gap_ci": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"}
+
+
 def best_by_k(
     grid: GridResult,
     metric: str = "recall",

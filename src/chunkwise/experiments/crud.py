@@ -461,6 +461,64 @@ def _interval_word(row: Mapping[str, Any]) -> str:
     return "ahead beyond" if low > 0 else "behind beyond" if high < 0 else "within"
 
 
+def ordering_result(
+    scores: pd.DataFrame,
+    task: str = "questanswer_1doc",
+    method: str = "pg_rag",
+    metric: str = "quest_avg_f1",
+    baselines: Sequence[str] | None = None,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """PG-RAG against the best baseline of one task, for chapter 3's findings results.
+
+    The paper's Table 1 puts PG-RAG above every baseline (Liang et al., 2024). The absolute
+    scores do not carry over to another generator and pool, but the direction of the gap does:
+    the best baseline here is the one with the highest mean ``metric`` on the task, and the gap
+    is PG-RAG minus it on the questions both answered (:func:`paired_with`).
+
+    Parameters
+    ----------
+    scores : DataFrame
+        :func:`score_answers` rows (task, ID, method, metrics).
+    task, method, metric : str
+    baselines : sequence of str, optional
+        Default: every method of ``scores`` on the task except the PG variants (``pg``,
+        ``pg_kps``, ``pg_rag``) and ``none`` (no retrieval).
+    n_resamples, seed : int
+
+    Returns
+    -------
+    dict
+        With the task's prefix (``doc1`` ...): ``pg_rag_vs_best_<p>`` = ``"PG-RAG ahead"`` /
+        ``"baseline ahead"`` when the 95% paired interval is above / below 0, ``"cannot tell"``
+        when it contains 0 or has too few shared questions; ``pg_rag_vs_best_<p>_ci``
+        (``"+d [low, high]"`` points) and ``best_baseline_<p>`` (the paper's label).
+
+    Raises
+    ------
+    ValueError
+        When the task or method has no scores, or no baseline has.
+    """
+    prefix = PAPER_TASK.get(task, task)
+    mine = scores[scores["task"] == task]
+    if mine.empty or method not in set(mine["method"]):
+        raise ValueError(f"no scores for {method!r} on {task!r}; run the chapter's answers for it first.")
+    pool = list(baselines) if baselines is not None else [
+        m for m in dict.fromkeys(mine["method"]) if m not in ("pg", "pg_kps", "pg_rag", "none")]
+    means = mine[mine["method"].isin(pool)].groupby("method")[metric].mean().dropna()
+    if means.empty:
+        raise ValueError(f"no baseline has {metric!r} scores on {task!r} (baselines: {pool}).")
+    best = str(means.idxmax())
+    row = paired_with(mine, reference=best, metric=metric, n_resamples=n_resamples, seed=seed).loc[(task, method)]
+    word = _interval_word(row)
+    verdict = {"ahead beyond": "PG-RAG ahead", "behind beyond": "baseline ahead"}.get(word, "cannot tell")
+    ci = (f"{row['difference']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]" if word
+          else f"{row['difference']:+.1f} (no interval: {int(row['n_shared'])} shared questions)")
+    return {f"pg_rag_vs_best_{prefix}": verdict, f"pg_rag_vs_best_{prefix}_ci": ci,
+            f"best_baseline_{prefix}": PAPER_METHOD.get(best, best)}
+
+
 def headline_verdict(
     paired: pd.DataFrame,
     rank: Mapping[str, Any] | None,
