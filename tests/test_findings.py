@@ -279,6 +279,12 @@ def test_findings_page_with_the_real_registry_and_no_runs(tmp_path):
     # The prose claims show what the source's own table implies (computed, not typed).
     assert "11.6 % (the source's table implies 20.8)" in text
     assert "9 points (the source's table implies 8.3)" in text
+    # The headline questions open the page, and the intro's copy counts their verdicts: with no
+    # chapter run, only the text-embedding-3-large question has a verdict (it needs no run).
+    assert text.startswith("## The headline questions")
+    heads = (book / fd.HEADLINE_PAGE).read_text(encoding="utf-8")
+    assert heads.startswith("**18 headline questions in this build:** 1 not testable here, 17 not run in this build.")
+    assert "| **not testable here** | [chapter 2: text-embedding-3-large](/generated/02_chroma_recall.ipynb#text-embedding-3-large) |" in heads
 
 
 def test_every_chapter_writes_its_results():

@@ -62,6 +62,7 @@ __all__ = [
     "Headline",
     "evaluate",
     "findings_markdown",
+    "headline_markdown",
     "headline_rows",
     "load_headlines",
     "section_link",
@@ -80,6 +81,8 @@ __all__ = [
 RESULTS_ENV = "CHUNKWISE_RESULTS_DIR"
 #: Where the findings page is written, relative to the book folder.
 FINDINGS_PAGE = Path("generated") / "findings.md"
+#: The headline questions alone (the intro includes it), relative to the book folder.
+HEADLINE_PAGE = Path("generated") / "headlines.md"
 #: Claim kinds of the registry.
 KINDS = ("number", "exact", "untestable")
 #: Columns of ``data/findings/claims.csv``, in order.
@@ -804,6 +807,17 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def headline_markdown(headlines: Sequence[Mapping[str, Any]]) -> str:
+    """The headline questions (:func:`headline_rows`) as one MyST table: question, what the source
+    says, what this book finds, the verdict, and a link to the section that shows it."""
+    lines = ["| question | the source says | this book finds | verdict | where |", "|---|---|---|---|---|"]
+    for h in headlines:
+        lines.append("| " + " | ".join(_cell(x) for x in (
+            h["question"], f"{h['published']} ({h['source']})", h["found"], f"**{h['verdict']}**", h["link"],
+        )) + " |")
+    return "\n".join(lines)
+
+
 def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Mapping[str, Any]] = ()) -> str:
     """The findings tables as MyST Markdown: a count of verdicts, an overview (verdicts per
     group), then per source one table per group; groups not named in :data:`OPEN_GROUPS` are
@@ -823,12 +837,7 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
         lines += ["## The headline questions", "",
                   "One row per question a publication (or this book) answers; each is judged by the claims "
                   "listed under its source below, and links to the section that shows the evidence.", "",
-                  "| question | the source says | this book finds | verdict | where |", "|---|---|---|---|---|"]
-        for h in headlines:
-            lines.append("| " + " | ".join(_cell(x) for x in (
-                h["question"], f"{h['published']} ({h['source']})", h["found"], f"**{h['verdict']}**", h["link"],
-            )) + " |")
-        lines.append("")
+                  headline_markdown(headlines), ""]
     lines += [
         "## Every claim",
         "",
@@ -903,7 +912,8 @@ def write_findings_page(
     claims_path: str | os.PathLike[str] | None = None,
     results_folder: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Write :func:`findings_markdown` to ``<book_dir>/generated/findings.md``.
+    """Write :func:`findings_markdown` to ``<book_dir>/generated/findings.md`` and the headline
+    questions alone, with a count of their verdicts, to ``<book_dir>/generated/headlines.md``.
 
     Parameters
     ----------
@@ -950,4 +960,9 @@ def write_findings_page(
     out = book / FINDINGS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(findings_markdown(rows, heads), encoding="utf-8")
+    counts = {v: sum(h["verdict"] == v for h in heads) for v in (*VERDICTS, "mixed")}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    (book / HEADLINE_PAGE).write_text(
+        (f"**{len(heads)} headline questions in this build:** {summary}.\n\n" + headline_markdown(heads) + "\n")
+        if heads else "No headline questions are registered.\n", encoding="utf-8")
     return out
