@@ -281,7 +281,7 @@ def test_cli_generate_writes_the_file_and_reports_the_drops(tmp_path, monkeypatc
     monkeypatch.setattr(qg, "llm_for_generation", lambda **kw: llm)
     out = tmp_path / "q.jsonl"
     code = cli.main(["questions", "generate", "--docs", str(docs), "-n", "9", "--out", str(out),
-                     "--window-chars", "200", "--no-dedup", "--quiet"])
+                     "--window-chars", "200", "--no-dedup", "--quiet", "--content-repairs", "0"])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "4 of 9 candidate questions kept" in printed.out
@@ -335,3 +335,39 @@ def test_rank_agreement_bad_input():
         rank_agreement(a.head(1), a)
     with pytest.raises(ValueError, match="must be a DataFrame"):
         rank_agreement([[1, 2, 3]], a)
+
+
+def test_content_repairs_send_the_problem_back_and_keep_the_repaired_candidate(tmp_path):
+    script = [
+        # 0 (a.txt): says "the passage", then names its subject after the repair -> kept
+        reply("What does the passage say about the Elbe's source?", ELBE_RISE),
+        reply("Where does the river Elbe rise?", ELBE_RISE),
+        # 1 (b.txt): a paraphrase, then a paraphrase again, then the real sentence -> kept (2 repairs)
+        reply("How does basalt form?", "Basalt forms when lava cools quickly."),
+        reply("How does basalt form?", "Basalt comes from lava."),
+        reply("How does basalt form?",
+              "It forms from the rapid cooling of lava rich in magnesium and iron."),
+        # 2 (a.txt): never copies the sentence -> excerpt_not_found after 1 + 3 replies (the JSON repair
+        # and the two content repairs share one budget of max_repairs + content_repairs re-asks)
+        reply("How long is the Elbe?", "The Elbe is long."),
+        reply("How long is the Elbe?", "The Elbe is very long."),
+        reply("How long is the Elbe?", "The Elbe is quite long."),
+        reply("How long is the Elbe?", "The Elbe is 1094 km long."),
+    ]
+    result, llm = run(tmp_path, script, n=3, embedder=None, content_repairs=2)
+    assert list(result.candidates["reason"]) == [None, None, "excerpt_not_found"]
+    assert result.candidates.loc[2, "detail"] == "not in the passage: 'The Elbe is 1094 km long.'"
+    assert len(llm.requests) == 9
+    # The repair request holds the model's reply and the problem, stated.
+    repair = llm.requests[1]["messages"]
+    assert repair[-2]["role"] == "assistant" and "the passage say" in repair[-2]["content"]
+    assert "The question says 'the passage'" in repair[-1]["content"]
+    assert "Excerpt 1 is not in the passage character for character" in llm.requests[3]["messages"][-1]["content"]
+    assert [q["question"] for q in result.questions] == ["Where does the river Elbe rise?", "How does basalt form?"]
+    assert result.settings["content_repairs"] == 2
+    # A candidate's first request is the one a run without repairs sends (while the questions accepted
+    # before it for its document are the same): its cached reply is reused, so the same passages can be
+    # measured with and without repairs.
+    before, llm0 = run(tmp_path, [], n=2, embedder=None, content_repairs=0)
+    assert llm0.requests == []  # both first replies come from the cache
+    assert list(before.candidates["reason"]) == ["refers_to_passage", "excerpt_not_found"]

@@ -269,6 +269,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             result = qg.generate_questions(
                 docs, args.n, llm, embedder, seed=args.seed, window_chars=args.window_chars,
                 allocation=args.allocation, dedup_threshold=None if args.no_dedup else args.dedup_threshold,
+                content_repairs=args.content_repairs,
                 progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
             )
         finally:
@@ -350,6 +351,9 @@ def add_parsers(sub: Any) -> None:
     gen.add_argument("--dedup-threshold", type=float, default=0.85,
                      help="cosine above which a question is a near duplicate (default 0.85 with all-MiniLM-L6-v2)")
     gen.add_argument("--no-dedup", action="store_true", help="skip the embedding near-duplicate filter")
+    gen.add_argument("--content-repairs", type=int, default=2, metavar="N",
+                     help="re-ask up to N times, stating the problem, when a question says 'the passage' or an "
+                          "excerpt is not in the passage (default 2; 0 drops such candidates at once)")
     gen.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of the near-duplicate filter")
     gen.add_argument("--llm-cache", default=None, metavar="SQLITE",
                      help="LLM response cache file (default chunkwise's cache, ~/.cache/chunkwise/llm.sqlite)")

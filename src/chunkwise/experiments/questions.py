@@ -16,7 +16,8 @@ The method of Chroma's *synthetic evaluation* (Smith & Troynikov, 2024, section 
    repeat itself), answered as JSON ``{"question": str, "excerpts": [str, ...]}`` and
    validated against :data:`RESPONSE_SCHEMA` by :meth:`LLMClient.chat_json
    <chunkwise.llm.LLMClient.chat_json>` (which re-asks with the error up to ``max_repairs``
-   times);
+   times; with ``content_repairs`` it also re-asks, that many more times, when the question
+   talks about "the passage" or an excerpt is not in the passage, stating the problem);
 3. **keep only excerpts that occur in the document** -- each excerpt is located in the window
    with :func:`chunkwise.datasets.local.locate_excerpt` (exact match first, then ignoring
    differences in whitespace) and recorded with its true character offsets in the document
@@ -330,6 +331,7 @@ def generate_questions(
     min_excerpt_chars: int = 20,
     dedup_threshold: float | None = 0.85,
     max_repairs: int = 1,
+    content_repairs: int = 0,
     temperature: float = 0.3,
     max_tokens: int = 300,
     max_consecutive_failures: int = 3,
@@ -372,6 +374,16 @@ def generate_questions(
         document; ``None`` disables the embedding filter.
     max_repairs : int, default 1
         Re-asks after a reply that is not valid JSON for :data:`RESPONSE_SCHEMA`.
+    content_repairs : int, default 0
+        Further re-asks after a reply whose content would drop the candidate: a question that
+        talks about "the passage", an excerpt that is not in the passage, or excerpts that are
+        all shorter than ``min_excerpt_chars``. The model gets its reply back with the problem
+        stated (through :meth:`LLMClient.chat_json <chunkwise.llm.LLMClient.chat_json>`'s
+        validator), so it can name the subject or copy the sentence exactly. JSON and content
+        re-asks share one budget of ``max_repairs + content_repairs``. A candidate's first
+        request is the same as with 0 as long as the questions accepted before it for its
+        document are, so cached replies are reused and the keep rate can be measured with and
+        without repairs on the same passages (chapter 4 does).
     temperature : float, default 0.3
         Sampling temperature. Every request also carries its own sampling seed (from ``seed``
         and the candidate index), which is part of its cache key: two candidates with the same
@@ -409,6 +421,8 @@ def generate_questions(
     n_previous = _check_int("n_previous", n_previous, 0)
     min_excerpt_chars = _check_int("min_excerpt_chars", min_excerpt_chars, 1)
     max_consecutive_failures = _check_int("max_consecutive_failures", max_consecutive_failures, 1)
+    content_repairs = _check_int("content_repairs", content_repairs, 0)
+    max_repairs = _check_int("max_repairs", max_repairs, 0)
     if allocation not in ("equal", "proportional"):
         raise ValueError(f"allocation must be 'equal' or 'proportional', got {allocation!r}.")
     if dedup_threshold is not None and not (0.0 < float(dedup_threshold) <= 1.0):
@@ -439,15 +453,22 @@ def generate_questions(
         }
         rows.append(row)
         messages = build_messages(doc, passage, accepted[doc][-n_previous:] if n_previous else [])
+        rejected: list[tuple[str, str, str]] = []  # (reason, detail, message sent back) of content checks
+        validator = None
+        if content_repairs:
+            validator = _content_validator(passage, min_excerpt_chars, rejected)
         try:
             value, response = llm.chat_json(
-                messages, schema=RESPONSE_SCHEMA, max_repairs=max_repairs, temperature=temperature,
+                messages, schema=RESPONSE_SCHEMA, max_repairs=max_repairs + content_repairs, temperature=temperature,
                 max_tokens=max_tokens, seed=(int(seed) * 1_000_003 + i) % 2**31,
+                **({"validator": validator} if validator is not None else {}),
             )
             failures = 0
         except LLMJSONError as exc:
             failures = 0
-            row.update(reason="malformed_json", detail=str(exc.error)[:300], cached=exc.response.cached)
+            last = rejected[-1] if rejected and rejected[-1][2] in str(exc.error) else None
+            reason, detail = (last[0], last[1]) if last else ("malformed_json", str(exc.error)[:300])
+            row.update(reason=reason, detail=detail, cached=exc.response.cached)
             _report(progress, row)
             continue
         except LLMRequestError as exc:
@@ -556,11 +577,46 @@ def generate_questions(
         "dedup_threshold": None if dedup_threshold is None else float(dedup_threshold),
         "dedup_embedder": None if embedder is None or dedup_threshold is None else str(getattr(embedder, "name", type(embedder).__name__)),
         "max_repairs": max_repairs,
+        "content_repairs": content_repairs,
         "temperature": temperature,
         "max_tokens": max_tokens,
         "documents": names,
     }
     return GenerationResult(questions, frame, settings, llm.stats())
+
+
+def _content_validator(
+    passage: str, min_excerpt_chars: int, rejected: list[tuple[str, str, str]]
+) -> Callable[[Any], None]:
+    """A :meth:`LLMClient.chat_json` validator that sends a reply back when its content would drop
+    the candidate (the same rules as the checks after the reply); each rejection is appended to
+    ``rejected`` as (reason, detail, message) so the caller can name the reason of a final failure."""
+
+    def check(value: Any) -> None:
+        question = " ".join(str(value["question"]).split())
+        refers = _REFERS.search(question)
+        if refers:
+            msg = (f"The question says {refers.group(0)!r}. Ask it so that it makes sense without the passage: "
+                   "name its subject (who or what it is about).")
+            rejected.append(("refers_to_passage", refers.group(0), msg))
+            raise ValueError(msg)
+        long_enough = 0
+        for n, raw in enumerate(value["excerpts"], start=1):
+            excerpt = _clean_excerpt(str(raw))
+            spans = locate_excerpt(passage, excerpt, limit=1)[0] if excerpt else []
+            if not spans:
+                msg = (f"Excerpt {n} is not in the passage character for character: {excerpt[:160]!r}. Copy whole "
+                       "sentences from the passage exactly as they are written, without rewording or shortening.")
+                rejected.append(("excerpt_not_found", f"not in the passage: {excerpt[:120]!r}", msg))
+                raise ValueError(msg)
+            long_enough += spans[0][1] - spans[0][0] >= min_excerpt_chars
+        if not long_enough:
+            msg = (f"Every excerpt is shorter than {min_excerpt_chars} characters. Copy the full sentences of the "
+                   "passage that hold the answer.")
+            rejected.append(("excerpt_too_short", "every excerpt is shorter than min_excerpt_chars", msg))
+            raise ValueError(msg)
+
+    return check
 
 
 def _drop(rows: list[dict[str, Any]], candidate: int, reason: str, detail: str) -> None:
