@@ -1,0 +1,62 @@
+"""Fill chapter 4's committed LLM cache: generated questions over Chroma's five corpora.
+
+Runs :func:`chunkwise.experiments.questions.generate_questions` exactly as chapter 4 does (seed 0,
+1,000-character passages, round robin over the corpora, all-MiniLM-L6-v2 near-duplicate filter at
+0.85), through the local model and ``data/own/llm_cache.sqlite``. Every reply is cached as it
+arrives, so an interrupted run resumes; a larger ``n`` asks only for the new candidates.
+
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0     # n=27 without content repairs
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 2     # the same passages, 2 content repairs
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 120 2    # chapter 4's default run
+
+Prints the keep rate and the drops by reason, and appends one line to ``data/own/generation_runs.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import sys
+import time
+from pathlib import Path
+
+from chunkwise.datasets import load_chroma_corpora
+from chunkwise.embeddings import SentenceTransformerEmbedder
+from chunkwise.experiments.questions import generate_questions
+from chunkwise.llm import LocalLLMServer, OnDemandLocalClient
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPORA = ["state_of_the_union", "wikitexts", "chatlogs", "finance", "pubmed"]
+LOG = ROOT / "data" / "own" / "generation_runs.csv"
+
+
+def main(n: int, content_repairs: int) -> None:
+    texts = load_chroma_corpora(CORPORA)
+    embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2", show_progress_bar=False)
+    t0 = time.perf_counter()
+    with OnDemandLocalClient(server=LocalLLMServer(n_threads=2), cache=str(ROOT / "data" / "own" / "llm_cache.sqlite"),
+                             timeout=1800.0) as llm:
+        result = generate_questions(texts, n, llm, embedder, seed=0, window_chars=1000, allocation="equal",
+                                    dedup_threshold=0.85, content_repairs=content_repairs,
+                                    progress=lambda line: print(line, flush=True))
+    wall = time.perf_counter() - t0
+    st = result.llm_stats
+    print(result.describe(), flush=True)
+    row = {"finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "candidates": n,
+           "content_repairs": content_repairs, "kept": len(result.questions),
+           **{f"dropped_{k}": v for k, v in result.dropped.items()},
+           "llm_calls": st["calls"], "cache_hits": st["cache_hits"], "model_seconds": round(st["latency_s"], 1),
+           "wall_seconds": round(wall, 1)}
+    print(row, flush=True)
+    new = not LOG.exists()
+    with LOG.open("a", newline="") as fh:
+        w = csv.DictWriter(fh, list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(int(sys.argv[1]), int(sys.argv[2]))
