@@ -11,13 +11,15 @@ tokens, wall seconds) to ``data/strategies/llm_stages.csv``.
     PYTHONPATH=src python benchmarks/chroma_llm_stages.py Contextual:200 state_of_the_union chatlogs wikitexts
     PYTHONPATH=src python benchmarks/chroma_llm_stages.py LLM chatlogs state_of_the_union wikitexts
 
-Run it on an otherwise idle machine (llama.cpp's two threads lose most of their speed to any other
-CPU load), at normal priority.
+Run it at normal priority, on an otherwise idle machine if you can. llama.cpp runs on
+``CHUNKWISE_LLM_THREADS`` threads (default 1): two threads are faster on an idle two-core machine,
+but lose most of their speed (minutes per request, measured) as soon as anything else needs a core.
 """
 
 from __future__ import annotations
 
 import csv
+import os
 import datetime as dt
 import sys
 import time
@@ -37,7 +39,7 @@ FIELDS = ["finished_utc", "spec", "corpus", "chunks", "llm_calls", "cache_hits",
 def main(spec_text: str, corpora: list[str]) -> None:
     spec = parse_spec(spec_text)
     texts = load_chroma_corpora(corpora)
-    server = LocalLLMServer(n_threads=2)
+    server = LocalLLMServer(n_threads=int(os.environ.get("CHUNKWISE_LLM_THREADS", "1")))
     with OnDemandLocalClient(server=server, cache=str(CACHE), timeout=1800.0) as llm:
         for name in corpora:
             llm.reset_stats()

@@ -15,6 +15,7 @@ Prints the keep rate and the drops by reason, and appends one line to ``data/own
 from __future__ import annotations
 
 import csv
+import os
 import datetime as dt
 import sys
 import time
@@ -34,7 +35,7 @@ def main(n: int, content_repairs: int) -> None:
     texts = load_chroma_corpora(CORPORA)
     embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2", show_progress_bar=False)
     t0 = time.perf_counter()
-    with OnDemandLocalClient(server=LocalLLMServer(n_threads=2), cache=str(ROOT / "data" / "own" / "llm_cache.sqlite"),
+    with OnDemandLocalClient(server=LocalLLMServer(n_threads=int(os.environ.get("CHUNKWISE_LLM_THREADS", "1"))), cache=str(ROOT / "data" / "own" / "llm_cache.sqlite"),
                              timeout=1800.0) as llm:
         result = generate_questions(texts, n, llm, embedder, seed=0, window_chars=1000, allocation="equal",
                                     dedup_threshold=0.85, content_repairs=content_repairs,

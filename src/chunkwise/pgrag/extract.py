@@ -220,6 +220,8 @@ def extract_verified_fcis(
 ) -> Extraction:
     """Extract FCIs and verify them; regenerate failures up to ``max_attempts`` times in all.
 
+    A batch of one through :func:`extract_verified_fcis_many` (the step is written once).
+
     The first attempt is greedy (temperature 0); later ones sample (``retry_temperature``,
     seed = attempt number), so each is a new reply and each is cached under its own key.
 
@@ -247,33 +249,15 @@ def extract_verified_fcis(
     RuntimeError
         If every attempt failed to produce usable JSON (the errors are quoted).
     """
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be a positive int, got {max_attempts!r}")
-    from chunkwise.llm.client import LLMJSONError
-
-    attempts: list[FCIAttempt] = []
-    for k in range(max_attempts):
-        temp, seed = (0.0, None) if k == 0 else (retry_temperature, k)
-        att = FCIAttempt(attempt=k + 1, temperature=temp, seed=seed)
-        try:
-            att.topic, att.facts = extract_fcis(text, llm, temperature=temp, seed=seed, max_tokens=max_tokens)
-        except LLMJSONError as exc:
-            att.error = f"no valid JSON: {exc.error}"
-            attempts.append(att)
-            continue
-        att.rouge_l, att.similarity, att.passed = verify_fcis(
-            att.facts, text, embedder, rouge_threshold=rouge_threshold, semantic_threshold=semantic_threshold
-        )
-        attempts.append(att)
-        if att.passed:
-            return Extraction(att.topic, att.facts, True, attempts)
-    scored = [a for a in attempts if a.error is None]
-    if not scored:
-        raise RuntimeError(
-            f"FCI extraction failed {len(attempts)} times: " + "; ".join(str(a.error) for a in attempts)
-        )
-    best = max(scored, key=lambda a: (float(a.rouge_l or 0) + float(a.similarity or 0), -a.attempt))
-    return Extraction(best.topic, best.facts, False, attempts)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("extract_fcis needs a non-empty document text")
+    (result,), _calls = extract_verified_fcis_many(
+        [text], llm, embedder, max_attempts=max_attempts, rouge_threshold=rouge_threshold,
+        semantic_threshold=semantic_threshold, retry_temperature=retry_temperature, max_tokens=max_tokens,
+    )
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def extract_verified_fcis_many(

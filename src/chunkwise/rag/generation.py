@@ -242,6 +242,8 @@ def answer(
 ) -> GenerationResult:
     """Answer ``question`` from ``contexts`` with ``llm`` (one chat request, cached by the client).
 
+    A batch of one through :func:`answer_many` (the step is written once).
+
     Parameters
     ----------
     question : str
@@ -259,10 +261,13 @@ def answer(
     -------
     GenerationResult
         Parse failures are recorded in ``status``, never raised.
+
+    Raises
+    ------
+    chunkwise.llm.LLMError
+        When the request fails (never turned into an empty answer).
     """
-    prompt = build_prompt(question, contexts)
-    resp = llm.chat([{"role": "user", "content": prompt}], temperature=temperature, max_tokens=max_tokens, **chat_kw)
-    return _result(resp, prompt, llm)
+    return answer_many([(question, contexts)], llm, temperature=temperature, max_tokens=max_tokens, **chat_kw)[0]
 
 
 def _result(resp: Any, prompt: str, llm: Any) -> GenerationResult:

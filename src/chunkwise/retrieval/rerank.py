@@ -128,31 +128,24 @@ class LLMYesNoReranker:
         self.n_unparsed = 0
 
     def judge(self, question: str, passage: str) -> float:
-        """1.0 when the LLM says the passage helps answer the question, else 0.0 (memoised)."""
-        key = (question, passage)
-        if key in self._memo:
-            return self._memo[key]
-        prompt = _YES_NO_PROMPT.format(question=question, passage=passage)
-        resp = self.llm.chat([{"role": "user", "content": prompt}], temperature=0.0, max_tokens=self.max_tokens)
-        self.n_calls += 1
-        verdict = parse_yes_no(getattr(resp, "text", resp) if not isinstance(resp, str) else resp)
-        if verdict is None:
-            self.n_unparsed += 1
-        score = 1.0 if verdict else 0.0
-        self._memo[key] = score
-        return score
+        """1.0 when the LLM says the passage helps answer the question, else 0.0 (memoised).
+
+        A batch of one through :meth:`score` (the step is written once)."""
+        return self.score(question, [passage])[0]
 
     def score(self, question: str, texts: Sequence[str]) -> list[float]:
-        """:meth:`judge` of every text, in order; the judgements not memoised go out as one batch.
+        """1.0 or 0.0 per text: whether the LLM says it helps answer ``question``, in order.
 
-        The batch uses the LLM's batch call (:func:`chunkwise.llm.batch.chat_many`: cached replies
-        first, the misses at most ``llm.max_concurrency`` at once) with the requests
-        :meth:`judge` sends; a failed request is raised after the others have finished.
+        Judgements are memoised per (question, text); the ones not memoised go out as one batch
+        through the LLM's batch call (:func:`chunkwise.llm.batch.chat_many`: cached replies
+        first, the misses at most ``llm.max_concurrency`` at once); a failed request is raised
+        after the others have finished. A reply that is neither yes nor no counts as no and
+        is counted in ``n_unparsed``.
         """
         from chunkwise.llm.batch import chat_many
 
         new = list(dict.fromkeys(t for t in texts if (question, t) not in self._memo))
-        if len(new) > 1:
+        if new:
             prompts = [_YES_NO_PROMPT.format(question=question, passage=t) for t in new]
             results = chat_many(self.llm, [[{"role": "user", "content": p}] for p in prompts], errors="raise",
                                 temperature=0.0, max_tokens=self.max_tokens)
@@ -163,7 +156,7 @@ class LLMYesNoReranker:
                 if verdict is None:
                     self.n_unparsed += 1
                 self._memo[(question, t)] = 1.0 if verdict else 0.0
-        return [self.judge(question, t) for t in texts]
+        return [self._memo[(question, t)] for t in texts]
 
 
 def make_reranker(model: str | None = "auto", llm: Any = None) -> Any:
