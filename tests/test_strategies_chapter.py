@@ -86,3 +86,58 @@ def test_strategy_table_and_guide_check(tmp_path):
                           {"Recursive:2": "Recursive 2", "TokenText:2": "TokenText 2"}, "Recursive 2", {"LLM": "not cached"})
     assert check.loc["LLM-based", "measured_cost"] == "not run: not cached"
     assert check.loc["Sentence-based", "retrieval"] == "not run"
+
+
+def _table(rows):
+    """A strategy_table-shaped frame: label -> (recall, diff, low, high, po, po_diff, po_low, po_high, n_chunks, llm)."""
+    cols = ["recall", "recall_diff", "recall_low", "recall_high", "precision_omega", "precision_omega_diff",
+            "precision_omega_low", "precision_omega_high", "n_chunks", "llm_calls"]
+    t = pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+    t["llm_seconds"] = 60.0 * t["llm_calls"]
+    t["embedded_tokens"] = 1000
+    for m in ("recall", "precision_omega"):
+        t[f"{m}_ci"] = [f"[{lo:+.1f}, {hi:+.1f}]" for lo, hi in zip(t[f"{m}_low"], t[f"{m}_high"])]
+    return t
+
+
+def test_chapter_answer_is_built_from_the_tables_and_grows_with_their_rows():
+    base = (95.9, 0, 0, 0, 23.2, 0, 0, 0, 104, 0)
+    all_ = _table({"R": base, "T": (91.5, -4.4, -8.5, -0.3, 20.2, -3.0, -4.6, -1.6, 92, 0),
+                   "S": (95.3, -0.7, -4.8, 3.3, 22.4, -0.8, -1.8, 0.1, 101, 0),
+                   "C": (90.0, -5.9, -10.0, -2.3, 30.5, 7.2, 5.1, 9.5, 174, 0)})
+    small = _table({"R": base, "K": (100.0, 6.9, -0.1, 18.8, 10.8, -10.1, -16.8, -2.7, 10, 0),
+                    "X": (100.0, 6.9, 0.0, 18.9, 20.9, 0.0, 0.0, 0.0, 15, 15)})
+    cold = pd.DataFrame({"cold_seconds": [117.0, 294.0, 77.0], "corpora_measured": [3, 3, 3]}, index=["R", "K", "T"])
+    text = S.chapter_answer(all_, "R", where_all="2 corpora", n_questions=132, table_small=small,
+                            small_labels=["K", "X"], where_small="the first 100 characters of a", n_questions_small=20,
+                            cold_by_label=cold, not_run={"LLM": "not cached for a"})
+    assert text.startswith(
+        "On 2 corpora (132 questions; dense retrieval, 5 chunks per question), the baseline, R, recalls 95.9% of the "
+        "evidence at a precision_Ω of 23.2%: none has a higher recall beyond the noise; T (-4.4 points [-8.5, -0.3]) "
+        "and C (-5.9 points [-10.0, -2.3]) have a lower recall; the other one is within the noise. In precision_Ω, "
+        "C (+7.2 points [+5.1, +9.5]) has a higher precision_Ω; T (-3.0 points [-4.6, -1.6]) has a lower "
+        "precision_Ω; the other one is within the noise. K cost the most to index from empty caches (294 s on 3 "
+        "corpora, 2.5x R's 117 s); X made 15 LLM calls for 15 chunks (900 s of model time). ")
+    assert text.endswith(
+        "On the first 100 characters of a (20 questions), where K and X ran, K's precision_Ω is lower (-10.1 points "
+        "[-16.8, -2.7]) than R's, and every other difference is within the noise; the LLM-based strategy did not run "
+        "(not cached for a).")
+    # a row added later (e.g. the LLM chunker once cached) enters every sentence it belongs to
+    grown = pd.concat([all_, _table({"L": (97.0, 1.1, 0.2, 2.0, 25.0, 1.8, -0.2, 3.9, 60, 120)})])
+    text = S.chapter_answer(grown, "R", where_all="5 corpora", n_questions=472)
+    assert "L (+1.1 points [+0.2, +2.0]) has a higher recall; T" in text and "L made 120 LLM calls" in text
+    assert "did not run" not in text and "where" not in text
+    assert S.compare_to_baseline(all_.loc[["R", "S"]], "R", "recall", "recall") == (
+        "the other strategy is within the noise of it")
+
+
+def test_strategy_notes_list_each_row_with_its_interval_and_costs():
+    t = _table({"R": (95.9, 0, 0, 0, 23.2, 0, 0, 0, 104, 0), "X": (100.0, 6.9, 0.0, 18.9, 20.9, 0.0, 0.0, 0.0, 15, 15)})
+    t.loc["R", ["recall_ci", "precision_omega_ci"]] = "baseline"
+    cold = pd.DataFrame({"cold_seconds": [116.7], "corpora_measured": [3]}, index=["R"])
+    assert S.strategy_notes(t, "2 corpora", cold) == [
+        ("- **R** [2 corpora]: recall 95.9% (baseline), precision_Ω 23.2% (baseline); 104 chunks, 1,000 tokens "
+         "embedded, 117 s cold (3 corpora)"),
+        ("- **X** [2 corpora]: recall 100.0% ([+0.0, +18.9]), precision_Ω 20.9% ([+0.0, +0.0]); 15 chunks, 1,000 "
+         "tokens embedded, 15 LLM calls (900 s)"),
+    ]

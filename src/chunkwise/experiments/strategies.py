@@ -23,8 +23,8 @@ import pandas as pd
 from chunkwise.llm.cache import NotCachedError
 
 __all__ = [
-    "STRATEGIES", "NotCachedError", "Strategy", "boundary_stats", "cache_only", "ci_words", "cold_costs", "guide_check",
-    "runnable_from_cache", "strategy_table",
+    "STRATEGIES", "NotCachedError", "Strategy", "boundary_stats", "cache_only", "chapter_answer", "ci_words",
+    "cold_costs", "compare_to_baseline", "guide_check", "runnable_from_cache", "strategy_notes", "strategy_table",
 ]
 
 
@@ -364,3 +364,161 @@ def guide_check(
         )
         rows.append(row)
     return pd.DataFrame(rows).set_index("strategy")
+
+
+def _diff_ci(row: Mapping[str, Any], metric: str) -> str:
+    """``"-4.4 points [-8.5, -0.3]"`` from a :func:`strategy_table` row."""
+    return f"{row[f'{metric}_diff']:+.1f} points [{row[f'{metric}_low']:+.1f}, {row[f'{metric}_high']:+.1f}]"
+
+
+def _side(row: Mapping[str, Any], metric: str) -> str:
+    """``"ahead"``, ``"behind"`` or ``"within"`` for a row's paired interval of ``metric`` (as
+    :func:`ci_words`: never stronger than the interval as shown, to one decimal)."""
+    low, high = row[f"{metric}_low"], row[f"{metric}_high"]
+    return "ahead" if low > 0 else "behind" if high < 0 else "within"
+
+
+def _names(items: Sequence[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def compare_to_baseline(table: pd.DataFrame, baseline: str, metric: str, what: str) -> str:
+    """One clause: which rows of a :func:`strategy_table` are ahead of / behind ``baseline`` in
+    ``metric`` beyond the noise (their 95% paired interval excludes 0), with the difference and
+    its interval, and how many are within the noise.
+
+    E.g. ``"none has a higher recall beyond the noise; TokenText 200 (-4.4 points [-8.5, -0.3])
+    has a lower recall; the other 5 are within the noise"``.
+    """
+    others = table.drop(index=baseline)
+    ahead = [f"{lab} ({_diff_ci(r, metric)})" for lab, r in others.iterrows() if _side(r, metric) == "ahead"]
+    behind = [f"{lab} ({_diff_ci(r, metric)})" for lab, r in others.iterrows() if _side(r, metric) == "behind"]
+    n_within = len(others) - len(ahead) - len(behind)
+    if not ahead and not behind:
+        return f"all {n_within} other strategies are within the noise of it" if n_within != 1 else (
+            "the other strategy is within the noise of it")
+    clauses = [f"{_names(ahead)} {'has' if len(ahead) == 1 else 'have'} a higher {what}" if ahead
+               else f"none has a higher {what} beyond the noise"]
+    if behind:
+        clauses.append(f"{_names(behind)} {'has' if len(behind) == 1 else 'have'} a lower {what}")
+    if n_within:
+        clauses.append("the other one is within the noise" if n_within == 1
+                       else f"the other {n_within} are within the noise")
+    return "; ".join(clauses)
+
+
+def chapter_answer(
+    table_all: pd.DataFrame,
+    baseline: str,
+    *,
+    where_all: str,
+    n_questions: int,
+    table_small: pd.DataFrame | None = None,
+    small_labels: Sequence[str] = (),
+    where_small: str = "",
+    n_questions_small: int = 0,
+    cold_by_label: pd.DataFrame | None = None,
+    not_run: Mapping[str, str] | None = None,
+    retriever: str = "dense retrieval",
+    top_k: int = 5,
+) -> str:
+    """Chapter 5's answer, in 3-5 sentences built from its tables (so it stays right when rows are
+    added or the corpora change).
+
+    Parameters
+    ----------
+    table_all : DataFrame
+        :func:`strategy_table` of the main run (every strategy against ``baseline``).
+    baseline : str
+        The baseline's chunker label (a row of ``table_all``).
+    where_all : str
+        The main run's corpora in words (e.g. ``"2 corpora"``); ``n_questions`` its questions.
+    table_small, small_labels, where_small, n_questions_small
+        The small slice's :func:`strategy_table`, the rows that ran on it only (e.g. Kamradt,
+        contextual), the slice in words and its questions; left out when ``small_labels`` is empty.
+    cold_by_label : DataFrame, optional
+        :func:`cold_costs` re-indexed by chunker label: names the strategy with the highest cold
+        indexing cost against the baseline's.
+    not_run : mapping spec -> reason, optional
+        Strategies that did not run (e.g. LLM calls not cached).
+
+    Returns
+    -------
+    str
+        Recall and precision_Ω against the baseline with the intervals of the rows beyond the
+        noise, the costs (cold seconds, LLM calls), the small slice, and what did not run (named
+        by :data:`STRATEGIES`).
+    """
+    base = table_all.loc[baseline]
+    sentences = [
+        f"On {where_all} ({n_questions} questions; {retriever}, {top_k} chunks per question), the baseline, "
+        f"{baseline}, recalls {base['recall']:.1f}% of the evidence at a precision_Ω of "
+        f"{base['precision_omega']:.1f}%: "
+        + compare_to_baseline(table_all, baseline, "recall", "recall") + "."]
+    sentences.append("In precision_Ω, " + compare_to_baseline(table_all, baseline, "precision_omega", "precision_Ω")
+                     + ".")
+    costs = []
+    labels = list(table_all.index) + [lab for lab in small_labels if table_small is not None]
+    if cold_by_label is not None and baseline in cold_by_label.index:
+        cold = cold_by_label.loc[[lab for lab in dict.fromkeys(labels) if lab in cold_by_label.index]]
+        base_s = float(cold_by_label.loc[baseline, "cold_seconds"])
+        cold = cold[cold.index != baseline]
+        if len(cold) and base_s > 0:
+            top = cold["cold_seconds"].astype(float).idxmax()
+            c = cold.loc[top]
+            costs.append(f"{top} cost the most to index from empty caches ({c['cold_seconds']:.0f} s on "
+                         f"{int(c['corpora_measured'])} corpora, {c['cold_seconds'] / base_s:.1f}x {baseline}'s "
+                         f"{base_s:.0f} s)")
+    for tab in (table_all, table_small if small_labels else None):
+        if tab is None or "llm_calls" not in tab.columns:
+            continue
+        for lab, r in tab[tab["llm_calls"] > 0].iterrows():
+            costs.append(f"{lab} made {int(r['llm_calls'])} LLM calls for {int(r['n_chunks'])} chunks "
+                         f"({r['llm_seconds']:.0f} s of model time)")
+    if costs:
+        text = "; ".join(dict.fromkeys(costs))
+        sentences.append(text[0].upper() + text[1:] + ".")
+    small = [lab for lab in small_labels if table_small is not None and lab in table_small.index]
+    if small:
+        beyond = [f"{lab}'s {what} is {'higher' if _side(table_small.loc[lab], m) == 'ahead' else 'lower'} "
+                  f"({_diff_ci(table_small.loc[lab], m)})"
+                  for lab in small for m, what in (("recall", "recall"), ("precision_omega", "precision_Ω"))
+                  if _side(table_small.loc[lab], m) != "within"]
+        head = f"On {where_small} ({n_questions_small} questions), where {_names(small)} ran, "
+        sentences.append(head + (_names(beyond) + " than " + baseline + "'s, and every other difference is within "
+                                 "the noise" if beyond else f"every difference from {baseline} is within the noise"))
+    if not_run:
+        from chunkwise.chunkers.specs import parse_spec
+
+        names = {parse_spec(st.spec).spec_string(): st.name for st in STRATEGIES}
+        missing = [names.get(parse_spec(spec).spec_string(), spec) for spec in not_run]
+        clause = (f"the {_names(missing)} {'strategy' if len(missing) == 1 else 'strategies'} did not run "
+                  f"({_names(list(dict.fromkeys(not_run.values())))})")
+        if small:
+            sentences[-1] += "; " + clause
+        else:
+            sentences.append(clause[0].upper() + clause[1:])
+    if small or not_run:
+        sentences[-1] += "."
+    return " ".join(sentences)
+
+
+def strategy_notes(
+    table: pd.DataFrame, where: str, cold_by_label: pd.DataFrame | None = None
+) -> list[str]:
+    """One Markdown list item per row of a :func:`strategy_table`: recall and precision_Ω with
+    the paired interval against the baseline, chunks, tokens embedded, LLM calls and cold
+    seconds (when measured). ``where`` says which corpora the row ran on."""
+    cold = cold_by_label if cold_by_label is not None else pd.DataFrame(columns=["cold_seconds", "corpora_measured"])
+    out = []
+    for lab, r in table.iterrows():
+        extra = f", {int(r['llm_calls'])} LLM calls ({r['llm_seconds']:.0f} s)" if r.get("llm_calls", 0) else ""
+        cs = cold["cold_seconds"].get(lab)
+        n_cold = cold["corpora_measured"].get(lab)
+        cold_txt = f", {cs:.0f} s cold ({int(n_cold)} corpora)" if cs is not None and pd.notna(cs) else ""
+        out.append(f"- **{lab}** [{where}]: recall {r['recall']:.1f}% ({r['recall_ci']}), precision_Ω "
+                   f"{r['precision_omega']:.1f}% ({r['precision_omega_ci']}); {int(r['n_chunks'])} chunks, "
+                   f"{int(r['embedded_tokens']):,} tokens embedded{extra}{cold_txt}")
+    return out
