@@ -5,9 +5,9 @@ Runs :func:`chunkwise.experiments.questions.generate_questions` exactly as chapt
 0.85), through the local model and ``data/own/llm_cache.sqlite``. Every reply is cached as it
 arrives, so an interrupted run resumes; a larger ``n`` asks only for the new candidates.
 
-    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0     # n=27 without content repairs
-    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 2     # the same passages, 2 content repairs
-    PYTHONPATH=src python benchmarks/own_questions_cache.py 120 2    # chapter 4's default run
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0       # n=27, no content repairs, no margin
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 2 200   # the same passages, 2 repairs, 200-char margin
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 120 2 200  # more candidates
 
 Prints the keep rate and the drops by reason, and appends one line to ``data/own/generation_runs.csv``.
 """
@@ -31,7 +31,7 @@ CORPORA = ["state_of_the_union", "wikitexts", "chatlogs", "finance", "pubmed"]
 LOG = ROOT / "data" / "own" / "generation_runs.csv"
 
 
-def main(n: int, content_repairs: int) -> None:
+def main(n: int, content_repairs: int, margin: int) -> None:
     texts = load_chroma_corpora(CORPORA)
     embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2", show_progress_bar=False)
     t0 = time.perf_counter()
@@ -39,12 +39,13 @@ def main(n: int, content_repairs: int) -> None:
                              timeout=1800.0) as llm:
         result = generate_questions(texts, n, llm, embedder, seed=0, window_chars=1000, allocation="equal",
                                     dedup_threshold=0.85, content_repairs=content_repairs,
+                                    excerpt_margin_chars=margin,
                                     progress=lambda line: print(line, flush=True))
     wall = time.perf_counter() - t0
     st = result.llm_stats
     print(result.describe(), flush=True)
     row = {"finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "candidates": n,
-           "content_repairs": content_repairs, "kept": len(result.questions),
+           "content_repairs": content_repairs, "excerpt_margin_chars": margin, "kept": len(result.questions),
            **{f"dropped_{k}": v for k, v in result.dropped.items()},
            "llm_calls": st["calls"], "cache_hits": st["cache_hits"], "model_seconds": round(st["latency_s"], 1),
            "wall_seconds": round(wall, 1)}
@@ -58,6 +59,6 @@ def main(n: int, content_repairs: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) == 4 else 0)

@@ -371,3 +371,25 @@ def test_content_repairs_send_the_problem_back_and_keep_the_repaired_candidate(t
     before, llm0 = run(tmp_path, [], n=2, embedder=None, content_repairs=0)
     assert llm0.requests == []  # both first replies come from the cache
     assert list(before.candidates["reason"]) == ["refers_to_passage", "excerpt_not_found"]
+
+
+def test_an_excerpt_crossing_the_window_edge_is_found_with_a_margin():
+    text = "Alpha beta. The river Elbe rises in the Krkonose mountains. Gamma delta."
+    ws, we = text.index("river"), text.index("Gamma")  # the window cut "The " off the sentence
+    sentence = "The river Elbe rises in the Krkonose mountains."
+    no_margin = qg._Search(text, ws, we, ws, we)
+    assert no_margin.find(sentence) is None
+    wide = qg._Search(text, ws, we, max(0, ws - 20), min(len(text), we + 20))
+    assert wide.find(sentence) == (text.index(sentence), text.index(sentence) + len(sentence))
+    # a match only in the margin, not overlapping the passage, does not count
+    assert wide.find("Alpha beta.") is None
+    assert wide.find("") is None
+
+
+def test_excerpt_margin_is_recorded_and_checked(tmp_path):
+    result, _ = run(tmp_path, SCRIPT, excerpt_margin_chars=40)
+    assert result.settings["excerpt_margin_chars"] == 40
+    # the documents are shorter than the window: the margin changes nothing here
+    assert list(result.candidates["reason"])[:3] == [None, "excerpt_not_found", "malformed_json"]
+    with pytest.raises(ValueError, match="excerpt_margin_chars"):
+        run(tmp_path, [], n=1, excerpt_margin_chars=-1)

@@ -269,7 +269,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             result = qg.generate_questions(
                 docs, args.n, llm, embedder, seed=args.seed, window_chars=args.window_chars,
                 allocation=args.allocation, dedup_threshold=None if args.no_dedup else args.dedup_threshold,
-                content_repairs=args.content_repairs,
+                content_repairs=args.content_repairs, excerpt_margin_chars=args.excerpt_margin,
                 progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
             )
         finally:
@@ -354,6 +354,9 @@ def add_parsers(sub: Any) -> None:
     gen.add_argument("--content-repairs", type=int, default=2, metavar="N",
                      help="re-ask up to N times, stating the problem, when a question says 'the passage' or an "
                           "excerpt is not in the passage (default 2; 0 drops such candidates at once)")
+    gen.add_argument("--excerpt-margin", type=int, default=200, metavar="CHARS",
+                     help="also find excerpts that cross the passage's edge, this many characters of the document "
+                          "on each side (default 200; 0 = the passage only)")
     gen.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of the near-duplicate filter")
     gen.add_argument("--llm-cache", default=None, metavar="SQLITE",
                      help="LLM response cache file (default chunkwise's cache, ~/.cache/chunkwise/llm.sqlite)")

@@ -332,6 +332,7 @@ def generate_questions(
     dedup_threshold: float | None = 0.85,
     max_repairs: int = 1,
     content_repairs: int = 0,
+    excerpt_margin_chars: int = 0,
     temperature: float = 0.3,
     max_tokens: int = 300,
     max_consecutive_failures: int = 3,
@@ -384,6 +385,13 @@ def generate_questions(
         request is the same as with 0 as long as the questions accepted before it for its
         document are, so cached replies are reused and the keep rate can be measured with and
         without repairs on the same passages (chapter 4 does).
+    excerpt_margin_chars : int, default 0
+        Where an excerpt is searched: the passage widened by this many characters of the
+        document on each side (0: the passage alone). The window is cut at word boundaries,
+        not sentence boundaries, so a model that copies a whole sentence crossing the window's
+        edge quotes the document verbatim but not the passage; with a margin that sentence is
+        found (it must still overlap the passage). The reference is the document's own text
+        at the found offsets either way.
     temperature : float, default 0.3
         Sampling temperature. Every request also carries its own sampling seed (from ``seed``
         and the candidate index), which is part of its cache key: two candidates with the same
@@ -422,6 +430,7 @@ def generate_questions(
     min_excerpt_chars = _check_int("min_excerpt_chars", min_excerpt_chars, 1)
     max_consecutive_failures = _check_int("max_consecutive_failures", max_consecutive_failures, 1)
     content_repairs = _check_int("content_repairs", content_repairs, 0)
+    excerpt_margin_chars = _check_int("excerpt_margin_chars", excerpt_margin_chars, 0)
     max_repairs = _check_int("max_repairs", max_repairs, 0)
     if allocation not in ("equal", "proportional"):
         raise ValueError(f"allocation must be 'equal' or 'proportional', got {allocation!r}.")
@@ -447,6 +456,8 @@ def generate_questions(
         text = docs[doc]
         ws, we = sample_window(text, window_chars, rng)
         passage = text[ws:we]
+        ms, me = max(0, ws - excerpt_margin_chars), min(len(text), we + excerpt_margin_chars)
+        search = _Search(text, ws, we, ms, me)
         row: dict[str, Any] = {
             "candidate": i, "document": doc, "window_start": ws, "window_end": we,
             "question": None, "kept": False, "reason": None, "detail": "", "cached": False,
@@ -456,7 +467,7 @@ def generate_questions(
         rejected: list[tuple[str, str, str]] = []  # (reason, detail, message sent back) of content checks
         validator = None
         if content_repairs:
-            validator = _content_validator(passage, min_excerpt_chars, rejected)
+            validator = _content_validator(search, min_excerpt_chars, rejected)
         try:
             value, response = llm.chat_json(
                 messages, schema=RESPONSE_SCHEMA, max_repairs=max_repairs + content_repairs, temperature=temperature,
@@ -489,11 +500,11 @@ def generate_questions(
         short: list[str] = []
         for raw in value["excerpts"]:
             excerpt = _clean_excerpt(str(raw))
-            spans, _how = locate_excerpt(passage, excerpt, limit=1) if excerpt else ([], "")
-            if not spans:
+            span = search.find(excerpt)
+            if span is None:
                 problem = ("excerpt_not_found", f"not in the passage: {excerpt[:120]!r}")
                 break
-            s, e = ws + spans[0][0], ws + spans[0][1]
+            s, e = span
             if e - s < min_excerpt_chars:
                 short.append(text[s:e])
                 continue
@@ -578,6 +589,7 @@ def generate_questions(
         "dedup_embedder": None if embedder is None or dedup_threshold is None else str(getattr(embedder, "name", type(embedder).__name__)),
         "max_repairs": max_repairs,
         "content_repairs": content_repairs,
+        "excerpt_margin_chars": excerpt_margin_chars,
         "temperature": temperature,
         "max_tokens": max_tokens,
         "documents": names,
@@ -585,8 +597,31 @@ def generate_questions(
     return GenerationResult(questions, frame, settings, llm.stats())
 
 
+@dataclass(frozen=True)
+class _Search:
+    """Where a candidate's excerpts are looked for: ``text[ms:me]``, a span that must overlap the
+    passage ``[ws, we)``."""
+
+    text: str
+    ws: int
+    we: int
+    ms: int
+    me: int
+
+    def find(self, excerpt: str) -> tuple[int, int] | None:
+        """Document offsets of the first match overlapping the passage, or None."""
+        if not excerpt:
+            return None
+        spans, _how = locate_excerpt(self.text[self.ms:self.me], excerpt, limit=50)
+        for a, b in spans:
+            s, e = self.ms + a, self.ms + b
+            if s < self.we and e > self.ws:
+                return s, e
+        return None
+
+
 def _content_validator(
-    passage: str, min_excerpt_chars: int, rejected: list[tuple[str, str, str]]
+    search: _Search, min_excerpt_chars: int, rejected: list[tuple[str, str, str]]
 ) -> Callable[[Any], None]:
     """A :meth:`LLMClient.chat_json` validator that sends a reply back when its content would drop
     the candidate (the same rules as the checks after the reply); each rejection is appended to
@@ -603,13 +638,13 @@ def _content_validator(
         long_enough = 0
         for n, raw in enumerate(value["excerpts"], start=1):
             excerpt = _clean_excerpt(str(raw))
-            spans = locate_excerpt(passage, excerpt, limit=1)[0] if excerpt else []
-            if not spans:
+            span = search.find(excerpt)
+            if span is None:
                 msg = (f"Excerpt {n} is not in the passage character for character: {excerpt[:160]!r}. Copy whole "
                        "sentences from the passage exactly as they are written, without rewording or shortening.")
                 rejected.append(("excerpt_not_found", f"not in the passage: {excerpt[:120]!r}", msg))
                 raise ValueError(msg)
-            long_enough += spans[0][1] - spans[0][0] >= min_excerpt_chars
+            long_enough += span[1] - span[0] >= min_excerpt_chars
         if not long_enough:
             msg = (f"Every excerpt is shorter than {min_excerpt_chars} characters. Copy the full sentences of the "
                    "passage that hold the answer.")
