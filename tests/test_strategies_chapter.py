@@ -141,3 +141,28 @@ def test_strategy_notes_list_each_row_with_its_interval_and_costs():
         ("- **X** [2 corpora]: recall 100.0% ([+0.0, +18.9]), precision_Ω 20.9% ([+0.0, +0.0]); 15 chunks, 1,000 "
          "tokens embedded, 15 LLM calls (900 s)"),
     ]
+
+
+def test_findings_results_of_chapter_5_hand_values():
+    import pandas as pd
+
+    from chunkwise.experiments import strategies as S
+
+    table = pd.DataFrame({"recall_diff": [0.0, 3.1], "recall_low": [0.0, 0.4], "recall_high": [0.0, 5.9]},
+                         index=["Recursive 200", "Contextual 200"])
+    labels = {"Recursive:200": "Recursive 200", "Contextual:200": "Contextual 200"}
+    cold = pd.DataFrame({"cold_seconds": [10.0, 12.0, 50.0, 40.0]},
+                        index=["TokenText:200", "Recursive:200", "Cluster:200", "Late:200"])
+    got = S.findings_results(table, cold, labels, "Recursive 200", 120, "state_of_the_union, chatlogs")
+    assert got["contextual_vs_recursive"] == "contextual ahead"
+    assert got["contextual_vs_recursive_ci"] == "+3.1 [+0.4, +5.9]"
+    assert (got["contextual_n_questions"], got["contextual_corpora"]) == (120, "state_of_the_union, chatlogs")
+    # low tier (10, 12) below medium tier (40, 50): the guide's order holds
+    assert got["cost_order_agrees"] == "yes"
+    assert got["cost_order"].startswith("Fixed-size 10 s (lowest) < Recursive character 12 s (low) < Late chunking 40 s")
+    cold.loc["Recursive:200", "cold_seconds"] = 45.0  # a low-cost strategy above a medium one
+    assert S.findings_results(table, cold, labels, "Recursive 200", 1, "x")["cost_order_agrees"] == "no"
+    table.loc["Contextual 200", ["recall_low", "recall_high"]] = [-1.0, 5.9]
+    assert S.findings_results(table, cold, labels, "Recursive 200", 1, "x")["contextual_vs_recursive"] == "cannot tell"
+    assert S.findings_results(table.drop(index="Contextual 200"), cold, labels, "Recursive 200", 1,
+                              "x")["contextual_vs_recursive"] == "not run"

@@ -522,3 +522,74 @@ def strategy_notes(
                    f"{r['precision_omega']:.1f}% ({r['precision_omega_ci']}); {int(r['n_chunks'])} chunks, "
                    f"{int(r['embedded_tokens']):,} tokens embedded{extra}{cold_txt}")
     return out
+
+
+#: The guide's "Cost to run" words, in increasing order of cost (the first word of the column).
+COST_TIERS = {"lowest": 0, "low": 0, "medium": 1, "highest": 2}
+
+
+def findings_results(
+    table_small: pd.DataFrame,
+    cold: pd.DataFrame,
+    labels: Mapping[str, str],
+    baseline: str,
+    n_questions_small: int,
+    small_corpora: str,
+    contextual_spec: str = "Contextual:200",
+) -> dict[str, Any]:
+    """Chapter 5's numbers for the findings page (:func:`chunkwise.findings.write_results`).
+
+    Parameters
+    ----------
+    table_small : DataFrame
+        :func:`strategy_table` of the corpora contextual chunking ran on (recall interval against
+        ``baseline``).
+    cold : DataFrame
+        :func:`cold_costs` (cold seconds per spec string).
+    labels : mapping spec string -> chunker label
+    baseline : str
+        The baseline's label (Recursive 200).
+    n_questions_small : int
+        Questions scored in ``table_small``.
+    small_corpora : str
+        What ``table_small`` covers, in words.
+    contextual_spec : str
+
+    Returns
+    -------
+    dict
+        ``contextual_vs_recursive`` (``"contextual ahead"`` / ``"recursive ahead"`` when the
+        95% paired recall interval lies above / below 0, ``"cannot tell"``, or ``"not run"``),
+        ``contextual_vs_recursive_ci`` (``"+d [low, high]"`` points), ``contextual_n_questions``,
+        ``contextual_corpora``; ``cost_order_agrees`` (``"yes"`` when every strategy the guide
+        rates low-cost has fewer cold seconds than every one it rates medium, and any rated
+        highest has more than all others; ``"no"`` otherwise; ``"not measured"`` with fewer than
+        one measured strategy in two tiers) and ``cost_order`` (the measured order, cheapest first,
+        with the guide's word).
+    """
+    from chunkwise.chunkers.specs import parse_spec
+
+    out: dict[str, Any] = {"contextual_n_questions": int(n_questions_small), "contextual_corpora": small_corpora}
+    ctx = labels.get(parse_spec(contextual_spec).spec_string())
+    if ctx is None or ctx not in table_small.index:
+        out.update(contextual_vs_recursive="not run", contextual_vs_recursive_ci="-")
+    else:
+        r = table_small.loc[ctx]
+        side = _side(r, "recall")
+        out["contextual_vs_recursive"] = {"ahead": "contextual ahead", "behind": "recursive ahead"}.get(side, "cannot tell")
+        out["contextual_vs_recursive_ci"] = f"{r['recall_diff']:+.1f} [{r['recall_low']:+.1f}, {r['recall_high']:+.1f}]"
+    measured = []
+    for st in STRATEGIES:
+        spec = parse_spec(st.spec).spec_string()
+        tier = COST_TIERS.get(st.guide_cost.split(":")[0].strip().lower())
+        if spec in cold.index and tier is not None:
+            measured.append((float(cold.loc[spec, "cold_seconds"]), tier, st.name, st.guide_cost.split(":")[0]))
+    measured.sort()
+    out["cost_order"] = " < ".join(f"{name} {sec:.0f} s ({word})" for sec, _, name, word in measured) or "-"
+    tiers = {t for _, t, _, _ in measured}
+    if len(tiers) < 2:
+        out["cost_order_agrees"] = "not measured"
+    else:
+        ok = all(a[0] < b[0] for a in measured for b in measured if a[1] < b[1])
+        out["cost_order_agrees"] = "yes" if ok else "no"
+    return out
