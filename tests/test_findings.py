@@ -288,7 +288,9 @@ def test_findings_page_with_the_real_registry_and_no_runs(tmp_path):
 
 
 def test_every_chapter_writes_its_results():
-    for stem in ("01_handbook_boundaries", "02_chroma_recall", "03_crud_pgrag"):
+    from chunkwise.book import NOTEBOOKS
+
+    for stem in (Path(n).stem for n in NOTEBOOKS):
         nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
         last = "".join(nb["cells"][-1]["source"])
         assert f'write_results("{stem}"' in last
