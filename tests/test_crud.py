@@ -1010,3 +1010,59 @@ def test_ordering_result_compares_pg_rag_with_the_best_baseline_on_shared_questi
     assert cx.ordering_result(few)["pg_rag_vs_best_doc1_ci"] == "+40.0 (no interval: 3 shared questions)"
     with pytest.raises(ValueError, match="no scores for 'pg_rag'"):
         cx.ordering_result(_scores_frame({"dense": [0.5] * 3}))
+
+
+def test_format_stat_prints_counts_as_integers_and_shares_as_percent():
+    from chunkwise.experiments import crud as cx
+
+    assert cx.format_stat("nodes", 1290.0) == "1,290" and cx.format_stat("documents", 103) == "103"
+    assert cx.format_stat("compression_ratio", 1.8507) == "1.85"
+    assert cx.format_stat("topic_threshold", 0.93512) == "0.935"
+    assert cx.format_stat("topic_fused_share", 0.5437) == "54.4%"
+    assert cx.format_stat("fact_pair_share", 0.000073) == "0.0073%"
+    assert cx.format_stat("seconds_per_doc", 120.456) == "120.5"
+    assert cx.format_stat("x", float("nan")) == "" and cx.format_stat("x", None) == ""
+    assert cx.format_stat("nodes_per_level", [887, 18]) == "[887, 18]" and cx.format_stat("reducer", "pca") == "pca"
+    assert cx.format_stat("n", np.int64(7)) == "7" and cx.format_stat("flag", True) == "True"
+    table = cx.readable_stats({"a": {"nodes": 3.0, "folder": "/x"}, "b": {"edges": 2249.0}})
+    assert list(table.index) == ["nodes", "edges"] and table.loc["nodes", "a"] == "3"
+    assert table.loc["nodes", "b"] == "" and table.loc["edges", "b"] == "2,249"
+
+
+def test_readable_paired_puts_the_interval_in_brackets():
+    from chunkwise.experiments import crud as cx
+
+    nan = float("nan")
+    idx = pd.MultiIndex.from_tuples([("t", "a"), ("t", "b")], names=["task", "method"])
+    paired = pd.DataFrame({"method": [30.33, 11.28], "reference": [27.99, 0.33], "difference": [2.34, 10.96],
+                           "ci_low": [-4.41, nan], "ci_high": [9.26, nan], "n_shared": [46, 2]}, index=idx)
+    out = cx.readable_paired(paired)
+    assert list(out.columns) == ["method", "reference", "difference", "95% interval", "n_shared"]
+    assert out.loc[("t", "a")].tolist() == ["30.3", "28.0", "+2.3", "[-4.4, +9.3]", 46]
+    assert out.loc[("t", "b"), "95% interval"] == "–"
+    assert cx.format_interval(0.1234, 0.8, ".2f") == "[0.12, 0.80]" and cx.format_interval(nan, 1.0) == "–"
+
+
+def test_chapter_answer_states_the_differences_their_intervals_and_the_verdict():
+    from chunkwise.experiments import crud as cx
+
+    paired = _paired_rows([("dense", 2.34, -4.41, 9.26), ("bm25", 1.04, -6.53, 9.19)])
+    paired["n_shared"] = [46, 45]
+    rank = {"spearman": 0.678, "ci_low": -0.245, "ci_high": 0.804, "n_questions": 50}
+    comparison = pd.DataFrame({("f1qe", "ours"): [30.07], ("f1qe", "paper"): [79.7]}, index=["PG-RAG"])
+    per_task = {"questanswer_1doc": 50, "questanswer_2docs": 3, "questanswer_3docs": 3}
+    text = cx.chapter_answer(paired, rank, per_task, 103, "Qwen-1.5B@sha256:abc", comparison=comparison)
+    assert text.startswith(
+        "On the 50 one-document CRUD-RAG questions, answered by Qwen-1.5B from a pool of 103 news articles, "
+        "PG-RAG's RAGQuestEval F1 differs from dense retrieval's by +2.3 points (95% interval [-4.4, +9.3], "
+        "46 shared questions) and from BM25's by +1.0 points (95% interval [-6.5, +9.2], 45 shared questions). "
+        "This run can neither confirm nor refute the paper's headline")
+    assert "(Spearman 0.68 [-0.24, 0.80] contains 0)" in text
+    assert text.endswith("The two-document and three-document tasks have 3 questions each, too few for an "
+                         "interval; PG-RAG's score is 30.1% here against 79.7% in the paper's Table 1, so this "
+                         "run speaks to the direction of the claim, not to its size.")
+    ahead = _paired_rows([("dense", 6.0, 1.0, 11.0), ("bm25", 4.0, 0.5, 8.0)])
+    text = cx.chapter_answer(ahead, None, {"questanswer_1doc": 50}, 10, "m")
+    assert "This run supports the paper's headline" in text and "too few" not in text
+    empty = ahead.iloc[0:0]
+    assert "cannot answer its question" in cx.chapter_answer(empty, None, {"questanswer_1doc": 50}, 10, "m")

@@ -601,6 +601,189 @@ def headline_verdict(
     return f"{first} {second}"
 
 
+# ---------------------------------------------------------------- what the chapter shows a reader
+
+#: Task -> the words the chapter uses for it.
+TASK_WORDS = {"questanswer_1doc": "one-document", "questanswer_2docs": "two-document",
+              "questanswer_3docs": "three-document"}
+
+
+def format_interval(low: float, high: float, fmt: str = "+.1f") -> str:
+    """``"[low, high]"`` with ``fmt`` (signed, one decimal by default), or ``"–"`` when either end
+    is NaN or None (too few questions for an interval)."""
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return "–"
+    return f"[{low:{fmt}}, {high:{fmt}}]"
+
+
+def format_stat(key: str, value: Any) -> str:
+    """One statistic as a reader should see it, chosen by what its name says it is.
+
+    ``*_share`` as a percent with one decimal (two significant digits below 1%), ``*_threshold`` (a cosine) with three decimals,
+    ``*seconds*`` with one decimal, an integral number as an integer with thousands separators
+    (``1290.0 -> "1,290"``, never ``"1290.00"``), any other number with two decimals, a missing
+    value as ``""``, anything else (a list, a word) as its ``str``.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, (bool, str, list, tuple, dict)):
+        return str(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(v):
+        return ""
+    if key.endswith("_share"):
+        return f"{v * 100:.2g}%" if 0 < abs(v) < 0.01 else f"{v:.1%}"
+    if key.endswith("_threshold"):
+        return f"{v:.3f}"
+    if "seconds" in key:
+        return f"{v:,.1f}"
+    if v.is_integer():
+        return f"{int(v):,}"
+    return f"{v:,.2f}"
+
+
+def readable_stats(columns: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Statistics dictionaries side by side, every value formatted by :func:`format_stat`.
+
+    Parameters
+    ----------
+    columns : mapping column name -> (statistic -> value)
+        E.g. ``{"pseudo-graph": index_stats}`` or one column per tree or graph method. The
+        ``folder`` entry (a path) is left out.
+
+    Returns
+    -------
+    DataFrame of str
+        One row per statistic (first-seen order), one column per entry of ``columns``; ``""``
+        where a column has no such statistic.
+    """
+    keys = list(dict.fromkeys(k for stats in columns.values() for k in stats if k != "folder"))
+    return pd.DataFrame({name: [format_stat(k, stats.get(k)) for k in keys] for name, stats in columns.items()},
+                        index=pd.Index(keys, name="statistic"))
+
+
+def readable_paired(table: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`paired_with` or :func:`pool_variant_effect` table as a reader should see it.
+
+    The means (``method``, ``reference``, ``default``, ``variant``; percent) get one decimal, the
+    ``difference`` (points) a sign, ``ci_low`` / ``ci_high`` become one ``95% interval`` column
+    in brackets (``"–"`` below the fewest shared questions for one), ``n_shared`` an integer.
+    Other columns are kept as they are.
+    """
+    out = pd.DataFrame(index=table.index)
+    for col in table.columns:
+        if col in ("ci_low", "ci_high"):
+            if col == "ci_low":
+                out["95% interval"] = [format_interval(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"])]
+        elif col == "difference":
+            out[col] = [f"{v:+.1f}" if pd.notna(v) else "–" for v in table[col]]
+        elif col == "n_shared":
+            out[col] = table[col].astype(int)
+        elif col in ("method", "reference", "default", "variant"):
+            out[col] = [f"{v:.1f}" if pd.notna(v) else "–" for v in table[col]]
+        else:
+            out[col] = table[col]
+    return out
+
+
+def _difference_words(paired: pd.DataFrame, key: tuple[str, ...]) -> str | None:
+    """``"+2.3 points (95% interval [-4.4, +9.3], 46 shared questions)"`` for one paired row;
+    None when the row is absent or nothing is shared."""
+    if key not in paired.index:
+        return None
+    row = paired.loc[key]
+    n = int(row["n_shared"])
+    if n == 0 or pd.isna(row["difference"]):
+        return None
+    qs = f"{n} shared question{'s' if n != 1 else ''}"
+    if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
+        return f"{row['difference']:+.1f} points ({qs}, too few for an interval)"
+    return f"{row['difference']:+.1f} points (95% interval {format_interval(row['ci_low'], row['ci_high'])}, {qs})"
+
+
+def chapter_answer(
+    paired: pd.DataFrame,
+    rank: Mapping[str, Any] | None,
+    items_per_task: Mapping[str, int],
+    n_pool: int,
+    generator: str,
+    comparison: pd.DataFrame | None = None,
+    task: str = "questanswer_1doc",
+    method: str = "pg_rag",
+    references: Sequence[str] = ("dense", "bm25"),
+    min_shared: int = 10,
+) -> str:
+    """Chapter 3's answer to its question, in 3-5 sentences built from the run's values.
+
+    Parameters
+    ----------
+    paired : DataFrame
+        :func:`paired_with` outputs concatenated over references (first index level
+        ``reference``), as the chapter builds them.
+    rank : mapping or None
+        :func:`rank_correlation_with_paper` for ``task``.
+    items_per_task : mapping task -> int
+        Questions per task in the run.
+    n_pool : int
+        Articles in the retrieval pool.
+    generator : str
+        The generator's identity (``LLMClient.model_identity``; a ``@sha256:...`` suffix is
+        dropped).
+    comparison : DataFrame, optional
+        :func:`compare_with_paper` for ``task``: adds ours beside the paper's score for
+        ``method``.
+    task, method, references
+        The comparison the chapter's question is about (PG-RAG against chunk retrieval on one
+        document, as in the paper's headline).
+    min_shared : int, default 10
+        Tasks with fewer questions are named as too small for an interval.
+
+    Returns
+    -------
+    str
+        The differences from each reference with their 95% paired intervals, the verdict of
+        :func:`headline_verdict` (with the rank correlation), and what the run cannot show: the
+        tasks with too few questions, and ours against the paper's score.
+    """
+    model = generator.split("@", 1)[0]
+    n_task = int(items_per_task.get(task, 0))
+    setting = (f"On the {n_task} {TASK_WORDS.get(task, task)} CRUD-RAG questions, answered by {model} from a pool "
+               f"of {n_pool} news articles")
+    names = {"dense": "dense retrieval's", "bm25": "BM25's"}
+    parts = []
+    for ref in references:
+        words = _difference_words(paired, (ref, task, method))
+        if words is not None:
+            parts.append(f"from {names.get(ref, ref + chr(39) + 's')} by {words}")
+    label = PAPER_METHOD.get(method, method)
+    if not parts:
+        return (f"{setting}, {label} has no paired comparison with chunk retrieval in this build, so the chapter "
+                f"cannot answer its question.")
+    sentences = [f"{setting}, {label}'s RAGQuestEval F1 differs " + " and ".join(parts) + "."]
+    sentences.append(headline_verdict(paired, rank, task=task, method=method, references=references))
+    small = [t for t, n in items_per_task.items() if t != task and 0 < int(n) < min_shared]
+    caveats = []
+    if small:
+        counts = [int(items_per_task[t]) for t in small]
+        words = " and ".join(TASK_WORDS.get(t, t) for t in small)
+        n_words = (f"{counts[0]} questions" if len(set(counts)) == 1 and len(counts) == 1
+                   else f"{counts[0]} questions each" if len(set(counts)) == 1
+                   else " and ".join(map(str, counts)) + " questions")
+        caveats.append(f"the {words} tasks have {n_words}, too few for an interval")
+    if comparison is not None and label in comparison.index and ("f1qe", "ours") in comparison.columns:
+        ours, theirs = comparison.loc[label, ("f1qe", "ours")], comparison.loc[label, ("f1qe", "paper")]
+        if pd.notna(ours) and pd.notna(theirs):
+            caveats.append(f"{label}'s score is {ours:.1f}% here against {theirs:.1f}% in the paper's Table 1, "
+                           f"so this run speaks to the direction of the claim, not to its size")
+    if caveats:
+        text = "; ".join(caveats)
+        sentences.append(text[0].upper() + text[1:] + ".")
+    return " ".join(sentences)
+
+
 def same_context_share(answers: pd.DataFrame, method: str, reference: str, task: str | None = None) -> tuple[int, int]:
     """How often two methods handed the generator the same chunks.
 
