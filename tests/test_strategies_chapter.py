@@ -119,9 +119,19 @@ def test_chapter_answer_is_built_from_the_tables_and_grows_with_their_rows():
         "precision_Ω; the other one is within the noise. K cost the most to index from empty caches (294 s on 3 "
         "corpora, 2.5x R's 117 s); X made 15 LLM calls for 15 chunks (900 s of model time). ")
     assert text.endswith(
-        "On the first 100 characters of a (20 questions), where K and X ran, K's precision_Ω is lower (-10.1 points "
-        "[-16.8, -2.7]) than R's, and every other difference is within the noise; the LLM-based strategy did not run "
-        "(not cached for a).")
+        "On the first 100 characters of a (20 questions), where K and X ran, K's precision_Ω (-10.1 points "
+        "[-16.8, -2.7]) is lower than R's, and every other difference is within the noise; the LLM-based strategy "
+        "did not run (not cached for a).")
+    # both metrics beyond the noise: one clause per strategy, worded by direction
+    small.loc["K", ["recall_low", "recall_high", "recall_diff"]] = [-22.3, -7.6, -15.0]
+    text = S.chapter_answer(all_, "R", where_all="2 corpora", n_questions=132, table_small=small,
+                            small_labels=["K", "X"], where_small="a", n_questions_small=132)
+    assert text.endswith("where K and X ran, K's recall (-15.0 points [-22.3, -7.6]) and precision_Ω (-10.1 points "
+                         "[-16.8, -2.7]) are lower than R's, and every other difference is within the noise.")
+    small.loc["K", ["recall_low", "recall_high", "recall_diff"]] = [7.6, 22.3, 15.0]
+    text = S.chapter_answer(all_, "R", where_all="2 corpora", n_questions=132, table_small=small,
+                            small_labels=["K", "X"], where_small="a", n_questions_small=132)
+    assert "K's recall is higher (+15.0 points [+7.6, +22.3]) and its precision_Ω is lower (-10.1 points" in text
     # a row added later (e.g. the LLM chunker once cached) enters every sentence it belongs to
     grown = pd.concat([all_, _table({"L": (97.0, 1.1, 0.2, 2.0, 25.0, 1.8, -0.2, 3.9, 60, 120)})])
     text = S.chapter_answer(grown, "R", where_all="5 corpora", n_questions=472)

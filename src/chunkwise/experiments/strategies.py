@@ -475,20 +475,28 @@ def chapter_answer(
         if tab is None or "llm_calls" not in tab.columns:
             continue
         for lab, r in tab[tab["llm_calls"] > 0].iterrows():
-            costs.append(f"{lab} made {int(r['llm_calls'])} LLM calls for {int(r['n_chunks'])} chunks "
-                         f"({r['llm_seconds']:.0f} s of model time)")
+            costs.append(f"{lab} made {int(r['llm_calls']):,} LLM calls for {int(r['n_chunks']):,} chunks "
+                         f"({r['llm_seconds']:,.0f} s of model time)")
     if costs:
         text = "; ".join(dict.fromkeys(costs))
         sentences.append(text[0].upper() + text[1:] + ".")
     small = [lab for lab in small_labels if table_small is not None and lab in table_small.index]
     if small:
-        beyond = [f"{lab}'s {what} is {'higher' if _side(table_small.loc[lab], m) == 'ahead' else 'lower'} "
-                  f"({_diff_ci(table_small.loc[lab], m)})"
-                  for lab in small for m, what in (("recall", "recall"), ("precision_omega", "precision_Ω"))
-                  if _side(table_small.loc[lab], m) != "within"]
+        beyond = []
+        for lab in small:
+            row = table_small.loc[lab]
+            found = [(what, "higher" if _side(row, m) == "ahead" else "lower", _diff_ci(row, m))
+                     for m, what in (("recall", "recall"), ("precision_omega", "precision_Ω"))
+                     if _side(row, m) != "within"]
+            if len(found) == 1 or (found and found[0][1] == found[1][1]):
+                beyond.append(f"{lab}'s " + " and ".join(f"{what} ({d})" for what, _, d in found)
+                              + f" {'is' if len(found) == 1 else 'are'} {found[0][1]} than {baseline}'s")
+            elif found:
+                beyond.append(f"{lab}'s " + " and its ".join(f"{what} is {word} ({d})" for what, word, d in found)
+                              + f" than {baseline}'s")
         head = f"On {where_small} ({n_questions_small} questions), where {_names(small)} ran, "
-        sentences.append(head + (_names(beyond) + " than " + baseline + "'s, and every other difference is within "
-                                 "the noise" if beyond else f"every difference from {baseline} is within the noise"))
+        sentences.append(head + (_names(beyond) + ", and every other difference is within the noise" if beyond
+                                 else f"every difference from {baseline} is within the noise"))
     if not_run:
         from chunkwise.chunkers.specs import parse_spec
 
@@ -514,12 +522,12 @@ def strategy_notes(
     cold = cold_by_label if cold_by_label is not None else pd.DataFrame(columns=["cold_seconds", "corpora_measured"])
     out = []
     for lab, r in table.iterrows():
-        extra = f", {int(r['llm_calls'])} LLM calls ({r['llm_seconds']:.0f} s)" if r.get("llm_calls", 0) else ""
+        extra = f", {int(r['llm_calls']):,} LLM calls ({r['llm_seconds']:,.0f} s)" if r.get("llm_calls", 0) else ""
         cs = cold["cold_seconds"].get(lab)
         n_cold = cold["corpora_measured"].get(lab)
         cold_txt = f", {cs:.0f} s cold ({int(n_cold)} corpora)" if cs is not None and pd.notna(cs) else ""
         out.append(f"- **{lab}** [{where}]: recall {r['recall']:.1f}% ({r['recall_ci']}), precision_Ω "
-                   f"{r['precision_omega']:.1f}% ({r['precision_omega_ci']}); {int(r['n_chunks'])} chunks, "
+                   f"{r['precision_omega']:.1f}% ({r['precision_omega_ci']}); {int(r['n_chunks']):,} chunks, "
                    f"{int(r['embedded_tokens']):,} tokens embedded{extra}{cold_txt}")
     return out
 
