@@ -561,8 +561,8 @@ def _copy_of_the_real_book(tmp_path: Path) -> Path:
     pytest.importorskip("jupyter_book", reason="the book extra is not installed")
     root = tmp_path / "book"
     root.mkdir()
-    for name in ("_config.yml", "_toc.yml", "intro.md", "findings.md"):
-        (root / name).write_text((REPO / "book" / name).read_text(encoding="utf-8"), encoding="utf-8")
+    for src in [*(REPO / "book").glob("*.md"), *(REPO / "book").glob("*.yml"), REPO / "book" / "references.bib"]:
+        (root / src.name).write_text(src.read_text(encoding="utf-8"), encoding="utf-8")
     return root
 
 
@@ -588,9 +588,15 @@ def test_strict_build_ignores_a_leftover_temporary_chapter(tmp_path, capsys):
     root = _copy_of_the_real_book(tmp_path)
     generated = root / "generated"
     generated.mkdir()
+    import csv
+
+    with (REPO / "data" / "findings" / "headline.csv").open(encoding="utf-8", newline="") as fh:
+        sections = [(r["chapter"], r["section"]) for r in csv.DictReader(fh)]
     for name in book.NOTEBOOKS:
         stem = Path(name).stem
-        _write_notebook(generated / name, [new_markdown_cell(f"# {stem}"), new_code_cell("1 + 1")])
+        # the sections the findings page links to (a missing anchor is a strict-build warning)
+        heads = [new_markdown_cell(f"## {sec}") for ch, sec in dict.fromkeys(sections) if ch == stem and sec]
+        _write_notebook(generated / name, [new_markdown_cell(f"# {stem}"), *heads, new_code_cell("1 + 1")])
     _write_notebook(generated / ".01_handbook_boundaries.running.ipynb", [new_markdown_cell("# half a chapter")])
     _write_notebook(generated / ".02_chroma_recall.k2j4x8.running.ipynb", [new_markdown_cell("# another")])
     assert cli.main(["build-book", "--book", str(root)]) == 0, capsys.readouterr().err
