@@ -12,7 +12,7 @@ from chunkwise import book
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BOX = "```{admonition} What this chapter finds\n:class: tip\n\n```{glue:md} ans\n:format: myst\n```\n\n```"
+BOX = "````{admonition} What this chapter finds\n:class: tip\n\n```{glue:md} ans\n:format: myst\n```\n\n````"
 OBJ = "```{admonition} Learning objectives\n:class: note\n\n- read a table\n```"
 
 
@@ -76,6 +76,15 @@ def test_an_exercise_without_a_solution_code_cell_fails(tmp_path):
             break
     nbformat.write(nb, path)
     with pytest.raises(book.NotebookCheckError, match="the solution of 'c-ex1' has no code cell tagged 'solution'"):
+        book.check_chapter(path)
+
+
+def test_an_answer_box_with_three_backticks_around_a_glue_fence_fails(tmp_path):
+    path = _chapter(tmp_path / "c.ipynb")
+    nb = nbformat.read(path, 4)
+    nb.cells[1].source = BOX[1:-1]  # ```{admonition} ... ```: the inner fence would close it
+    nbformat.write(nb, path)
+    with pytest.raises(book.NotebookCheckError, match="needs a longer outer fence"):
         book.check_chapter(path)
 
 

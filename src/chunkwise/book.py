@@ -385,6 +385,11 @@ def check_chapter(path: str | os.PathLike[str]) -> dict[str, Any]:
         box = cells[1].source
         if "What this chapter finds" not in box:
             problems.append("the answer box must be titled 'What this chapter finds'")
+        if "```{glue" in box and not box.lstrip().startswith("````"):
+            problems.append(
+                "the answer box nests a ```{glue:md} fence, so its admonition needs a longer outer fence "
+                "(````{admonition} ... ````); with three backticks the inner fence closes it early"
+            )
         answer_keys = [a or b for a, b in _GLUE_REF.findall(box)]
         if not answer_keys:
             problems.append("the answer box glues nothing from the run (use {glue:md}`key`)")
