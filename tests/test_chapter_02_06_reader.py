@@ -1,4 +1,4 @@
-"""Chapter 2 as readers and teachers see it, checked on the source notebook (no execution).
+"""Chapters 2 and 6 as readers and teachers see them, checked on the source notebook (no execution).
 
 The executed chapter is checked by ``chunkwise build-book`` (:func:`chunkwise.book.reader_problems`);
 these tests catch the same slips before a run: the answer box, the exercises, glue keys that no
@@ -12,11 +12,15 @@ import re
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from chunkwise import book
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_chroma_recall.ipynb"
-PREFIX = "ch2_"
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+#: (notebook, prefix of its glue keys)
+CHAPTERS = pytest.mark.parametrize(("NOTEBOOK", "PREFIX"), [
+    (NOTEBOOKS / "02_chroma_recall.ipynb", "ch2_"), (NOTEBOOKS / "06_stitched_vs_real.ipynb", "ch6_"),
+], ids=["02", "06"])
 GLUED = re.compile(r"glue\(\s*[\"']([^\"']+)[\"']")
 
 
@@ -52,19 +56,21 @@ def _bound(source: str) -> set[str]:
     return binder.names
 
 
-def _code_cells():
-    return [c for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
+def _code_cells(notebook):
+    return [c for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"]
 
 
-def test_answer_box_objectives_and_exercises():
+@CHAPTERS
+def test_answer_box_objectives_and_exercises(NOTEBOOK, PREFIX):
     found = book.check_chapter(NOTEBOOK)
     assert found["answer_keys"] == [f"{PREFIX}answer"]
     assert found["exercises"] == [f"{PREFIX[:-1]}-ex{i}" for i in (1, 2, 3)]
-    gluing = [c for c in _code_cells() if f"{PREFIX}answer" in GLUED.findall(c.source)]
+    gluing = [c for c in _code_cells(NOTEBOOK) if f"{PREFIX}answer" in GLUED.findall(c.source)]
     assert len(gluing) == 1 and "remove-input" in gluing[0].metadata.get("tags", [])
 
 
-def test_every_glue_reference_is_glued_and_prefixed():
+@CHAPTERS
+def test_every_glue_reference_is_glued_and_prefixed(NOTEBOOK, PREFIX):
     cells = nbformat.read(NOTEBOOK, as_version=4).cells
     glued = {k for c in cells if c.cell_type == "code" for k in GLUED.findall(c.source)}
     referenced = {a or b for c in cells if c.cell_type == "markdown" for a, b in book._GLUE_REF.findall(c.source)}
@@ -72,8 +78,9 @@ def test_every_glue_reference_is_glued_and_prefixed():
     assert all(k.startswith(PREFIX) for k in glued | referenced), sorted(glued | referenced)
 
 
-def test_solutions_leave_the_chapter_names_alone():
-    cells = _code_cells()
+@CHAPTERS
+def test_solutions_leave_the_chapter_names_alone(NOTEBOOK, PREFIX):
+    cells = _code_cells(NOTEBOOK)
     solutions = [c for c in cells if book.SOLUTION_TAG in c.metadata.get("tags", [])]
     assert solutions
     chapter = set(book.parameters_cell_names(NOTEBOOK))
