@@ -262,6 +262,17 @@ def _template_fields(text: str) -> list[str]:
     return [f for _, f, _, _ in string.Formatter().parse(text or "") if f]
 
 
+def _registry_rows(path: Path, columns: Sequence[str], optional: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Rows of a registry CSV (lines starting with ``#`` skipped); a missing column raises
+    :class:`FindingsError` naming the file and the expected columns."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(row for row in fh if not row.startswith("#"))
+        missing = [c for c in columns if c not in (reader.fieldnames or []) and c not in optional]
+        if missing:
+            raise FindingsError(f"{path} lacks column(s) {', '.join(missing)}; expected {', '.join(columns)}")
+        return list(reader)
+
+
 def load_claims(path: str | os.PathLike[str] | None = None) -> list[Claim]:
     """Read and check the claims registry (default ``<repo>/data/findings/claims.csv``).
 
@@ -279,12 +290,7 @@ def load_claims(path: str | os.PathLike[str] | None = None) -> list[Claim]:
 
         path = find_repo_root() / "data" / "findings" / "claims.csv"
     path = Path(path)
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(row for row in fh if not row.startswith("#"))
-        missing = [c for c in CLAIM_COLUMNS if c not in (reader.fieldnames or []) and c not in OPTIONAL_COLUMNS]
-        if missing:
-            raise FindingsError(f"{path} lacks column(s) {', '.join(missing)}; expected {', '.join(CLAIM_COLUMNS)}")
-        rows = list(reader)
+    rows = _registry_rows(path, CLAIM_COLUMNS, OPTIONAL_COLUMNS)
     claims: list[Claim] = []
     seen: set[str] = set()
     for n, row in enumerate(rows, start=2):
@@ -708,12 +714,7 @@ def load_headlines(path: str | os.PathLike[str] | None = None, claims: Sequence[
 
         path = find_repo_root() / "data" / "findings" / "headline.csv"
     path = Path(path)
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(row for row in fh if not row.startswith("#"))
-        missing = [c for c in HEADLINE_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise FindingsError(f"{path} lacks column(s) {', '.join(missing)}; expected {', '.join(HEADLINE_COLUMNS)}")
-        rows = list(reader)
+    rows = _registry_rows(path, HEADLINE_COLUMNS)
     ids = [c.claim_id for c in claims] if claims is not None else None
     out: list[Headline] = []
     seen: set[str] = set()
