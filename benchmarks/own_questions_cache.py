@@ -8,6 +8,7 @@ arrives, so an interrupted run resumes; a larger ``n`` asks only for the new can
     PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0       # n=27, no content repairs, no margin
     PYTHONPATH=src python benchmarks/own_questions_cache.py 27 2 200   # the same passages, 2 repairs, 200-char margin
     PYTHONPATH=src python benchmarks/own_questions_cache.py 120 2 200  # more candidates
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0 0 sentence_numbers  # numbered sentences
 
 Prints the keep rate and the drops by reason, and appends one line to ``data/own/generation_runs.csv``.
 """
@@ -31,7 +32,7 @@ CORPORA = ["state_of_the_union", "wikitexts", "chatlogs", "finance", "pubmed"]
 LOG = ROOT / "data" / "own" / "generation_runs.csv"
 
 
-def main(n: int, content_repairs: int, margin: int) -> None:
+def main(n: int, content_repairs: int, margin: int, excerpt_mode: str = "copy") -> None:
     texts = load_chroma_corpora(CORPORA)
     embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2", show_progress_bar=False)
     t0 = time.perf_counter()
@@ -39,26 +40,31 @@ def main(n: int, content_repairs: int, margin: int) -> None:
                              timeout=1800.0) as llm:
         result = generate_questions(texts, n, llm, embedder, seed=0, window_chars=1000, allocation="equal",
                                     dedup_threshold=0.85, content_repairs=content_repairs,
-                                    excerpt_margin_chars=margin,
+                                    excerpt_margin_chars=margin, excerpt_mode=excerpt_mode,
                                     progress=lambda line: print(line, flush=True))
     wall = time.perf_counter() - t0
     st = result.llm_stats
     print(result.describe(), flush=True)
     row = {"finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "candidates": n,
-           "content_repairs": content_repairs, "excerpt_margin_chars": margin, "kept": len(result.questions),
+           "content_repairs": content_repairs, "excerpt_margin_chars": margin,
+           "excerpt_mode": excerpt_mode, "kept": len(result.questions),
            **{f"dropped_{k}": v for k, v in result.dropped.items()},
            "llm_calls": st["calls"], "cache_hits": st["cache_hits"], "model_seconds": round(st["latency_s"], 1),
            "wall_seconds": round(wall, 1)}
     print(row, flush=True)
-    new = not LOG.exists()
-    with LOG.open("a", newline="") as fh:
+    rows = []
+    if LOG.exists():
+        with LOG.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    for old in rows:  # lines written before the column existed were all made in copy mode
+        old.setdefault("excerpt_mode", "copy")
+    with LOG.open("w", newline="") as fh:
         w = csv.DictWriter(fh, list(row))
-        if new:
-            w.writeheader()
-        w.writerow(row)
-
+        w.writeheader()
+        w.writerows([{k: old.get(k, "") for k in row} for old in rows] + [row])
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
+    if len(sys.argv) not in (3, 4, 5):
         sys.exit(__doc__)
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) == 4 else 0)
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) >= 4 else 0,
+         sys.argv[4] if len(sys.argv) == 5 else "copy")

@@ -260,9 +260,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         embedder = None
         if not args.no_dedup:
             embedder, _ = _make_embedders(args.embedder)
+        version, sha = ((qg.NUMBERED_PROMPT_VERSION, qg.NUMBERED_PROMPT_SHA256) if args.excerpt_mode == "sentence_numbers"
+                        else (qg.PROMPT_VERSION, qg.PROMPT_SHA256))
         print(
             f"{PROG}: {args.n} candidate questions from {len(docs)} document(s) with {llm.model_identity}; "
-            f"prompt {qg.PROMPT_VERSION} (sha256 {qg.PROMPT_SHA256[:12]}); LLM cache {llm.cache.path if llm.cache else 'off'}",
+            f"prompt {version} (sha256 {sha[:12]}); LLM cache {llm.cache.path if llm.cache else 'off'}",
             file=sys.stderr,
         )
         try:
@@ -270,6 +272,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                 docs, args.n, llm, embedder, seed=args.seed, window_chars=args.window_chars,
                 allocation=args.allocation, dedup_threshold=None if args.no_dedup else args.dedup_threshold,
                 content_repairs=args.content_repairs, excerpt_margin_chars=args.excerpt_margin,
+                excerpt_mode=args.excerpt_mode,
                 progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
             )
         finally:
@@ -357,6 +360,12 @@ def add_parsers(sub: Any) -> None:
     gen.add_argument("--excerpt-margin", type=int, default=200, metavar="CHARS",
                      help="also find excerpts that cross the passage's edge, this many characters of the document "
                           "on each side (default 200; 0 = the passage only)")
+    from chunkwise.experiments.questions import EXCERPT_MODES
+
+    gen.add_argument("--excerpt-mode", choices=EXCERPT_MODES, default="copy",
+                     help="copy (default): the model copies the answering sentences (Chroma's method; a reworded "
+                          "copy is dropped); sentence_numbers: the passage is shown with numbered sentences and "
+                          "the model names their numbers, so references are verbatim by construction")
     gen.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of the near-duplicate filter")
     gen.add_argument("--llm-cache", default=None, metavar="SQLITE",
                      help="LLM response cache file (default chunkwise's cache, ~/.cache/chunkwise/llm.sqlite)")

@@ -85,13 +85,19 @@ from chunkwise.datasets.local import locate_excerpt
 
 __all__ = [
     "DROP_REASONS",
+    "EXCERPT_MODES",
+    "NUMBERED_PROMPT_SHA256",
+    "NUMBERED_PROMPT_VERSION",
+    "NUMBERED_RESPONSE_SCHEMA",
     "PROMPT_SHA256",
     "PROMPT_VERSION",
     "RESPONSE_SCHEMA",
     "GenerationResult",
     "RankAgreement",
     "build_messages",
+    "build_numbered_messages",
     "generate_questions",
+    "passage_sentences",
     "rank_agreement",
     "sample_window",
 ]
@@ -143,7 +149,49 @@ PROMPT_SHA256 = hashlib.sha256(
     json.dumps([PROMPT_VERSION, _SYSTEM, _USER, RESPONSE_SCHEMA], sort_keys=True).encode("utf-8")
 ).hexdigest()
 
+#: Prompt version of ``excerpt_mode="sentence_numbers"`` (part of every cache key of that mode).
+NUMBERED_PROMPT_VERSION = "qgen-2-numbered"
+
+_SYSTEM_NUMBERED = (
+    "You write test questions for a search system. You get a passage taken from the document "
+    "{document!r}, one sentence per line, each line starting with its number in brackets. Write ONE "
+    "question that a reader of the whole document could ask and that the passage answers, and give the "
+    "numbers of the sentences that hold the answer.\n"
+    "Rules:\n"
+    "- Give 1 to 3 sentence numbers, only of sentences needed for the answer.\n"
+    "- The question must make sense on its own: name its subject, never say 'the passage', "
+    "'the text', 'the sentence' or a sentence number.\n"
+    "- Ask something different from the earlier questions listed.\n"
+    'Answer with JSON only, in this form: {{"question": "...", "sentences": [2, 3]}}'
+)
+_USER_NUMBERED = "Earlier questions about this document:\n{previous}\n\nPassage, one numbered sentence per line:\n{passage}"
+
+#: JSON schema of a reply in ``excerpt_mode="sentence_numbers"``.
+NUMBERED_RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "question": {"type": "string", "minLength": 8},
+        "sentences": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "minItems": 1,
+            "maxItems": 5,
+        },
+    },
+    "required": ["question", "sentences"],
+}
+
+#: sha256 of the numbered mode's prompt templates and schema.
+NUMBERED_PROMPT_SHA256 = hashlib.sha256(
+    json.dumps([NUMBERED_PROMPT_VERSION, _SYSTEM_NUMBERED, _USER_NUMBERED, NUMBERED_RESPONSE_SCHEMA],
+               sort_keys=True).encode("utf-8")
+).hexdigest()
+
+#: The ways a candidate's references are obtained (``excerpt_mode``).
+EXCERPT_MODES: tuple[str, ...] = ("copy", "sentence_numbers")
+
 _REFERS = re.compile(r"\b(the|this|above|given|following)\s+(passage|text|excerpt|paragraph)s?\b", re.IGNORECASE)
+_NAMES_NUMBER = re.compile(r"\b(sentences?|lines?)\s*\[?\d+", re.IGNORECASE)
 _STRIP = " \t\r\n\"'`\u201c\u201d\u2018\u2019"
 _ELLIPSIS = ("...", "\u2026")
 
@@ -206,6 +254,81 @@ def build_messages(document: str, passage: str, previous: Sequence[str] = ()) ->
         {"role": "system", "content": _SYSTEM.format(document=document)},
         {"role": "user", "content": _USER.format(previous=prev, passage=passage)},
     ]
+
+
+def passage_sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The sentences of the passage ``text[start:end]`` as document offsets.
+
+    Sentences come from :func:`chunkwise.text.split_sentences` (robust mode) run on the passage;
+    the first and last may be cut by the window's edges.
+
+    Returns
+    -------
+    list of (int, int)
+        Half-open character offsets into ``text``, in order; empty for a blank passage.
+    """
+    from chunkwise.text import split_sentences
+
+    return [(start + c.start, start + c.end) for c in split_sentences(text[start:end])]
+
+
+def build_numbered_messages(
+    document: str, sentences: Sequence[str], previous: Sequence[str] = ()
+) -> list[dict[str, str]]:
+    """The chat messages of one candidate in ``excerpt_mode="sentence_numbers"``.
+
+    Parameters
+    ----------
+    document : str
+        The document's name (shown to the model).
+    sentences : sequence of str
+        The passage's sentences, shown one per line as ``[1] ...`` with their whitespace folded
+        to single spaces.
+    previous : sequence of str
+        Questions already accepted for this document ("(none)" when empty).
+    """
+    prev = "\n".join(f"- {q}" for q in previous) if previous else "(none)"
+    lines = "\n".join(f"[{n}] {' '.join(t.split())}" for n, t in enumerate(sentences, start=1))
+    return [
+        {"role": "system", "content": _SYSTEM_NUMBERED.format(document=document)},
+        {"role": "user", "content": _USER_NUMBERED.format(previous=prev, passage=lines)},
+    ]
+
+
+def _numbered_references(
+    value: Mapping[str, Any], spans: Sequence[tuple[int, int]], text: str, min_excerpt_chars: int
+) -> tuple[list[dict[str, Any]], tuple[str, str, str] | None]:
+    """References of a numbered reply: runs of consecutive sentence numbers become one span.
+
+    Returns (references, problem); problem is (reason, detail, message for the model) or None."""
+    numbers = sorted({int(x) for x in value["sentences"]})
+    bad = [x for x in numbers if not 1 <= x <= len(spans)]
+    if bad:
+        return [], ("excerpt_not_found", f"no sentence {bad[0]} in the passage (it has {len(spans)})",
+                    f"There is no sentence {bad[0]}: the passage has sentences 1 to {len(spans)}. Give the "
+                    "numbers of the sentences that hold the answer.")
+    runs: list[list[int]] = []
+    for x in numbers:
+        if runs and x == runs[-1][-1] + 1:
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    refs = []
+    for run in runs:
+        s, e = spans[run[0] - 1][0], spans[run[-1] - 1][1]
+        if e - s >= min_excerpt_chars:
+            refs.append({"content": text[s:e], "start_index": s, "end_index": e})
+    if not refs:
+        return [], ("excerpt_too_short", "every chosen sentence is shorter than min_excerpt_chars",
+                    f"The sentences you chose are shorter than {min_excerpt_chars} characters. Give the numbers "
+                    "of the full sentences that hold the answer.")
+    return refs, None
+
+
+def _refers(question: str, excerpt_mode: str) -> str | None:
+    """The words by which a question points at its passage (or a numbered sentence), or None."""
+    m = _REFERS.search(question) or (_NAMES_NUMBER.search(question) if excerpt_mode == "sentence_numbers" else None)
+    return m.group(0) if m else None
 
 
 def _clean_excerpt(excerpt: str) -> str:
@@ -333,6 +456,7 @@ def generate_questions(
     max_repairs: int = 1,
     content_repairs: int = 0,
     excerpt_margin_chars: int = 0,
+    excerpt_mode: str = "copy",
     temperature: float = 0.3,
     max_tokens: int = 300,
     max_consecutive_failures: int = 3,
@@ -391,7 +515,17 @@ def generate_questions(
         not sentence boundaries, so a model that copies a whole sentence crossing the window's
         edge quotes the document verbatim but not the passage; with a margin that sentence is
         found (it must still overlap the passage). The reference is the document's own text
-        at the found offsets either way.
+        at the found offsets either way. Not used with ``excerpt_mode="sentence_numbers"``.
+    excerpt_mode : {"copy", "sentence_numbers"}, default "copy"
+        How the model gives the answer's location. ``"copy"`` (Chroma's method, prompt
+        :data:`PROMPT_VERSION`): it copies the sentences, and an excerpt it rewords is not found.
+        ``"sentence_numbers"`` (prompt :data:`NUMBERED_PROMPT_VERSION`): the passage is shown one
+        sentence per line, numbered (sentences of :func:`chunkwise.text.split_sentences`), the
+        model answers ``{"question": ..., "sentences": [2, 3]}`` and the references are the
+        document's text of those sentences (consecutive numbers joined into one reference), so
+        they are verbatim by construction; a number outside the passage counts as
+        ``excerpt_not_found``, and a question that names a sentence number as
+        ``refers_to_passage``.
     temperature : float, default 0.3
         Sampling temperature. Every request also carries its own sampling seed (from ``seed``
         and the candidate index), which is part of its cache key: two candidates with the same
@@ -432,6 +566,12 @@ def generate_questions(
     content_repairs = _check_int("content_repairs", content_repairs, 0)
     excerpt_margin_chars = _check_int("excerpt_margin_chars", excerpt_margin_chars, 0)
     max_repairs = _check_int("max_repairs", max_repairs, 0)
+    if excerpt_mode not in EXCERPT_MODES:
+        raise ValueError(f"excerpt_mode must be one of {EXCERPT_MODES}, got {excerpt_mode!r}.")
+    numbered = excerpt_mode == "sentence_numbers"
+    prompt_version, prompt_sha = (
+        (NUMBERED_PROMPT_VERSION, NUMBERED_PROMPT_SHA256) if numbered else (PROMPT_VERSION, PROMPT_SHA256)
+    )
     if allocation not in ("equal", "proportional"):
         raise ValueError(f"allocation must be 'equal' or 'proportional', got {allocation!r}.")
     if dedup_threshold is not None and not (0.0 < float(dedup_threshold) <= 1.0):
@@ -463,14 +603,23 @@ def generate_questions(
             "question": None, "kept": False, "reason": None, "detail": "", "cached": False,
         }
         rows.append(row)
-        messages = build_messages(doc, passage, accepted[doc][-n_previous:] if n_previous else [])
+        previous = accepted[doc][-n_previous:] if n_previous else []
         rejected: list[tuple[str, str, str]] = []  # (reason, detail, message sent back) of content checks
         validator = None
-        if content_repairs:
-            validator = _content_validator(search, min_excerpt_chars, rejected)
+        if numbered:
+            spans = passage_sentences(text, ws, we)
+            messages = build_numbered_messages(doc, [text[a:b] for a, b in spans], previous)
+            schema = NUMBERED_RESPONSE_SCHEMA
+            if content_repairs:
+                validator = _numbered_validator(spans, text, min_excerpt_chars, rejected)
+        else:
+            messages = build_messages(doc, passage, previous)
+            schema = RESPONSE_SCHEMA
+            if content_repairs:
+                validator = _content_validator(search, min_excerpt_chars, rejected)
         try:
             value, response = llm.chat_json(
-                messages, schema=RESPONSE_SCHEMA, max_repairs=max_repairs + content_repairs, temperature=temperature,
+                messages, schema=schema, max_repairs=max_repairs + content_repairs, temperature=temperature,
                 max_tokens=max_tokens, seed=(int(seed) * 1_000_003 + i) % 2**31,
                 **({"validator": validator} if validator is not None else {}),
             )
@@ -491,14 +640,18 @@ def generate_questions(
             continue
         question = " ".join(str(value["question"]).split())
         row.update(question=question, cached=response.cached)
-        if _REFERS.search(question):
-            row.update(reason="refers_to_passage", detail=_REFERS.search(question).group(0))
+        refers = _refers(question, excerpt_mode)
+        if refers:
+            row.update(reason="refers_to_passage", detail=refers)
             _report(progress, row)
             continue
         refs: list[dict[str, Any]] = []
         problem: tuple[str, str] | None = None
         short: list[str] = []
-        for raw in value["excerpts"]:
+        if numbered:
+            refs, found = _numbered_references(value, spans, text, min_excerpt_chars)
+            problem = None if found is None else (found[0], found[1])
+        for raw in [] if numbered else value["excerpts"]:
             excerpt = _clean_excerpt(str(raw))
             span = search.find(excerpt)
             if span is None:
@@ -562,8 +715,8 @@ def generate_questions(
             "references": k["references"],
             "reviewed": False,
             "model": identity,
-            "prompt_version": PROMPT_VERSION,
-            "prompt_sha256": PROMPT_SHA256,
+            "prompt_version": prompt_version,
+            "prompt_sha256": prompt_sha,
             "window": k["window"],
         }
         for k in survivors
@@ -577,8 +730,9 @@ def generate_questions(
         frame["nearest_kept_cosine"] = frame["candidate"].map(nearest)
     settings = {
         "model": identity,
-        "prompt_version": PROMPT_VERSION,
-        "prompt_sha256": PROMPT_SHA256,
+        "prompt_version": prompt_version,
+        "prompt_sha256": prompt_sha,
+        "excerpt_mode": excerpt_mode,
         "n": n,
         "seed": int(seed),
         "window_chars": window_chars,
@@ -628,13 +782,7 @@ def _content_validator(
     ``rejected`` as (reason, detail, message) so the caller can name the reason of a final failure."""
 
     def check(value: Any) -> None:
-        question = " ".join(str(value["question"]).split())
-        refers = _REFERS.search(question)
-        if refers:
-            msg = (f"The question says {refers.group(0)!r}. Ask it so that it makes sense without the passage: "
-                   "name its subject (who or what it is about).")
-            rejected.append(("refers_to_passage", refers.group(0), msg))
-            raise ValueError(msg)
+        _check_refers(value, "copy", rejected)
         long_enough = 0
         for n, raw in enumerate(value["excerpts"], start=1):
             excerpt = _clean_excerpt(str(raw))
@@ -650,6 +798,32 @@ def _content_validator(
                    "passage that hold the answer.")
             rejected.append(("excerpt_too_short", "every excerpt is shorter than min_excerpt_chars", msg))
             raise ValueError(msg)
+
+    return check
+
+
+def _check_refers(value: Any, excerpt_mode: str, rejected: list[tuple[str, str, str]]) -> None:
+    """Send a reply back when its question points at the passage (see :func:`_refers`)."""
+    refers = _refers(" ".join(str(value["question"]).split()), excerpt_mode)
+    if refers:
+        msg = (f"The question says {refers!r}. Ask it so that it makes sense without the passage: "
+               "name its subject (who or what it is about).")
+        rejected.append(("refers_to_passage", refers, msg))
+        raise ValueError(msg)
+
+
+def _numbered_validator(
+    spans: Sequence[tuple[int, int]], text: str, min_excerpt_chars: int, rejected: list[tuple[str, str, str]]
+) -> Callable[[Any], None]:
+    """The content validator of ``excerpt_mode="sentence_numbers"`` (same rules as the checks after
+    the reply; rejections recorded in ``rejected`` as in :func:`_content_validator`)."""
+
+    def check(value: Any) -> None:
+        _check_refers(value, "sentence_numbers", rejected)
+        _, problem = _numbered_references(value, spans, text, min_excerpt_chars)
+        if problem is not None:
+            rejected.append(problem)
+            raise ValueError(problem[2])
 
     return check
 
