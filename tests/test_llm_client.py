@@ -308,8 +308,11 @@ def test_cache_hit_makes_no_request_and_counts(stub: StubLLM, tmp_path: Path) ->
     assert s["calls"] == 2 and s["cache_hits"] == 1 and s["requests"] == 1
     assert s["prompt_tokens"] == 7 and s["completion_tokens"] == 3 and s["total_tokens"] == 10
     assert s["latency_s"] == pytest.approx(first.latency_s)
+    # the cached reply's original cost is counted apart: 7 prompt + 3 generated tokens
+    assert s["cached_prompt_tokens"] == 7 and s["cached_completion_tokens"] == 3
+    assert s["cached_latency_s"] == pytest.approx(first.latency_s)
     client.reset_stats()
-    assert client.stats()["calls"] == 0
+    assert client.stats()["calls"] == 0 and client.stats()["cached_latency_s"] == 0.0
 
 
 def test_cache_is_shared_through_the_file(stub: StubLLM, tmp_path: Path) -> None:

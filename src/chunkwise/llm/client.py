@@ -659,6 +659,9 @@ class LLMClient:
             "completion_tokens": 0,
             "total_tokens": 0,
             "latency_s": 0.0,
+            "cached_prompt_tokens": 0,
+            "cached_completion_tokens": 0,
+            "cached_latency_s": 0.0,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -670,7 +673,10 @@ class LLMClient:
             ``calls`` (:meth:`chat` calls, cached or not), ``cache_hits``, ``requests``
             (HTTP requests made, retries included), ``retries``, and, over the replies
             obtained from the endpoint (not the cache), ``prompt_tokens``,
-            ``completion_tokens``, ``total_tokens`` and ``latency_s`` (summed seconds).
+            ``completion_tokens``, ``total_tokens`` and ``latency_s`` (summed seconds); over the
+            replies served from the cache, what they cost when they were made:
+            ``cached_prompt_tokens``, ``cached_completion_tokens``, ``cached_latency_s`` (so a
+            run replayed from a committed cache can still report the model time it stands for).
         """
         with self._lock:
             return dict(self._stats)
@@ -854,9 +860,12 @@ class LLMClient:
             entry, found = self._uncapped_entry(prep.doc, prep.max_tokens)
         if entry is None:
             return None
-        self._count(cache_hits=1)
+        usage = _usage_ints(entry.usage)
+        self._count(cache_hits=1, cached_prompt_tokens=usage.get("prompt_tokens", 0),
+                    cached_completion_tokens=usage.get("completion_tokens", 0),
+                    cached_latency_s=float(entry.latency_s or 0.0))
         return LLMResponse(
-            text=entry.text, model=entry.model, usage=_usage_ints(entry.usage),
+            text=entry.text, model=entry.model, usage=usage,
             latency_s=entry.latency_s, cached=True, finish_reason=entry.finish_reason, key=found,
         )
 
