@@ -1,8 +1,15 @@
 """LLM access for chunkwise: one client for any OpenAI-compatible endpoint.
 
-- :class:`LLMClient` -- chat completions with retries, a content-addressed response cache,
-  usage accounting, validated JSON output (:meth:`LLMClient.chat_json`), and batches with
-  bounded concurrency (:meth:`LLMClient.chat_many`, :meth:`LLMClient.chat_json_many`);
+- :class:`ChatModel` -- what the pipelines need of a chat model (a protocol: ``chat``,
+  ``chat_json``, their batch calls ``chat_many`` / ``chat_json_many``, ``model_identity``,
+  ``max_concurrency``, ``stats``); every pipeline takes its model as one;
+- :class:`LLMClient` -- the chat model for any OpenAI-compatible endpoint: chat completions
+  with retries, a content-addressed response cache (``cache_mode="only"``: replies from the
+  cache alone, a miss raises :class:`NotCachedError`), usage accounting, validated JSON output
+  (:meth:`LLMClient.chat_json`), and batches with bounded concurrency
+  (:meth:`LLMClient.chat_many`, :meth:`LLMClient.chat_json_many`);
+- :class:`SequentialBatches` -- the batch calls as loops, for a chat model of one's own that
+  defines ``chat`` and ``chat_json`` (e.g. a test double);
 - :class:`LLMCache` -- the SQLite cache (default ``$CHUNKWISE_CACHE_DIR/llm.sqlite`` or
   ``~/.cache/chunkwise/llm.sqlite``; any path, e.g. one committed with a project);
 - :func:`is_configured` / :meth:`LLMClient.from_env` -- configuration from
@@ -36,10 +43,12 @@ from chunkwise.llm.client import (
     LLMRequestError,
     LLMResponse,
     LLMResult,
+    SequentialBatches,
     extract_json,
     is_configured,
     iter_json_candidates,
 )
+from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "GGUFWeights",
@@ -51,6 +60,7 @@ __all__ = [
     "CACHE_MODES",
     "CacheEntry",
     "CacheFileError",
+    "ChatModel",
     "LLMCache",
     "LLMClient",
     "NotCachedError",
@@ -59,6 +69,7 @@ __all__ = [
     "LLMRequestError",
     "LLMResponse",
     "LLMResult",
+    "SequentialBatches",
     "cache_key",
     "default_cache_path",
     "extract_json",

@@ -1,13 +1,13 @@
-"""Batch LLM calls for any llm object: the client's concurrent batch call, or a plain loop.
+"""Batch LLM calls for any chat model, including one with ``chat`` / ``chat_json`` only.
 
-The pipelines of chunkwise accept any object with ``chat`` / ``chat_json`` (an
-:class:`~chunkwise.llm.LLMClient`, or a small fake in tests). :func:`chat_many` and
-:func:`chat_json_many` give them one way to make independent calls: when the object has the
-batch methods of :class:`~chunkwise.llm.LLMClient` they are used (cache first, the misses
-sent concurrently, at most ``max_concurrency`` at once); otherwise the calls are made one
-after another in input order. Either way the result is one
-:class:`~chunkwise.llm.LLMResult` per request, in input order, holding the reply or the
-exception of that item.
+The pipelines of chunkwise take a :class:`~chunkwise.llm.ChatModel` and make their
+independent calls through :func:`chat_many` and :func:`chat_json_many`: they are the model's
+own ``chat_many`` / ``chat_json_many`` (for :class:`~chunkwise.llm.LLMClient`: the cache
+first, the misses sent concurrently, at most ``max_concurrency`` at once). An older object
+with ``chat`` and ``chat_json`` only gets the loops of
+:class:`~chunkwise.llm.SequentialBatches` (one call after another, in input order). Either way
+the result is one :class:`~chunkwise.llm.LLMResult` per request, in input order, holding the
+reply or the exception of that item.
 
 Examples
 --------
@@ -18,17 +18,39 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chunkwise.llm.client import LLMResult, _finish, _progress_bar, _split_request, _tick
+from chunkwise.llm.client import LLMResult, SequentialBatches
 
 __all__ = ["chat_json_many", "chat_many", "has_batch"]
 
 
 def has_batch(llm: Any) -> bool:
-    """Whether ``llm`` has the concurrent batch calls of :class:`~chunkwise.llm.LLMClient`."""
+    """Whether ``llm`` has the batch calls of a :class:`~chunkwise.llm.ChatModel` (``chat_many``, ``chat_json_many``)."""
     return callable(getattr(llm, "chat_many", None)) and callable(getattr(llm, "chat_json_many", None))
+
+
+class _Looped(SequentialBatches):
+    """An object with ``chat`` / ``chat_json`` only, given the loops of :class:`SequentialBatches`."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+
+    def chat(self, messages: Any, **kw: Any) -> Any:
+        return self._llm.chat(messages, **kw)
+
+    def chat_json(self, messages: Any, **kw: Any) -> Any:
+        return self._llm.chat_json(messages, **kw)
+
+    def __getattr__(self, name: str) -> Any:  # stats (call counts), when the object has them
+        if name == "_llm":
+            raise AttributeError(name)
+        return getattr(self._llm, name)
+
+
+def _batched(llm: Any) -> Any:
+    return llm if has_batch(llm) else _Looped(llm)
 
 
 def chat_many(
@@ -41,16 +63,14 @@ def chat_many(
     order: str = "input",
     **common: Any,
 ) -> list[LLMResult]:
-    """Independent ``llm.chat`` calls: concurrent through ``llm.chat_many`` when it exists.
+    """Independent ``llm.chat`` calls: ``llm.chat_many``, or a loop when the object has no batch calls.
 
     Parameters
     ----------
-    llm : object
-        Has ``chat(messages, **kw) -> LLMResponse``; :meth:`LLMClient.chat_many
-        <chunkwise.llm.LLMClient.chat_many>` is used when present.
+    llm : ChatModel, or an object with ``chat(messages, **kw) -> LLMResponse``
     requests, max_concurrency, errors, progress, order, **common
-        As in :meth:`LLMClient.chat_many <chunkwise.llm.LLMClient.chat_many>`. Without a batch
-        method ``max_concurrency`` and ``order`` are ignored (one call at a time, in input
+        As in :meth:`LLMClient.chat_many <chunkwise.llm.LLMClient.chat_many>`. Without batch
+        calls ``max_concurrency`` and ``order`` have no effect (one call at a time, in input
         order).
 
     Returns
@@ -65,10 +85,8 @@ def chat_many(
     Exception
         With ``errors="raise"``: the first failed item's error, after all items ran.
     """
-    if has_batch(llm):
-        return llm.chat_many(requests, max_concurrency=max_concurrency, errors=errors, progress=progress,
-                             order=order, **common)
-    return _loop(lambda messages, kw: llm.chat(messages, **kw), requests, common, errors, progress, order, llm)
+    return _batched(llm).chat_many(requests, max_concurrency=max_concurrency, errors=errors, progress=progress,
+                                   order=order, **common)
 
 
 def chat_json_many(
@@ -82,12 +100,11 @@ def chat_json_many(
     order: str = "input",
     **common: Any,
 ) -> list[LLMResult]:
-    """Independent ``llm.chat_json`` calls: concurrent through ``llm.chat_json_many`` when it exists.
+    """Independent ``llm.chat_json`` calls: ``llm.chat_json_many``, or a loop when the object has no batch calls.
 
     Parameters
     ----------
-    llm : object
-        Has ``chat_json(messages, schema=..., **kw) -> (value, LLMResponse)``.
+    llm : ChatModel, or an object with ``chat_json(messages, schema=..., **kw) -> (value, LLMResponse)``
     requests, schema, max_concurrency, errors, progress, order, **common
         As in :meth:`LLMClient.chat_json_many <chunkwise.llm.LLMClient.chat_json_many>`
         (``validator``, ``max_repairs`` and ``json_mode`` go in ``common``).
@@ -97,59 +114,6 @@ def chat_json_many(
     list of LLMResult
         One per request, in input order; ``get()`` gives ``(value, response)``.
     """
-    if has_batch(llm):
-        return llm.chat_json_many(
-            requests, schema, max_concurrency=max_concurrency, errors=errors, progress=progress, order=order,
-            **common,
-        )
-    def call(messages: Any, kw: dict[str, Any]) -> Any:
-        item_schema = kw.pop("schema", schema)
-        if item_schema is not None:
-            kw["schema"] = item_schema
-        return llm.chat_json(messages, **kw)
-
-    return _loop(call, requests, common, errors, progress, order, llm)
-
-
-def _calls(llm: Any) -> int | None:
-    """``llm.stats()["calls"]`` when the llm counts its calls, else ``None``."""
-    stats = getattr(llm, "stats", None)
-    try:
-        value = stats() if callable(stats) else None
-    except Exception:  # noqa: BLE001 - an llm whose stats fail simply does not count
-        return None
-    calls = value.get("calls") if isinstance(value, dict) else None
-    return int(calls) if isinstance(calls, int) and not isinstance(calls, bool) else None
-
-
-def _loop(
-    call: Callable[[Any, dict[str, Any]], Any],
-    requests: Sequence[Any],
-    common: Mapping[str, Any],
-    errors: str,
-    progress: bool | str,
-    order: str,
-    llm: Any,
-) -> list[LLMResult]:
-    if errors not in ("return", "raise"):
-        raise ValueError(f"errors must be 'return' or 'raise', got {errors!r}.")
-    if order not in ("input", "prefix"):
-        raise ValueError(f"order must be 'input' or 'prefix', got {order!r}.")
-    items = [_split_request(r, common, i) for i, r in enumerate(requests)]
-    bar = _progress_bar(progress, len(items))
-    results: list[LLMResult | None] = []
-    try:
-        for i, (messages, kw) in enumerate(items):
-            before = _calls(llm)
-            try:
-                output, error = call(messages, dict(kw)), None
-            except Exception as exc:  # noqa: BLE001 - held per item, re-raised by get()
-                output, error = None, exc
-            after = _calls(llm)
-            calls = after - before if before is not None and after is not None else None
-            results.append(LLMResult(index=i, output=output, error=error, calls=calls))
-            _tick(bar)
-    finally:
-        if bar is not None:
-            bar.close()
-    return _finish(results, errors)
+    return _batched(llm).chat_json_many(
+        requests, schema, max_concurrency=max_concurrency, errors=errors, progress=progress, order=order, **common,
+    )

@@ -23,7 +23,9 @@ adds what reproducible experiments need:
 - **batches with bounded concurrency** -- :meth:`LLMClient.chat_many` and
   :meth:`LLMClient.chat_json_many` look every request up in the cache first, send only the
   misses from at most ``max_concurrency`` worker threads, and return one
-  :class:`LLMResult` per request in input order (a reply, or the error of that item).
+  :class:`LLMResult` per request in input order (a reply, or the error of that item);
+  :class:`SequentialBatches` gives the same batch calls, as loops, to any class with ``chat``
+  and ``chat_json`` (the protocol the pipelines use is :class:`chunkwise.llm.ChatModel`).
 
 References
 ----------
@@ -47,7 +49,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 
@@ -73,6 +75,7 @@ __all__ = [
     "LLMRequestError",
     "LLMResponse",
     "LLMResult",
+    "SequentialBatches",
     "ENV_MAX_CONCURRENCY",
     "DEFAULT_MAX_CONCURRENCY",
     "extract_json",
@@ -1354,6 +1357,109 @@ class LLMClient:
             raise
         if failures:
             raise failures[0]
+
+
+# -- batches as loops ---------------------------------------------------------------------
+
+
+class SequentialBatches:
+    """The batch calls of a chat model as loops over its own ``chat`` and ``chat_json``.
+
+    A base class for chat models that send one request at a time (test doubles, thin wrappers
+    of another model): a subclass defines ``chat`` and ``chat_json`` and gets ``chat_many`` and
+    ``chat_json_many`` with the arguments, results and errors of :class:`LLMClient`'s -- one
+    :class:`LLMResult` per request, in input order, holding the reply or that item's exception
+    (``errors="raise"``: the first failed item's error, after every item has run). The calls
+    are made one after another in input order: ``max_concurrency`` and ``order`` are accepted
+    and have no effect. :attr:`LLMResult.calls` is taken from ``stats()["calls"]`` when the
+    model has ``stats``, else ``None``.
+
+    :func:`chunkwise.llm.batch.chat_many` gives these loops to an object that has ``chat`` and
+    ``chat_json`` only.
+    """
+
+    if TYPE_CHECKING:  # supplied by the subclass
+
+        def chat(self, messages: Any, **kw: Any) -> Any: ...
+
+        def chat_json(self, messages: Any, **kw: Any) -> tuple[Any, Any]: ...
+
+    def chat_many(
+        self,
+        requests: Sequence[Any],
+        *,
+        max_concurrency: int | None = None,
+        errors: str = "return",
+        progress: bool | str = False,
+        order: str = "input",
+        **common: Any,
+    ) -> list[LLMResult]:
+        """``chat`` for every request, in input order (see the class docstring)."""
+        return self._loop(lambda messages, kw: self.chat(messages, **kw), requests, common, errors, progress, order)
+
+    def chat_json_many(
+        self,
+        requests: Sequence[Any],
+        schema: Mapping[str, Any] | None = None,
+        *,
+        max_concurrency: int | None = None,
+        errors: str = "return",
+        progress: bool | str = False,
+        order: str = "input",
+        **common: Any,
+    ) -> list[LLMResult]:
+        """``chat_json`` for every request, in input order; ``validator``, ``max_repairs`` and
+        ``json_mode`` go in ``common`` or in a request mapping (see the class docstring)."""
+
+        def call(messages: Any, kw: dict[str, Any]) -> Any:
+            item_schema = kw.pop("schema", schema)
+            if item_schema is not None:
+                kw["schema"] = item_schema
+            return self.chat_json(messages, **kw)
+
+        return self._loop(call, requests, common, errors, progress, order)
+
+    def _calls_so_far(self) -> int | None:
+        """``stats()["calls"]`` when the model counts its calls, else ``None``."""
+        stats = getattr(self, "stats", None)
+        try:
+            value = stats() if callable(stats) else None
+        except Exception:  # noqa: BLE001 - a model whose stats fail simply does not count
+            return None
+        calls = value.get("calls") if isinstance(value, dict) else None
+        return int(calls) if isinstance(calls, int) and not isinstance(calls, bool) else None
+
+    def _loop(
+        self,
+        call: Callable[[Any, dict[str, Any]], Any],
+        requests: Sequence[Any],
+        common: Mapping[str, Any],
+        errors: str,
+        progress: bool | str,
+        order: str,
+    ) -> list[LLMResult]:
+        if errors not in ("return", "raise"):
+            raise ValueError(f"errors must be 'return' or 'raise', got {errors!r}.")
+        if order not in ("input", "prefix"):
+            raise ValueError(f"order must be 'input' or 'prefix', got {order!r}.")
+        items = [_split_request(r, common, i) for i, r in enumerate(requests)]
+        bar = _progress_bar(progress, len(items))
+        results: list[LLMResult | None] = []
+        try:
+            for i, (messages, kw) in enumerate(items):
+                before = self._calls_so_far()
+                try:
+                    output, error = call(messages, dict(kw)), None
+                except Exception as exc:  # noqa: BLE001 - held per item, re-raised by get()
+                    output, error = None, exc
+                after = self._calls_so_far()
+                calls = after - before if before is not None and after is not None else None
+                results.append(LLMResult(index=i, output=output, error=error, calls=calls))
+                _tick(bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        return _finish(results, errors)
 
 
 # -- helpers ------------------------------------------------------------------------------
