@@ -6,7 +6,6 @@ from __future__ import annotations
 import bisect
 import numbers
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from itertools import accumulate
 from typing import Any
 
@@ -125,9 +124,10 @@ class ContextualChunker:
     The guide the book starts from lists it as "not really a splitter": it works on top of
     any boundaries.
 
-    For each chunk of ``base_chunker.split(text)`` one request :data:`CONTEXT_PROMPT` goes
-    through ``llm.chat`` (so :class:`chunkwise.llm.LLMClient` caches it: a rerun or a
-    committed cache makes no request). The reply, stripped, is ``metadata["context"]``;
+    For each chunk of ``base_chunker.split(text)`` one request :data:`CONTEXT_PROMPT`; the
+    requests of a document go out as one batch through ``llm.chat_many`` (so
+    :class:`chunkwise.llm.LLMClient` caches them: a rerun or a committed cache makes no
+    request). The reply, stripped, is ``metadata["context"]``;
     ``metadata["index_text"]`` is ``context + "\\n\\n" + chunk.text`` (just ``chunk.text``
     when the reply is empty). Read it with :func:`index_text`.
 
@@ -147,9 +147,9 @@ class ContextualChunker:
     base_chunker : object with ``split(text) -> list[Chunk]``
         The chunker whose boundaries are used, e.g.
         :class:`~chunkwise.chunkers.recursive.RecursiveTokenChunker`.
-    llm : chunkwise.llm.LLMClient
-        Anything with ``chat(messages, temperature=..., max_tokens=...)`` returning an object
-        with ``.text`` (and optionally ``.cached``).
+    llm : chunkwise.llm.ChatModel
+        E.g. :class:`chunkwise.llm.LLMClient`; its replies have ``.text`` (and optionally
+        ``.cached`` and ``.latency_s``).
     max_document_tokens : int, default 3000
         Largest document excerpt shown per request, in tokens of ``encoding_name``. The
         default leaves room for the chunk, the instructions and the reply in a 4096-token
@@ -157,12 +157,12 @@ class ContextualChunker:
     context_max_tokens : int, default 100
         ``max_tokens`` of each reply (tokens of the model's tokenizer).
     max_workers : int, optional
-        Concurrent requests. When the llm has the batch call of :class:`chunkwise.llm.LLMClient`
+        Concurrent requests: ``max_concurrency`` of the batch call
         (:meth:`~chunkwise.llm.LLMClient.chat_many`: cached replies first, the misses at most
-        this many at once), it is used, and ``None`` means the client's ``max_concurrency``.
-        For other llm objects a thread pool of this size is used (``None``: 1, sequential). A
-        local 2-core server gains nothing from more than 1; with a remote API, more overlap
-        the waiting.
+        this many at once); ``None`` means the client's ``max_concurrency``. An object with
+        ``chat`` only is asked one request at a time
+        (:class:`~chunkwise.llm.SequentialBatches`). A local 2-core server gains nothing from
+        more than 1; with a remote API, more overlap the waiting.
     temperature : float or None, default 0.0
     encoding_name : str, default "cl100k_base"
         tiktoken encoding used to measure documents when ``tokenizer`` is None.
@@ -176,7 +176,7 @@ class ContextualChunker:
     Attributes
     ----------
     last_stats : dict
-        Of the latest :meth:`split`: ``"llm_calls"`` (requests made through ``llm.chat``,
+        Of the latest :meth:`split`: ``"llm_calls"`` (requests made, one per chunk,
         cached or not), ``"cache_hits"`` (replies with ``cached`` true) and ``"truncated"``
         (chunks whose prompt showed a window, not the whole document).
 
@@ -299,26 +299,13 @@ class ContextualChunker:
         ]
         prompts = [self.prompt(text, c, w) for c, w in zip(chunks, windows)]
 
-        def ask(prompt: str) -> Any:
-            return self.llm.chat(
-                [{"role": "user", "content": prompt}],
-                temperature=self.temperature,
-                max_tokens=self.context_max_tokens,
-            )
+        from chunkwise.llm.batch import chat_many
 
-        from chunkwise.llm.batch import chat_many, has_batch
-
-        if has_batch(self.llm):
-            results = chat_many(
-                self.llm, [[{"role": "user", "content": p}] for p in prompts], max_concurrency=self.max_workers,
-                errors="raise", temperature=self.temperature, max_tokens=self.context_max_tokens,
-            )
-            replies = [r.output for r in results]
-        elif (self.max_workers or 1) == 1 or len(prompts) == 1:
-            replies = [ask(p) for p in prompts]
-        else:
-            with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
-                replies = list(pool.map(ask, prompts))
+        results = chat_many(
+            self.llm, [[{"role": "user", "content": p}] for p in prompts], max_concurrency=self.max_workers,
+            errors="raise", temperature=self.temperature, max_tokens=self.context_max_tokens,
+        )
+        replies = [r.output for r in results]
 
         out: list[Chunk] = []
         for c, w, r in zip(chunks, windows, replies):
