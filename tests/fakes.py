@@ -1,8 +1,20 @@
-"""Test doubles shared by the index-builder tests (RAPTOR, Graph RAG, KGP, the CRUD driver)."""
+"""Test doubles shared by the tests: a character embedder and the one fake chat model.
+
+:class:`FakeChatModel` is the chat model of every test that does not talk to a server (the
+LLMClient tests use :class:`chunkwise.llm.fake_server.FakeChatServer`): it implements
+:class:`chunkwise.llm.ChatModel` with scripted replies and keeps a record of every call.
+"""
 
 from __future__ import annotations
 
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
+
+from chunkwise.llm import LLMJSONError, LLMResponse, SequentialBatches, iter_json_candidates
 
 
 class CharEmbedder:
@@ -24,3 +36,173 @@ class CharEmbedder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms
+
+
+# -- the shared fake chat model -----------------------------------------------------------
+
+
+@dataclass
+class FakeCall:
+    """One chat call the fake answered: a ``chat`` call, or one turn of a ``chat_json`` exchange.
+
+    ``turn`` is 0 for the request as the caller made it and ``k`` for its ``k``-th repair (the
+    messages then end with the rejected reply and the error, as LLMClient sends them).
+    """
+
+    method: str  # "chat" or "chat_json"
+    messages: list[dict[str, Any]]
+    kwargs: dict[str, Any]  # the chat parameters (temperature, max_tokens, seed, ...)
+    schema: Any = None
+    turn: int = 0
+
+    @property
+    def prompt(self) -> str:
+        """The content of the last message."""
+        return str(self.messages[-1].get("content", ""))
+
+
+class FakeChatModel(SequentialBatches):
+    """A :class:`~chunkwise.llm.ChatModel` for tests: scripted replies, a record of every call.
+
+    ``chat_many`` / ``chat_json_many`` are the loops of :class:`~chunkwise.llm.SequentialBatches`
+    (one call at a time, in input order).
+
+    Parameters
+    ----------
+    reply : str, sequence, or callable, default ""
+        What each call answers: a str (always that), a sequence (in turn, the last one
+        repeating), or a function of the :class:`FakeCall`. For ``chat`` the answer is the
+        reply's text. For ``chat_json`` a str is searched for JSON as LLMClient does
+        (:func:`chunkwise.llm.iter_json_candidates`) and anything else is the JSON value itself;
+        the value must pass ``schema`` and ``validator``, else the model is asked again with
+        the error, at most ``max_repairs`` times, then :class:`~chunkwise.llm.LLMJSONError`.
+    fail : exception, or callable returning an exception or None, optional
+        Raised instead of answering (for every call, or for the calls the function returns an
+        exception for); the call is recorded and counted first, as LLMClient counts it.
+    check_schema : bool, default True
+        False: ``chat_json`` does not apply its ``schema`` (the ``validator`` still runs), so a
+        value of the wrong shape reaches the caller, as from a client that does not validate.
+    cached, latency_s : bool, float
+        Of every reply (:class:`~chunkwise.llm.LLMResponse`); cached replies count as cache hits.
+    model_identity : str, default "fake-model"
+    max_concurrency : int, default 1
+
+    Attributes
+    ----------
+    calls : list of FakeCall
+        Every call in order (a chat_json repair is a call, as in ``stats()["calls"]``).
+    prompts : list of str
+        The last message of each call made by the caller (repairs left out).
+    """
+
+    def __init__(
+        self,
+        reply: Any = "",
+        *,
+        fail: Any = None,
+        check_schema: bool = True,
+        cached: bool = False,
+        latency_s: float = 0.0,
+        model_identity: str = "fake-model",
+        max_concurrency: int = 1,
+    ) -> None:
+        self.reply = reply
+        self.fail = fail
+        self.check_schema = check_schema
+        self.cached = cached
+        self.latency_s = latency_s
+        self.model_identity = model_identity
+        self.max_concurrency = max_concurrency
+        self.calls: list[FakeCall] = []
+        self._replies = 0
+        self._reset_at = 0
+        self._lock = threading.Lock()
+
+    # -- records -------------------------------------------------------------------
+
+    @property
+    def prompts(self) -> list[str]:
+        return [c.prompt for c in self.calls if c.turn == 0]
+
+    def stats(self) -> dict[str, Any]:
+        """LLMClient's counters: ``calls`` (turns included), ``cache_hits``, ``requests``, ``latency_s``, ..."""
+        with self._lock:
+            n = len(self.calls) - self._reset_at
+            hits = n if self.cached else 0
+            return {"calls": n, "cache_hits": hits, "requests": n - hits, "retries": 0,
+                    "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
+                    "latency_s": self.latency_s * (n - hits)}
+
+    def reset_stats(self) -> None:
+        """Counters to zero (the record of calls is kept)."""
+        with self._lock:
+            self._reset_at = len(self.calls)
+
+    # -- answering -----------------------------------------------------------------
+
+    def _answer(self, call: FakeCall) -> Any:
+        with self._lock:
+            self.calls.append(call)
+            k = self._replies
+            self._replies += 1
+        error = self.fail(call) if callable(self.fail) else self.fail
+        if error is not None:
+            raise error
+        if callable(self.reply):
+            return self.reply(call)
+        if isinstance(self.reply, (list, tuple)):
+            return self.reply[min(k, len(self.reply) - 1)]
+        return self.reply
+
+    def _response(self, text: str) -> LLMResponse:
+        return LLMResponse(text=text, model=self.model_identity, latency_s=self.latency_s, cached=self.cached,
+                           finish_reason="stop")
+
+    def chat(self, messages: Any, **kwargs: Any) -> LLMResponse:
+        return self._response(str(self._answer(FakeCall("chat", _messages(messages), dict(kwargs)))))
+
+    def chat_json(self, messages: Any, schema: Any = None, validator: Any = None, max_repairs: int = 2,
+                  json_mode: bool = True, **kwargs: Any) -> tuple[Any, LLMResponse]:
+        base = _messages(messages)
+        convo = base
+        for turn in range(max_repairs + 1):
+            answer = self._answer(FakeCall("chat_json", convo, dict(kwargs), schema, turn))
+            text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+            candidates = list(iter_json_candidates(answer)) if isinstance(answer, str) else [answer]
+            error = "the reply contains no valid JSON" if not candidates else None
+            for value in candidates:
+                why = _invalid(value, schema if self.check_schema else None, validator)
+                if why is None:
+                    return value, self._response(text)
+                error = error or why
+            convo = [*base, {"role": "assistant", "content": text},
+                     {"role": "user", "content": f"Your previous reply could not be used: {error}."}]
+        raise LLMJSONError(f"no valid JSON after {max_repairs + 1} attempts: {error}", reply=text, error=str(error),
+                           attempts=max_repairs + 1, response=self._response(text))
+
+
+def _messages(messages: Any) -> list[dict[str, Any]]:
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    return [dict(m) for m in messages]
+
+
+def _invalid(value: Any, schema: Any, validator: Any) -> str | None:
+    """Why a JSON value is rejected (as LLMClient words it), or None."""
+    if schema is not None:
+        import jsonschema
+
+        try:
+            jsonschema.validate(value, schema)
+        except jsonschema.ValidationError as exc:
+            return f"schema validation failed: {exc.message}"
+    if validator is not None:
+        try:
+            verdict = validator(value)
+        except (ValueError, TypeError, KeyError, AssertionError) as exc:
+            return f"validation failed: {type(exc).__name__}: {exc}"
+        if verdict is False:
+            return "validation failed: the value was rejected by the validator"
+        if verdict is not None and verdict is not True:
+            return f"validation failed: {verdict}"
+    return None

@@ -13,7 +13,6 @@ import logging
 import math
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -49,6 +48,7 @@ from chunkwise.retrieval import (
     tokenize_zh,
 )
 from chunkwise.tokens import count_tokens
+from fakes import FakeChatModel
 
 MIRROR = os.environ.get(fetch_mod.MIRROR_ENV)
 needs_mirror = pytest.mark.skipif(
@@ -451,22 +451,9 @@ def test_rrf_by_hand_with_c_60():
     assert len(hybrid.candidates("q", 2)) == 3  # a, b (from bm25's top 2) and d
 
 
-class StubLLM:
-    """An LLM stand-in: ``chat`` answers by a rule and counts calls; ``chat_json`` is unused."""
-
-    model_identity = "stub-llm@test"
-
-    def __init__(self, rule):
-        self.rule = rule
-        self.calls: list[str] = []
-
-    def chat(self, messages, temperature=0.0, max_tokens=None, **kw):
-        prompt = messages[-1]["content"] if not isinstance(messages, str) else messages
-        self.calls.append(prompt)
-        return SimpleNamespace(text=self.rule(prompt), cached=False, usage={"total_tokens": 1})
-
-    def chat_json(self, messages, **kw):  # pragma: no cover - the interface only
-        raise AssertionError("not used")
+def stub_llm(rule):
+    """The shared fake chat model answering ``rule(prompt)``."""
+    return FakeChatModel(lambda call: rule(call.prompt), model_identity="stub-llm@test")
 
 
 def test_parse_yes_no():
@@ -478,7 +465,7 @@ def test_parse_yes_no():
 
 
 def test_llm_yes_no_rerank_with_a_stub_client():
-    llm = StubLLM(lambda p: "yes" if "苹果" in p.split("文字：")[1] else "no")
+    llm = stub_llm(lambda p: "yes" if "苹果" in p.split("文字：")[1] else "no")
     base = HybridRetriever([
         _ListRetriever("bm25", ["p1", "p2", "p3"]),
         _ListRetriever("dense", ["p4", "p3"]),
@@ -510,7 +497,7 @@ def test_rerank_and_dense_fall_back_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("CHUNKWISE_CRUD_EMBEDDER", raising=False)
     with pytest.warns(UserWarning, match="yes/no"):
-        assert isinstance(make_reranker("auto", StubLLM(lambda p: "yes")), LLMYesNoReranker)
+        assert isinstance(make_reranker("auto", stub_llm(lambda p: "yes")), LLMYesNoReranker)
     with pytest.raises(RuntimeError, match="no llm"):
         make_reranker("auto", None)
     with pytest.warns(UserWarning, match="multilingual-e5-small"):
@@ -550,11 +537,11 @@ def test_parse_response_cases(raw, text, status):
 
 
 def test_answer_builds_our_prompt_and_records_parse_failures():
-    llm = StubLLM(lambda p: "答案是上海。")
+    llm = stub_llm(lambda p: "答案是上海。")
     res = answer("哪个城市下雨？", [Hit("c1", "上海下雨。", 1.0), "北京晴。"], llm)
     assert res.text == "答案是上海。" and res.status == "missing_tags" and not res.ok
     assert res.raw == "答案是上海。" and res.model_identity == "stub-llm@test"
-    assert "[1] 上海下雨。\n[2] 北京晴。" in llm.calls[0] and "<response>" in llm.calls[0]
+    assert "[1] 上海下雨。\n[2] 北京晴。" in llm.prompts[0] and "<response>" in llm.prompts[0]
     assert "不提供检索资料" in build_prompt("问题？", []) and "[1]" not in build_prompt("问题？", [])
 
 
@@ -617,7 +604,7 @@ def test_run_baselines_with_stubs_is_resumable(tmp_path):
     ]
     chunks = [CorpusChunk("d#0", "d", "上海下雨。", 0, 5, 4), CorpusChunk("e#0", "e", "北京很热。", 0, 5, 4)]
     retrievers = {"none": NoRetriever(), "fixed": _ListRetriever("fixed", ["d#0"])}
-    llm = StubLLM(lambda p: "<response>是的</response>" if "[1]" in p else "不知道")
+    llm = stub_llm(lambda p: "<response>是的</response>" if "[1]" in p else "不知道")
     ckpt = tmp_path / "runs" / "results.jsonl"
     df = run_baselines(items, chunks, retrievers, llm, top_k=8, checkpoint=ckpt)
     assert list(df.columns) == list(RESULT_COLUMNS) and len(df) == 4
@@ -631,13 +618,13 @@ def test_run_baselines_with_stubs_is_resumable(tmp_path):
     # An interrupted last line is redone; everything else comes from the checkpoint.
     lines = ckpt.read_text(encoding="utf-8").splitlines()
     ckpt.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20], encoding="utf-8")
-    llm2 = StubLLM(lambda p: "<response>是的</response>")
+    llm2 = stub_llm(lambda p: "<response>是的</response>")
     df2 = run_baselines(items, chunks, retrievers, llm2, checkpoint=ckpt)
     assert len(llm2.calls) == 1
     assert df2.drop(columns=["retrieval_s", "generation_s"]).equals(df.drop(columns=["retrieval_s", "generation_s"]))
 
     # Method names build the retrievers over the chunks.
-    df3 = run_baselines(items[:1], chunks, ["none", "bm25"], StubLLM(lambda p: "<response>x</response>"),
+    df3 = run_baselines(items[:1], chunks, ["none", "bm25"], stub_llm(lambda p: "<response>x</response>"),
                         build_kwargs={"bm25_tokenizer": "char"})
     assert list(df3["method"]) == ["none", "bm25"] and df3.loc[1, "retrieved_ids"][0] == "d#0"
 
@@ -647,7 +634,7 @@ def test_checkpoint_reuses_an_answer_only_for_the_same_request(tmp_path):
     walk setting -- other contexts for the same method name -- silently returned the old answer."""
     items = [{"ID": "i1", "task": "t", "questions": "上海下雨吗？", "answers": "下雨。"}]
     ckpt = tmp_path / "answers.jsonl"
-    llm = StubLLM(lambda p: "<response>" + ("d" if "text d#0" in p else "e") + "</response>")
+    llm = stub_llm(lambda p: "<response>" + ("d" if "text d#0" in p else "e") + "</response>")
     first = run_baselines(items, None, {"walk": _ListRetriever("walk", ["d#0"])}, llm, checkpoint=ckpt)
     assert first.loc[0, "answer"] == "d" and len(llm.calls) == 1
 

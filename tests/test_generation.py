@@ -30,6 +30,7 @@ from chunkwise.evaluation.generation import (
     token_f1,
     tokenize,
 )
+from fakes import FakeChatModel
 
 B22 = "上海今天晴转多云"
 
@@ -275,25 +276,32 @@ def test_bert_score_offline_minilm():
 # -- RAGQuestEval ---------------------------------------------------------------------------
 
 
-class StubLLM:
-    """chat_json stand-in: question generation and answers scripted per input text."""
+def _quest_text(prompt):
+    return re.search(r"<<<\n(.*?)\n>>>", prompt, re.S).group(1)
 
-    def __init__(self, generate=None, answers=None):
-        self.generate = generate or {}
-        self.answers = answers or {}
-        self.calls = []
-        self.kwargs = []
 
-    def chat_json(self, messages, schema=None, validator=None, **kw):
-        self.kwargs.append(kw)
-        prompt = messages[-1]["content"]
-        text = re.search(r"<<<\n(.*?)\n>>>", prompt, re.S).group(1)
-        if '"key_info"' in prompt:
-            self.calls.append(("generate", text))
-            return self.generate[text], None
-        questions = re.findall(r"^\d+\. (.*)$", prompt.split(">>>")[-1], re.M)
-        self.calls.append(("answer", text, questions))
-        return {"answers": self.answers[text]}, None
+def quest_llm(generate=None, answers=None, **options):
+    """The shared fake chat model for RAGQuestEval: question generation and answers scripted per input text."""
+    generate, answers = generate or {}, answers or {}
+
+    def reply(call):
+        if '"key_info"' in call.prompt:
+            return generate[_quest_text(call.prompt)]
+        return {"answers": answers[_quest_text(call.prompt)]}
+
+    return FakeChatModel(reply, **options)
+
+
+def asked(llm):
+    """What each request asked: ("generate", text) or ("answer", text, questions)."""
+    out = []
+    for call in llm.calls:
+        text = _quest_text(call.prompt)
+        if '"key_info"' in call.prompt:
+            out.append(("generate", text))
+        else:
+            out.append(("answer", text, re.findall(r"^\d+\. (.*)$", call.prompt.split(">>>")[-1], re.M)))
+    return out
 
 
 QUEST_ID_1DOC = "64fa9b27b82641eb8ecbe14d"
@@ -310,11 +318,11 @@ def test_quest_eval_cache_hit_from_benchmark_file():
     assert entry["answers"] == ["陕西西安市", "500万元", "173家"]
 
     cand = "西安发放了500万元的体育消费券。"
-    llm = StubLLM(answers={cand: ["西安市", "500万元", UNANSWERABLE]})
+    llm = quest_llm(answers={cand: ["西安市", "500万元", UNANSWERABLE]})
     qe = QuestEval(llm, gt_cache=path)
     res = qe.score(cand, reference="(not needed: cached)", id=QUEST_ID_1DOC)
     # Only the candidate is asked, with the cached questions.
-    assert llm.calls == [("answer", cand, entry["question"])]
+    assert asked(llm) == [("answer", cand, entry["question"])]
     assert res.source == "cache"
     # V = all 3 (no reference answer is 无法推断); candidate answers 1 of 3 with 无法推断.
     # recall = 1 - 1/3 = 2/3
@@ -328,15 +336,15 @@ def test_quest_eval_cache_hit_from_benchmark_file():
 @pytest.mark.parametrize("bad", [0, -5, True, 1.5])
 def test_quest_eval_max_tokens_is_checked(bad):
     with pytest.raises(ValueError, match="max_tokens must be an int >= 1 or None"):
-        QuestEval(StubLLM(), max_tokens=bad)
-    assert QuestEval(StubLLM(), max_tokens=None).max_tokens is None
+        QuestEval(quest_llm(), max_tokens=bad)
+    assert QuestEval(quest_llm(), max_tokens=None).max_tokens is None
 
 
 def test_quest_eval_generates_when_id_missing_and_saves(tmp_path):
     ref = "上海市体育局发放了总额500万元的体育消费券，覆盖3000多家本地运动门店。"
     cand = "上海发放了体育消费券，覆盖3000多家门店。"
     qs = ["哪个城市的体育局发放了消费券？", "消费券总额是多少？", "覆盖多少家门店？", "谁是领队？"]
-    llm = StubLLM(
+    llm = quest_llm(
         generate={ref: {"key_info": ["上海", "500万元", "3000多家", "领队"], "question": qs}},
         answers={
             ref: ["上海", "500万元", "3000多家", UNANSWERABLE],
@@ -345,10 +353,10 @@ def test_quest_eval_generates_when_id_missing_and_saves(tmp_path):
     )
     qe = QuestEval(llm, gt_cache={"other-id": {"key_info": [], "question": ["q"], "answers": ["a"]}})
     res = qe.score(cand, ref, id="new-id")
-    assert [c[0] for c in llm.calls] == ["generate", "answer", "answer"]
-    assert llm.calls[1][1:] == (ref, qs) and llm.calls[2][1:] == (cand, qs)
+    assert [c[0] for c in asked(llm)] == ["generate", "answer", "answer"]
+    assert asked(llm)[1][1:] == (ref, qs) and asked(llm)[2][1:] == (cand, qs)
     # every request is bounded (a looping small model stops at 1024 tokens), at temperature 0
-    assert llm.kwargs == [{"temperature": 0.0, "max_tokens": 1024}] * 3
+    assert [c.kwargs for c in llm.calls] == [{"temperature": 0.0, "max_tokens": 1024}] * 3
     assert res.source == "generated"
     # V = {0, 1, 2} (question 3's reference answer is 无法推断, so it is dropped);
     # candidate: " 无法推断。" counts as unanswerable -> A = {0, 2}; recall = 1 - 1/3 = 2/3.
@@ -358,7 +366,7 @@ def test_quest_eval_generates_when_id_missing_and_saves(tmp_path):
     assert res.per_question_f1 == (1.0, None, pytest.approx(0.8), None)
     # The generated ground truth is kept: a second call asks only for the candidate's answers.
     qe.score(cand, ref, id="new-id")
-    assert [c[0] for c in llm.calls] == ["generate", "answer", "answer", "answer"]
+    assert [c[0] for c in asked(llm)] == ["generate", "answer", "answer", "answer"]
     saved = json.loads(qe.save(tmp_path / "gt.json").read_text(encoding="utf-8"))
     assert set(saved) == {"other-id", "new-id"}
     assert saved["new-id"]["question"] == qs and saved["new-id"]["answers"][3] == UNANSWERABLE
@@ -370,21 +378,21 @@ def test_quest_eval_unequal_question_answer_lengths():
     qs = ["什么成为了美国儿童死亡的首要原因？", "连续几年？", "哪个国家？"]
     cache = {"bad": {"key_info": ["枪支", "三年", "美国"], "question": qs, "answers": ["枪支"]}}
 
-    llm = StubLLM()
+    llm = quest_llm()
     missing = QuestEval(llm, cache, on_mismatch="missing").score(cand, ref, id="bad")
     assert missing.recall.is_missing and missing.avg_f1.is_missing
     assert "3 questions but 1 answers" in missing.recall.missing_reason
-    assert llm.calls == []  # nothing asked
+    assert asked(llm) == []  # nothing asked
 
-    llm = StubLLM(answers={ref: ["枪支", "三年", "美国"], cand: ["枪支", UNANSWERABLE, "美国"]})
+    llm = quest_llm(answers={ref: ["枪支", "三年", "美国"], cand: ["枪支", UNANSWERABLE, "美国"]})
     qe = QuestEval(llm, cache)  # default: re-answer the cached questions from the reference
     res = qe.score(cand, ref, id="bad")
-    assert [c[0] for c in llm.calls] == ["answer", "answer"] and llm.calls[0][1:] == (ref, qs)
+    assert [c[0] for c in asked(llm)] == ["answer", "answer"] and asked(llm)[0][1:] == (ref, qs)
     assert res.source == "cache+reanswered" and res.reference_answers == ("枪支", "三年", "美国")
     assert res.recall.value == pytest.approx(2 / 3) and res.avg_f1.value == 1.0
     assert qe.generated["bad"]["key_info"] == ["枪支", "三年", "美国"]
     # Re-answering needs the reference text.
-    assert QuestEval(StubLLM(), cache).score(cand, "  ", id="bad").recall.is_missing
+    assert QuestEval(quest_llm(), cache).score(cand, "  ", id="bad").recall.is_missing
 
 
 def test_quest_eval_unanswerable_cases():
@@ -393,27 +401,27 @@ def test_quest_eval_unanswerable_cases():
         "ok": {"key_info": [], "question": ["q1", "q2"], "answers": ["北京", "2023年"]},
     }
     # Every reference answer unanswerable: undefined -> missing, the candidate is not even asked.
-    llm = StubLLM()
+    llm = quest_llm()
     res = QuestEval(llm, cache).score("某个回答", "参考", id="all-u")
     assert res.recall.is_missing and res.avg_f1.is_missing and "every reference answer" in res.recall.missing_reason
-    assert llm.calls == []
+    assert asked(llm) == []
     # Nothing answerable from the candidate: recall 0 and avg F1 0 (CRUD-RAG's definition).
-    llm = StubLLM(answers={"无关的回答": [UNANSWERABLE, None]})
+    llm = quest_llm(answers={"无关的回答": [UNANSWERABLE, None]})
     res = QuestEval(llm, cache).score("无关的回答", "参考", id="ok")
     assert res.recall.value == 0.0 and res.avg_f1.value == 0.0 and "definition" in res.avg_f1.details["note"]
     # Empty candidate: same zeros, without asking the LLM.
-    llm = StubLLM()
+    llm = quest_llm()
     res = QuestEval(llm, cache).score("   ", "参考", id="ok")
-    assert (res.recall.value, res.avg_f1.value) == (0.0, 0.0) and llm.calls == []
+    assert (res.recall.value, res.avg_f1.value) == (0.0, 0.0) and asked(llm) == []
     # Every question answered exactly.
-    llm = StubLLM(answers={"北京2023年": ["北京", "2023年"]})
+    llm = quest_llm(answers={"北京2023年": ["北京", "2023年"]})
     res = QuestEval(llm, cache).score("北京2023年", "参考", id="ok")
     assert (res.recall.value, res.avg_f1.value) == (1.0, 1.0)
 
 
 def test_quest_eval_wrong_answer_count_raises_and_batch_records_it():
     cache = {"ok": {"key_info": [], "question": ["q1", "q2"], "answers": ["北京", "2023年"]}}
-    llm = StubLLM(answers={"回答": ["北京"]})
+    llm = quest_llm(answers={"回答": ["北京"]}, check_schema=False)  # the reply reaches the parser
     with pytest.raises(GenerationMetricError, match="1 answers for 2 questions"):
         QuestEval(llm, cache).score("回答", "参考", id="ok")
     df = score_generation(["回答"], ["参考"], ["ok"], metrics=["quest_eval"], quest_eval=QuestEval(llm, cache))
@@ -466,7 +474,7 @@ def test_score_generation_dataframe():
 
 def test_score_generation_with_quest_eval_and_validation():
     cache = {"a": {"key_info": [], "question": ["天气如何？"], "answers": ["晴转多云"]}}
-    llm = StubLLM(answers={B22: ["晴转多云"]})
+    llm = quest_llm(answers={B22: ["晴转多云"]})
     df = score_generation([B22], [B22], ["a"], metrics=["rouge_l", "quest_eval"], quest_eval=QuestEval(llm, cache))
     assert df.loc[0, ["rouge_l", "quest_recall", "quest_avg_f1"]].tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(ValueError, match="unknown metrics"):

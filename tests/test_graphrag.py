@@ -17,7 +17,7 @@ from chunkwise.rag.graphrag import (
     normalise_name,
 )
 from chunkwise.retrieval import Hit, Retriever
-from fakes import CharEmbedder
+from fakes import CharEmbedder, FakeChatModel
 
 SPORTS = [
     "杭州市体育局于5月1日发放体育消费券，每张面额50元。",
@@ -88,32 +88,27 @@ SPORTS_REPORT = {"title": "杭州体育消费券", "summary": "杭州市体育�
 LIBRARY_REPORT = {"title": "City Library", "summary": "The city library and its reading club."}
 
 
-class StubLLM:
-    """``chat_json`` with scripted replies; counts calls and keeps prompts and kwargs."""
-
-    def __init__(self):
-        self.calls = 0
-        self.prompts = []
-        self.kwargs = []
-
-    def chat_json(self, messages, schema=None, temperature=None, max_tokens=None):
-        self.calls += 1
-        prompt = messages[-1]["content"]
-        self.prompts.append(prompt)
-        self.kwargs.append({"schema": schema, "temperature": temperature, "max_tokens": max_tokens})
-        if schema is COMMUNITY_SCHEMA:
-            report = SPORTS_REPORT if "体育消费券" in prompt else LIBRARY_REPORT
-            return dict(report), LLMResponse(text=json.dumps(report), model="stub")
-        assert schema is EXTRACTION_SCHEMA
-        if BAD in prompt:
-            raise LLMJSONError("not JSON", reply="oops", error=BAD_ERROR, attempts=3,
-                               response=LLMResponse(text="oops", model="stub"))
-        for text, value in EXTRACTIONS.items():
-            if text in prompt:
-                return json.loads(json.dumps(value)), LLMResponse(text=json.dumps(value), model="stub")
-        raise AssertionError(f"unscripted prompt: {prompt!r}")
+def _scripted(call):
+    """Graph RAG's replies: a report per community schema, the extraction of the chunk in the prompt."""
+    if call.schema is COMMUNITY_SCHEMA:
+        return dict(SPORTS_REPORT if "体育消费券" in call.prompt else LIBRARY_REPORT)
+    assert call.schema is EXTRACTION_SCHEMA
+    for text, value in EXTRACTIONS.items():
+        if text in call.prompt:
+            return json.loads(json.dumps(value))
+    raise AssertionError(f"unscripted prompt: {call.prompt!r}")
 
 
+def _bad_chunk_fails(call):
+    """The BAD chunk's extraction never gives JSON: the LLMJSONError chat_json raises after its repairs."""
+    if call.schema is EXTRACTION_SCHEMA and BAD in call.prompt:
+        return LLMJSONError("not JSON", reply="oops", error=BAD_ERROR, attempts=3,
+                            response=LLMResponse(text="oops", model="stub"))
+    return None
+
+
+def scripted_llm():
+    return FakeChatModel(_scripted, fail=_bad_chunk_fails)
 
 
 def _chunks():
@@ -129,7 +124,7 @@ def _embedder():
 
 @pytest.fixture()
 def built():
-    llm = StubLLM()
+    llm = scripted_llm()
     emb = _embedder()
     index = GraphIndex.build(_chunks(), llm, emb)
     return index, llm, emb
@@ -176,9 +171,9 @@ def test_graph_nodes_edges_and_attributes(built):
     assert np.allclose(np.linalg.norm(index.entity_embeddings, axis=1), 1.0, atol=1e-5)
     assert np.allclose(index.entity_embeddings[1], _embedder().embed([f"体育消费券: {coupon['description']}"])[0])
     # 7 extractions (one failed) + 2 community reports, all at temperature 0
-    assert llm.calls == index.llm_calls == 9
+    assert len(llm.calls) == index.llm_calls == 9
     assert index.reused_extractions == index.reused_summaries == 0
-    assert all(k["temperature"] == 0.0 for k in llm.kwargs)
+    assert all(c.kwargs["temperature"] == 0.0 for c in llm.calls)
     assert SPORTS[0] in llm.prompts[0] and "same language as the text" in llm.prompts[0]
 
 
@@ -233,7 +228,7 @@ def test_local_search_returns_the_topic_first(built):
 
 
 def test_local_search_without_reports_returns_chunks_only():
-    index = GraphIndex.build(_chunks(), StubLLM(), _embedder(), summarize_communities=False)
+    index = GraphIndex.build(_chunks(), scripted_llm(), _embedder(), summarize_communities=False)
     assert index.summaries == {} and index.llm_calls == 7
     hits = GraphRAGLocalRetriever(index, _embedder(), top_entities=4).retrieve("杭州体育消费券")
     assert [(h.chunk_id, h.score) for h in hits] == [("sports#2", 3.0), ("sports#0", 2.0), ("sports#1", 2.0)]
@@ -241,14 +236,14 @@ def test_local_search_without_reports_returns_chunks_only():
 
 def test_min_community_size_skips_the_reports_of_small_communities():
     # both communities have 4 entities: a minimum of 4 keeps both reports, 5 drops both
-    kept = GraphIndex.build(_chunks(), StubLLM(), _embedder(), min_community_size=4)
+    kept = GraphIndex.build(_chunks(), scripted_llm(), _embedder(), min_community_size=4)
     assert sorted(kept.summaries) == [0, 1] and kept.llm_calls == 9
-    index = GraphIndex.build(_chunks(), StubLLM(), _embedder(), min_community_size=5)
+    index = GraphIndex.build(_chunks(), scripted_llm(), _embedder(), min_community_size=5)
     assert index.summaries == {} and index.failed_communities == {} and index.llm_calls == 7
     hits = GraphRAGLocalRetriever(index, _embedder(), top_entities=4).retrieve("杭州体育消费券")
     assert [h.chunk_id for h in hits] == ["sports#2", "sports#0", "sports#1"]
     with pytest.raises(ValueError, match="min_community_size"):
-        GraphIndex.build(_chunks(), StubLLM(), _embedder(), min_community_size=0)
+        GraphIndex.build(_chunks(), scripted_llm(), _embedder(), min_community_size=0)
 
 
 def test_failed_chunk_is_recorded_with_its_reason(built, tmp_path):
@@ -256,7 +251,7 @@ def test_failed_chunk_is_recorded_with_its_reason(built, tmp_path):
     assert index.failed == {"bad#0": BAD_ERROR}
     assert index.chunk_entities["bad#0"] == []
     assert "bad#0" in index.chunk_ids and index.chunk_texts["bad#0"] == BAD
-    GraphIndex.build(_chunks(), StubLLM(), _embedder(), store=tmp_path)
+    GraphIndex.build(_chunks(), scripted_llm(), _embedder(), store=tmp_path)
     records = [json.loads(line) for line in (tmp_path / "extractions.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [r["chunk_id"] for r in records] == [c.chunk_id for c in _chunks()]
     bad = records[-1]
@@ -266,14 +261,14 @@ def test_failed_chunk_is_recorded_with_its_reason(built, tmp_path):
 
 
 def test_rebuild_from_store_makes_no_llm_calls(tmp_path):
-    first_llm = StubLLM()
+    first_llm = scripted_llm()
     first = GraphIndex.build(_chunks(), first_llm, _embedder(), store=tmp_path)
-    assert first_llm.calls == 9
+    assert len(first_llm.calls) == 9
     assert (tmp_path / "community_summaries.jsonl").is_file()
 
-    llm = StubLLM()
+    llm = scripted_llm()
     again = GraphIndex.build(_chunks(), llm, _embedder(), store=tmp_path)
-    assert llm.calls == again.llm_calls == 0
+    assert len(llm.calls) == again.llm_calls == 0
     assert again.reused_extractions == 7 and again.reused_summaries == 2
     assert list(again.graph.edges(data="weight")) == list(first.graph.edges(data="weight"))
     assert again.communities == first.communities and again.summaries == first.summaries
@@ -285,38 +280,38 @@ def test_rebuild_from_store_makes_no_llm_calls(tmp_path):
     path = tmp_path / "extractions.jsonl"
     data = path.read_bytes()
     path.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 1] + b'{"key": "bad#0\\t')
-    llm = StubLLM()
+    llm = scripted_llm()
     GraphIndex.build(_chunks(), llm, _embedder(), store=tmp_path)
-    assert llm.calls == 1 and BAD in llm.prompts[0]
+    assert len(llm.calls) == 1 and BAD in llm.prompts[0]
     assert path.read_bytes().endswith(b"\n")
     assert all(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
 
     # retry_failed re-asks for the failed chunk only
-    llm = StubLLM()
+    llm = scripted_llm()
     GraphIndex.build(_chunks(), llm, _embedder(), store=tmp_path, retry_failed=True)
-    assert llm.calls == 1 and BAD in llm.prompts[0]
+    assert len(llm.calls) == 1 and BAD in llm.prompts[0]
 
     # a changed chunk text is re-extracted (the key includes the text's sha1)
     chunks = _chunks()
     chunks[0] = chunks[0]._replace(text=SPORTS[0] + " ")
-    llm = StubLLM()
+    llm = scripted_llm()
     changed = GraphIndex.build(chunks, llm, _embedder(), store=tmp_path)
-    assert llm.calls == 1 and SPORTS[0] in llm.prompts[0]
+    assert len(llm.calls) == 1 and SPORTS[0] in llm.prompts[0]
     assert changed.reused_extractions == 6 and changed.reused_summaries == 2
 
 
 def test_corrupt_store_line_is_an_error(tmp_path):
-    GraphIndex.build(_chunks(), StubLLM(), _embedder(), store=tmp_path)
+    GraphIndex.build(_chunks(), scripted_llm(), _embedder(), store=tmp_path)
     path = tmp_path / "extractions.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines()
     lines[1] = "{not json"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="line 2 is not JSON"):
-        GraphIndex.build(_chunks(), StubLLM(), _embedder(), store=tmp_path)
+        GraphIndex.build(_chunks(), scripted_llm(), _embedder(), store=tmp_path)
 
 
 def test_build_validation_errors(tmp_path):
-    emb, llm = _embedder(), StubLLM()
+    emb, llm = _embedder(), scripted_llm()
     with pytest.raises(ValueError, match="chunks is empty"):
         GraphIndex.build([], llm, emb)
     with pytest.raises(ValueError, match="unique"):
@@ -331,7 +326,7 @@ def test_build_validation_errors(tmp_path):
         GraphIndex.build(_chunks(), llm, emb, resolution=float("inf"))
     with pytest.raises(ValueError, match="summarize_communities must be True or False"):
         GraphIndex.build(_chunks(), llm, emb, summarize_communities="no")
-    assert GraphIndex.build(_chunks(), StubLLM(), emb, resolution=np.float32(1.0)).communities
+    assert GraphIndex.build(_chunks(), scripted_llm(), emb, resolution=np.float32(1.0)).communities
     with pytest.raises(ValueError, match="seed"):
         GraphIndex.build(_chunks(), llm, emb, seed="0")
     with pytest.raises(ValueError, match="summary_max_tokens"):
@@ -343,14 +338,14 @@ def test_build_validation_errors(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="not a folder"):
         GraphIndex.build(_chunks(), llm, emb, store=tmp_path / "file")
-    assert llm.calls == 0
+    assert len(llm.calls) == 0
 
     class BadEmbedder:
         def embed(self, texts):
             return np.ones((1, 3))
 
     with pytest.raises(ValueError, match="returned 1 vectors for 8 texts"):
-        GraphIndex.build(_chunks(), StubLLM(), BadEmbedder(), summarize_communities=False)
+        GraphIndex.build(_chunks(), scripted_llm(), BadEmbedder(), summarize_communities=False)
 
 
 def test_retriever_validation_errors(built):
@@ -378,14 +373,14 @@ def test_retriever_validation_errors(built):
 def test_all_chunks_failing_is_an_error_not_an_empty_index(tmp_path):
     chunks = [("b1", BAD), ("b2", BAD + "!")]
     with pytest.raises(RuntimeError, match="failed for all 2 chunks .*chunk b1: .*retry_failed=True"):
-        GraphIndex.build(chunks, StubLLM(), _embedder(), store=tmp_path)
+        GraphIndex.build(chunks, scripted_llm(), _embedder(), store=tmp_path)
     # nothing is lost: both failures are in the store, and a rebuild re-raises without asking again
     lines = (tmp_path / "extractions.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(x)["status"] for x in lines] == ["failed", "failed"]
-    llm = StubLLM()
+    llm = scripted_llm()
     with pytest.raises(RuntimeError, match="failed for all 2 chunks"):
         GraphIndex.build(chunks, llm, _embedder(), store=tmp_path)
-    assert llm.calls == 0
+    assert len(llm.calls) == 0
 
 
 def test_empty_question_is_rejected(built):
@@ -406,16 +401,11 @@ def test_missing_type_or_description_keeps_the_chunk():
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"entities": [{"type": "place"}], "relations": []}, EXTRACTION_SCHEMA)
 
-    class Sparse:
-        calls = 0
-
-        def chat_json(self, messages, schema=None, temperature=None, max_tokens=None):
-            if schema is COMMUNITY_SCHEMA:
-                return {"title": "西湖", "summary": "游客与西湖。"}, LLMResponse(text="{}", model="stub")
-            return json.loads(json.dumps(reply)), LLMResponse(text="{}", model="stub")
+    sparse = FakeChatModel(lambda call: {"title": "西湖", "summary": "游客与西湖。"} if call.schema is COMMUNITY_SCHEMA
+                           else json.loads(json.dumps(reply)))
 
     text = "西湖景区周末游客增多。"
-    index = GraphIndex.build([("u1", text)], Sparse(), CharEmbedder([text]))
+    index = GraphIndex.build([("u1", text)], sparse, CharEmbedder([text]))
     assert index.failed == {}
     assert sorted(index.graph.nodes) == ["游客", "西湖"]
     assert index.graph.nodes["西湖"]["type"] == "" and index.graph.nodes["游客"]["type"] == "person"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 
@@ -18,6 +17,7 @@ from chunkwise.chunkers import (
 )
 from chunkwise.chunkers.contextual import document_window
 from chunkwise.tokens import WhitespaceSpanner
+from fakes import FakeChatModel
 
 W = WhitespaceSpanner()
 
@@ -134,34 +134,21 @@ def test_merge_and_hierarchy_bad_input():
 # ---------------------------------------------------------------- contextual
 
 
-class FakeReply:
-    def __init__(self, text, cached=False):
-        self.text = text
-        self.cached = cached
+def _context(call):
+    chunk = re.search(r"<chunk>\n(.*?)\n</chunk>", call.prompt, re.S).group(1)
+    return f" CTX {chunk.split()[0]} \n"
 
 
-class FakeLLM:
-    """Answers 'CTX <first word of the chunk>'; records prompts and max_tokens; thread-safe."""
-
-    def __init__(self, cached=False, blank=False):
-        self.prompts, self.kwargs = [], []
-        self.cached, self.blank = cached, blank
-        self.lock = threading.Lock()
-
-    def chat(self, messages, temperature=None, max_tokens=None):
-        prompt = messages[-1]["content"]
-        with self.lock:
-            self.prompts.append(prompt)
-            self.kwargs.append((temperature, max_tokens))
-        chunk = re.search(r"<chunk>\n(.*?)\n</chunk>", prompt, re.S).group(1)
-        return FakeReply("  " if self.blank else f" CTX {chunk.split()[0]} \n", self.cached)
+def context_llm(cached=False, blank=False):
+    """Answers 'CTX <first word of the chunk>' (or a blank reply); records every call."""
+    return FakeChatModel("  " if blank else _context, cached=cached)
 
 
 TEN = "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9"  # word k spans [3k, 3k + 2)
 
 
 def test_contextual_adds_context_and_keeps_the_span():
-    llm = FakeLLM()
+    llm = context_llm()
     base = FixedTokenChunker(4, tokenizer=W)
     chunker = ContextualChunker(base, llm, context_max_tokens=50, tokenizer=W)
     chunks = chunker.split(TEN)
@@ -172,7 +159,7 @@ def test_contextual_adds_context_and_keeps_the_span():
     assert index_text(Chunk("plain", 0, 5)) == "plain"
     # The whole document (10 tokens <= 3000) is in every prompt, before the chunk.
     assert all(p.index("<document>\n" + TEN + "\n</document>") < p.index("<chunk>") for p in llm.prompts)
-    assert llm.kwargs == [(0.0, 50)] * 3
+    assert [(c.kwargs["temperature"], c.kwargs["max_tokens"]) for c in llm.calls] == [(0.0, 50)] * 3
     assert chunker.last_stats == {"llm_calls": 3, "cache_hits": 0, "truncated": 0}
     assert chunks[0].metadata["n_tokens"] == 4  # the base chunker's metadata is kept
 
@@ -193,7 +180,7 @@ def test_document_window_rule_by_hand():
 
 
 def test_long_documents_are_shown_as_a_window_around_the_chunk():
-    llm = FakeLLM()
+    llm = context_llm()
     chunker = ContextualChunker(FixedTokenChunker(2, tokenizer=W), llm, max_document_tokens=6, tokenizer=W)
     chunks = chunker.split(TEN)
     assert [c.metadata["document_window"] for c in chunks] == [[0, 17], [0, 17], [6, 23], [12, 29], [12, 29]]
@@ -204,8 +191,8 @@ def test_long_documents_are_shown_as_a_window_around_the_chunk():
 
 
 def test_concurrent_requests_give_the_sequential_result_in_order():
-    seq = ContextualChunker(FixedTokenChunker(1, tokenizer=W), FakeLLM(), tokenizer=W).split(TEN)
-    llm = FakeLLM(cached=True)
+    seq = ContextualChunker(FixedTokenChunker(1, tokenizer=W), context_llm(), tokenizer=W).split(TEN)
+    llm = context_llm(cached=True)
     chunker = ContextualChunker(FixedTokenChunker(1, tokenizer=W), llm, max_workers=4, tokenizer=W)
     par = chunker.split(TEN)
     assert [c.metadata for c in par] == [c.metadata for c in seq]
@@ -214,13 +201,13 @@ def test_concurrent_requests_give_the_sequential_result_in_order():
 
 
 def test_blank_reply_leaves_the_chunk_text_as_index_text():
-    chunks = ContextualChunker(FixedTokenChunker(5, tokenizer=W), FakeLLM(blank=True), tokenizer=W).split(TEN)
+    chunks = ContextualChunker(FixedTokenChunker(5, tokenizer=W), context_llm(blank=True), tokenizer=W).split(TEN)
     assert [c.metadata["context"] for c in chunks] == ["", ""]
     assert [index_text(c) for c in chunks] == [c.text for c in chunks]
 
 
 def test_contextual_empty_text_and_bad_input():
-    llm = FakeLLM()
+    llm = context_llm()
     chunker = ContextualChunker(FixedTokenChunker(5, tokenizer=W), llm, tokenizer=W)
     assert chunker.split("") == [] and llm.prompts == []
     with pytest.raises(TypeError, match="base_chunker must have a split"):
@@ -260,7 +247,7 @@ def test_block_windows_share_a_prefix_by_hand():
     assert block_window(cum, units, 18, 23, 6) == (18, 29)
     # a chunk starting in block 0 and ending in block 1 extends its window to its own end
     assert block_window(cum, units, 12, 23, 6) == (0, 23)
-    llm = FakeLLM()
+    llm = context_llm()
     chunker = ContextualChunker(FixedTokenChunker(2, tokenizer=W), llm, max_document_tokens=6, tokenizer=W,
                                 windows="blocks")
     chunks = chunker.split(TEN)

@@ -1,17 +1,16 @@
-"""KGP passage graph and LLM-guided traversal on a toy corpus (fake embedder, stub LLM)."""
+"""KGP passage graph and LLM-guided traversal on a toy corpus (fake embedder, the shared fake chat model)."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from chunkwise.rag.kgp import NEXT_EVIDENCE_PROMPT, KGPRetriever, PassageGraph
 from chunkwise.retrieval import Hit, Retriever, tokenize_zh
-from fakes import CharEmbedder
+from fakes import CharEmbedder, FakeChatModel
 
 # A: the amount, B: the venues, D: when to claim -- all about the same entity (上海体育消费券);
 # C: unrelated Chinese; L1-L3: unrelated English library passages.
@@ -31,19 +30,9 @@ CLAIM = "消费券每周几上午开放领取"
 
 
 
-class ScriptedLLM:
-    """Returns the scripted replies in turn (the last one repeats); records prompts, counts calls."""
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.calls = 0
-        self.prompts = []
-
-    def chat(self, messages, temperature=0.0, max_tokens=None):
-        self.prompts.append(messages[-1]["content"])
-        reply = self.replies[min(self.calls, len(self.replies) - 1)]
-        self.calls += 1
-        return SimpleNamespace(text=reply)
+def scripted(*replies):
+    """The shared fake chat model answering the replies in turn (the last one repeats)."""
+    return FakeChatModel(list(replies))
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +117,7 @@ def test_save_load_roundtrip(graph, tmp_path):
 
 
 def test_seed_then_second_passage_through_graph(graph, embedder):
-    llm = ScriptedLLM(VENUES)
+    llm = scripted(VENUES)
     kgp = KGPRetriever(graph, llm, embedder, n_seeds=1, budget=8, max_steps=1, per_step=1)
     assert isinstance(kgp, Retriever) and kgp.name == "kgp"
     hits = kgp.retrieve(QUESTION, top_k=8)
@@ -149,12 +138,12 @@ def test_seed_then_second_passage_through_graph(graph, embedder):
     assert trace["steps"] == [{"missing": VENUES, "reply": VENUES, "n_candidates": 3, "added": ["B"],
                                "scores": [hits[1].score]}]
     assert trace["stop"] == "max_steps"
-    assert llm.calls == 1
+    assert len(llm.calls) == 1
     assert llm.prompts[0] == NEXT_EVIDENCE_PROMPT.format(question=QUESTION, evidence="[1] " + CORPUS[0][1])
 
 
 def test_llm_reply_steers_the_step(graph, embedder):
-    llm = ScriptedLLM(f'"{CLAIM}"\nextra line')
+    llm = scripted(f'"{CLAIM}"\nextra line')
     kgp = KGPRetriever(graph, llm, embedder, n_seeds=1, max_steps=1, per_step=1)
     assert [h.chunk_id for h in kgp.retrieve(QUESTION)] == ["A", "D"]
     assert kgp.last_trace["steps"][0]["missing"] == CLAIM  # first line, quotes stripped
@@ -163,7 +152,7 @@ def test_llm_reply_steers_the_step(graph, embedder):
 def test_only_graph_neighbours_are_candidates(graph, embedder):
     # an English "missing" text matches the library passages, but they are not linked to A:
     # all candidates (B, D, C) score 0 and the tie goes to corpus order
-    kgp = KGPRetriever(graph, ScriptedLLM("library books"), embedder, n_seeds=1, max_steps=1, per_step=1)
+    kgp = KGPRetriever(graph, scripted("library books"), embedder, n_seeds=1, max_steps=1, per_step=1)
     hits = kgp.retrieve(QUESTION)
     assert [h.chunk_id for h in hits] == ["A", "B"]
     assert hits[0].score == pytest.approx(0.6768, abs=1e-4)
@@ -172,18 +161,18 @@ def test_only_graph_neighbours_are_candidates(graph, embedder):
 
 
 def test_multi_step_and_no_neighbours_stop(graph, embedder):
-    llm = ScriptedLLM(VENUES, CLAIM, "天气")
+    llm = scripted(VENUES, CLAIM, "天气")
     kgp = KGPRetriever(graph, llm, embedder, n_seeds=1, budget=8, max_steps=10, per_step=1)
     hits = kgp.retrieve(QUESTION)
     assert [h.chunk_id for h in hits] == ["A", "B", "D", "C"]
     assert [s["added"] for s in kgp.last_trace["steps"]] == [["B"], ["D"], ["C"]]
     assert kgp.last_trace["stop"] == "no_neighbours"
-    assert llm.calls == 3  # no call once no unvisited neighbour is left
+    assert len(llm.calls) == 3  # no call once no unvisited neighbour is left
     assert "[2] " + CORPUS[1][1] in llm.prompts[1]
 
 
 def test_english_question(graph, embedder):
-    llm = ScriptedLLM("late return fines per day")
+    llm = scripted("late return fines per day")
     kgp = KGPRetriever(graph, llm, embedder, n_seeds=1, max_steps=2, per_step=1)
     hits = kgp.retrieve("When does the city library open the new reading room?")
     assert [h.chunk_id for h in hits] == ["L1", "L2", "L3"]  # L3 only reachable through L2
@@ -191,31 +180,31 @@ def test_english_question(graph, embedder):
 
 
 def test_budget_and_max_steps_limits(graph, embedder):
-    llm = ScriptedLLM(VENUES)
+    llm = scripted(VENUES)
     kgp = KGPRetriever(graph, llm, embedder, n_seeds=1, budget=2, max_steps=5, per_step=2)
     assert [h.chunk_id for h in kgp.retrieve(QUESTION)] == ["A", "B"]
-    assert llm.calls == 1 and kgp.last_trace["stop"] == "limit"
+    assert len(llm.calls) == 1 and kgp.last_trace["stop"] == "limit"
 
-    llm = ScriptedLLM(VENUES)
+    llm = scripted(VENUES)
     kgp = KGPRetriever(graph, llm, embedder, n_seeds=1, budget=8, max_steps=1, per_step=2)
     assert [h.chunk_id for h in kgp.retrieve(QUESTION)] == ["A", "B", "D"]
-    assert llm.calls == 1 and kgp.last_trace["stop"] == "max_steps"
+    assert len(llm.calls) == 1 and kgp.last_trace["stop"] == "max_steps"
 
-    llm = ScriptedLLM(VENUES)
+    llm = scripted(VENUES)
     kgp = KGPRetriever(graph, llm, embedder, n_seeds=2, budget=8, max_steps=0)
     assert [h.chunk_id for h in kgp.retrieve(QUESTION)] == ["A", "D"]  # seeds only
-    assert llm.calls == 0
+    assert len(llm.calls) == 0
 
     # top_k below the budget caps the traversal (same prefix, fewer calls)
-    llm = ScriptedLLM(VENUES)
+    llm = scripted(VENUES)
     kgp = KGPRetriever(graph, llm, embedder, n_seeds=1, budget=8, max_steps=5, per_step=1)
     assert [h.chunk_id for h in kgp.retrieve(QUESTION, top_k=1)] == ["A"]
-    assert llm.calls == 0 and kgp.last_trace["stop"] == "limit"
-    assert kgp.retrieve(QUESTION, top_k=0) == [] and llm.calls == 0
+    assert len(llm.calls) == 0 and kgp.last_trace["stop"] == "limit"
+    assert kgp.retrieve(QUESTION, top_k=0) == [] and len(llm.calls) == 0
 
 
 def test_empty_reply_falls_back_to_question(graph, embedder):
-    kgp = KGPRetriever(graph, ScriptedLLM("   \n"), embedder, n_seeds=1, max_steps=1, per_step=1)
+    kgp = KGPRetriever(graph, scripted("   \n"), embedder, n_seeds=1, max_steps=1, per_step=1)
     hits = kgp.retrieve(QUESTION)
     # neighbours of A by cosine with the question: D 0.464 > B 0.447
     assert [h.chunk_id for h in hits] == ["A", "D"]
@@ -264,7 +253,7 @@ def test_build_bad_embeddings():
 
 
 def test_retriever_validation(graph, embedder):
-    llm = ScriptedLLM(VENUES)
+    llm = scripted(VENUES)
     for kwargs, match in [
         ({"n_seeds": 0}, "n_seeds"),
         ({"budget": 0}, "budget"),

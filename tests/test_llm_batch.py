@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from chunkwise.llm import LLMCache, LLMClient, LLMJSONError, LLMRequestError, LLMResponse, LLMResult
 from chunkwise.llm.batch import chat_json_many, chat_many
 from chunkwise.llm.fake_server import FAIL_MARKER, SLOW_MARKER, FakeChatServer
+from fakes import FakeChatModel
 
 
 @pytest.fixture(autouse=True)
@@ -248,35 +250,42 @@ def test_cache_is_safe_under_concurrent_writes(tmp_path: Path) -> None:
     assert cache.get("k7-49").usage == {"prompt_tokens": 49}
 
 
-class _SequentialOnly:
-    """An llm with chat/chat_json only (as the test fakes of the pipelines)."""
+def _echo(call: Any) -> Any:
+    text = f"r:{call.prompt}:{call.kwargs.get('max_tokens')}"
+    return {"t": text} if call.method == "chat_json" else text
 
-    def __init__(self) -> None:
-        self.calls: list[str] = []
 
-    def chat(self, messages: Any, **kw: Any) -> LLMResponse:
-        text = messages if isinstance(messages, str) else messages[-1]["content"]
-        self.calls.append(text)
-        if "boom" in text:
-            raise LLMRequestError("boom", endpoint="x", model="m", attempts=1)
-        return LLMResponse(text=f"r:{text}:{kw.get('max_tokens')}", model="m")
-
-    def chat_json(self, messages: Any, schema: Any = None, **kw: Any) -> tuple[Any, LLMResponse]:
-        r = self.chat(messages, **kw)
-        return {"t": r.text}, r
+def _boom(call: Any) -> Exception | None:
+    return LLMRequestError("boom", endpoint="x", model="m", attempts=1) if "boom" in call.prompt else None
 
 
 def test_batch_helpers_fall_back_to_a_loop_for_plain_llms() -> None:
-    llm = _SequentialOnly()
+    fake = FakeChatModel(_echo, fail=_boom)
+    llm = SimpleNamespace(chat=fake.chat, chat_json=fake.chat_json)  # chat / chat_json only, no batch calls
     out = chat_many(llm, ["a", {"messages": "b", "max_tokens": 2}, "boom"], max_tokens=9)
     assert [r.ok for r in out] == [True, True, False]
     assert [r.output.text for r in out[:2]] == ["r:a:9", "r:b:2"]
-    assert llm.calls == ["a", "b", "boom"]
+    assert fake.prompts == ["a", "b", "boom"]
     with pytest.raises(LLMRequestError, match="boom"):
         chat_many(llm, ["boom", "c"], errors="raise")
-    assert llm.calls[-1] == "c"  # the others finished first
+    assert fake.prompts[-1] == "c"  # the others finished first
     res = chat_json_many(llm, ["q"], schema={"type": "object"})
     assert isinstance(res[0], LLMResult) and res[0].value == {"t": "r:q:None"}
+
+
+def test_sequential_batches_loop_a_models_own_calls_and_count_them() -> None:
+    """SequentialBatches (here through the tests' shared fake): LLMClient's batch results, one call at a time."""
+    fake = FakeChatModel(lambda call: "not json" if "bad" in call.messages[0]["content"] else '{"n": 1}')
+    assert all(callable(getattr(fake, name)) for name in ("chat", "chat_json", "chat_many", "chat_json_many",
+                                                         "stats", "reset_stats"))
+    results = fake.chat_json_many(["ok", "bad", "ok"], {"type": "object"}, max_repairs=1, temperature=0.0)
+    assert [r.ok for r in results] == [True, False, True] and results[0].value == {"n": 1}
+    assert isinstance(results[1].error, LLMJSONError) and [r.calls for r in results] == [1, 2, 1]
+    assert fake.stats()["calls"] == 4 and [c.turn for c in fake.calls] == [0, 0, 1, 0]
+    assert [r.get().text for r in fake.chat_many(["x", "y"], max_tokens=3)] == ['{"n": 1}'] * 2
+    assert fake.calls[-1].kwargs == {"max_tokens": 3}
+    with pytest.raises(ValueError, match="errors must be"):
+        fake.chat_many(["x"], errors="ignore")
 
 
 def test_batch_helpers_use_the_client_batch_call(server: FakeChatServer, tmp_path: Path) -> None:

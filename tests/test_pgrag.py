@@ -1,14 +1,12 @@
-"""PG-RAG indexing and retrieval stages on small hand-made documents (stub LLM, fake embedder)."""
+"""PG-RAG indexing and retrieval stages on small hand-made documents (the shared fake chat model, fake embedder)."""
 
 from __future__ import annotations
 
 import json
 
-import jsonschema
 import numpy as np
 import pytest
 
-from chunkwise.llm.client import LLMJSONError
 from chunkwise.pgrag import (
     PGIndexer,
     PGRetriever,
@@ -23,6 +21,7 @@ from chunkwise.pgrag import (
     verify_fcis,
 )
 from chunkwise.pgrag.retrieve import key_points
+from fakes import FakeChatModel
 
 # -- test doubles ----------------------------------------------------------------------------
 
@@ -47,38 +46,11 @@ class BagEmbedder:
         return out / np.where(n == 0, 1, n)
 
 
-class ScriptedLLM:
-    """chat_json like LLMClient's: replies come from ``respond(messages, kw)``; schema and
-    validator are applied, and a rejected reply is re-asked up to ``max_repairs`` times."""
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.requests: list[tuple[list, dict]] = []
-        self._calls = 0
-
-    def stats(self):
-        return {"calls": self._calls}
-
-    def chat_json(self, messages, schema=None, validator=None, max_repairs=2, **kw):
-        if isinstance(messages, str):
-            messages = [{"role": "user", "content": messages}]
-        msgs = list(messages)
-        last = None
-        for _ in range(1 + max_repairs):
-            self._calls += 1
-            self.requests.append((msgs, kw))
-            reply = self.respond(msgs, kw)
-            last = reply
-            try:
-                value = json.loads(reply)
-                if schema is not None:
-                    jsonschema.validate(value, schema)
-                if validator is not None:
-                    validator(value)
-                return value, reply
-            except (ValueError, jsonschema.ValidationError) as exc:
-                msgs = msgs + [{"role": "assistant", "content": reply}, {"role": "user", "content": f"error: {exc}"}]
-        raise LLMJSONError("no valid JSON", reply=last, error="invalid", attempts=1 + max_repairs, response=None)
+def scripted(respond):
+    """The shared fake chat model answering ``respond(messages, chat parameters)``; chat_json
+    validates like LLMClient's (schema, validator) and re-asks a rejected reply up to
+    ``max_repairs`` times, each turn recorded in ``calls``."""
+    return FakeChatModel(lambda call: respond(call.messages, call.kwargs))
 
 
 DOC_ZH = "上海市体育局发放体育消费券，总额为1000万元。消费券可在200家体育场馆使用，使用期限到2023年12月31日。"
@@ -125,14 +97,14 @@ def test_extraction_regenerates_failures_and_records_every_attempt():
         "nope",
         json.dumps({"topic": "上海体育消费券", "facts": FACTS_ZH}, ensure_ascii=False),  # attempt 3: passes
     ])
-    llm = ScriptedLLM(lambda m, kw: next(replies))
+    llm = scripted(lambda m, kw: next(replies))
     ext = extract_verified_fcis(DOC_ZH, llm, BagEmbedder(), max_attempts=3)
     assert ext.verified and ext.topic == "上海体育消费券" and ext.facts == FACTS_ZH
     assert [a.passed for a in ext.attempts] == [False, False, True]
     assert ext.attempts[1].error.startswith("no valid JSON")
     # greedy first, then sampled with seeds 1, 2
-    assert [(kw["temperature"], kw["seed"]) for _, kw in llm.requests][0] == (0.0, None)
-    assert llm.requests[-1][1]["seed"] == 2
+    assert [(c.kwargs["temperature"], c.kwargs["seed"]) for c in llm.calls][0] == (0.0, None)
+    assert llm.calls[-1].kwargs["seed"] == 2
 
 
 def test_extraction_keeps_best_unverified_attempt():
@@ -140,7 +112,7 @@ def test_extraction_keeps_best_unverified_attempt():
         json.dumps({"topic": "T", "facts": ["无关"]}, ensure_ascii=False),
         json.dumps({"topic": "T2", "facts": [FACTS_ZH[0]]}, ensure_ascii=False),
     ])
-    ext = extract_verified_fcis(DOC_ZH, ScriptedLLM(lambda m, kw: next(replies)), BagEmbedder(),
+    ext = extract_verified_fcis(DOC_ZH, scripted(lambda m, kw: next(replies)), BagEmbedder(),
                                 max_attempts=2, semantic_threshold=0.999)
     assert not ext.verified and ext.topic == "T2"  # the closer one is kept, marked unverified
     assert ext.chosen.attempt == 2
@@ -148,9 +120,9 @@ def test_extraction_keeps_best_unverified_attempt():
 
 def test_extraction_without_any_json_raises():
     with pytest.raises(RuntimeError, match="failed 1 times"):
-        extract_verified_fcis(DOC_EN, ScriptedLLM(lambda m, kw: "nope"), BagEmbedder(), max_attempts=1)
+        extract_verified_fcis(DOC_EN, scripted(lambda m, kw: "nope"), BagEmbedder(), max_attempts=1)
     with pytest.raises(ValueError):
-        extract_verified_fcis(DOC_EN, ScriptedLLM(respond_docs), BagEmbedder(), max_attempts=0)
+        extract_verified_fcis(DOC_EN, scripted(respond_docs), BagEmbedder(), max_attempts=0)
 
 
 # -- mind maps ------------------------------------------------------------------------------
@@ -176,11 +148,11 @@ def test_parse_mindmap_shapes_and_paths():
 
 def test_generate_mindmap_repairs_malformed_output():
     replies = iter(["[1, 2", json.dumps({"T": {}}), json.dumps({"T": {"k": "fact one"}})])
-    llm = ScriptedLLM(lambda m, kw: next(replies))
+    llm = scripted(lambda m, kw: next(replies))
     root = generate_mindmap("T", ["fact one"], llm)
     assert fact_paths(root) == [["T", "k", "fact one"]]
-    assert len(llm.requests) == 3  # two repairs
-    assert "no facts" in llm.requests[-1][0][-1]["content"]  # the error was sent back
+    assert len(llm.calls) == 3  # two repairs
+    assert "no facts" in llm.calls[-1].prompt  # the error was sent back
 
 
 # -- fusion and the graph --------------------------------------------------------------------
@@ -294,17 +266,17 @@ def test_compression_ratio():
 
 
 def test_indexer_resumes_and_never_redoes_documents(tmp_path):
-    llm = ScriptedLLM(respond_docs)
+    llm = scripted(respond_docs)
     ix = PGIndexer(tmp_path / "pg", llm, BagEmbedder())
     assert ix.add_documents([("zh", DOC_ZH)]) == ["zh"]
-    n = len(llm.requests)
+    n = len(llm.calls)
     assert n == 2  # one extraction (verified at once) + one mind map
     # a kill mid-write leaves a cut line: it is ignored and the document redone
     with open(ix.records_path, "a", encoding="utf-8") as f:
         f.write('{"doc_id": "en", "sha1": ')
     ix2 = PGIndexer(tmp_path / "pg", llm, BagEmbedder())
     assert ix2.add_documents([("zh", DOC_ZH), ("en", DOC_EN)]) == ["en"]
-    assert len(llm.requests) == n + 2
+    assert len(llm.calls) == n + 2
     assert set(ix2.records()) == {"zh", "en"}
     with pytest.raises(ValueError, match="different text"):
         ix2.add_documents([("zh", DOC_EN)])
@@ -319,7 +291,7 @@ def test_indexer_resumes_and_never_redoes_documents(tmp_path):
 
 
 def test_key_points_and_variants():
-    llm = ScriptedLLM(respond_docs)
+    llm = scripted(respond_docs)
     assert key_points("上海体育消费券有多少钱？", llm) == ["消费券金额", "体育场馆"]
     g = _graph()
     emb = BagEmbedder()
@@ -340,7 +312,7 @@ def test_key_points_and_variants():
 def test_pg_rag_widens_through_super_nodes():
     same = [("a", "上海体育消费券", FACTS_ZH[:1]), ("b", "上海体育消费券", FACTS_ZH[:1]), ("c", "New library branch", FACTS_EN)]
     g = _graph(same)
-    llm = ScriptedLLM(respond_docs)
+    llm = scripted(respond_docs)
     r = PGRetriever(g, BagEmbedder(), llm, variant="pg_rag", n_seed_topics=1)
     r.retrieve("上海体育消费券总额")
     t = r.last_trace
@@ -424,7 +396,7 @@ def test_indexer_batches_llm_stages_through_the_client(tmp_path):
         assert server.chat_count == 0
         assert {d: r["mindmap"] for d, r in again.records().items()} == {d: r["mindmap"] for d, r in recs.items()}
     # the same documents through the sequential scripted llm give the same records
-    seq = PGIndexer(tmp_path / "pg3", ScriptedLLM(respond_docs), BagEmbedder())
+    seq = PGIndexer(tmp_path / "pg3", scripted(respond_docs), BagEmbedder())
     seq.add_documents(docs)
     assert {d: r["extraction"]["facts"] for d, r in seq.records().items()} == {
         d: r["extraction"]["facts"] for d, r in recs.items()

@@ -1,9 +1,8 @@
-"""RAPTOR tree and retrievers on a two-topic toy corpus (fake embedder, stub LLM)."""
+"""RAPTOR tree and retrievers on a two-topic toy corpus (fake embedder, the shared fake chat model)."""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from chunkwise.rag.raptor import (
 )
 from chunkwise.retrieval import Hit, Retriever
 from chunkwise.tokens import count_tokens
-from fakes import CharEmbedder
+from fakes import CharEmbedder, FakeChatModel
 
 SPORTS = [
     "体育消费券于2023年5月1日在杭州发放，每张面额50元。",
@@ -37,24 +36,19 @@ LIBRARY = [
 
 
 
-class StubLLM:
-    """Summary = the first sentence of each passage, joined; counts calls."""
+def _first_sentences(call):
+    """Summary = the first sentence of each passage, joined."""
+    body = call.prompt.split("Passages:\n", 1)[1].rsplit("\n\nSummary:", 1)[0]
+    firsts = []
+    for passage in body.split("\n\n"):
+        for sep in ("。", ". "):
+            passage = passage.split(sep)[0]
+        firsts.append(passage.strip())
+    return " ".join(firsts)
 
-    def __init__(self):
-        self.calls = 0
-        self.prompts = []
 
-    def chat(self, messages, temperature=0.0, max_tokens=None):
-        self.calls += 1
-        prompt = messages[-1]["content"]
-        self.prompts.append(prompt)
-        body = prompt.split("Passages:\n", 1)[1].rsplit("\n\nSummary:", 1)[0]
-        firsts = []
-        for passage in body.split("\n\n"):
-            for sep in ("。", ". "):
-                passage = passage.split(sep)[0]
-            firsts.append(passage.strip())
-        return SimpleNamespace(text=" ".join(firsts))
+def summary_llm():
+    return FakeChatModel(_first_sentences)
 
 
 def _chunks():
@@ -69,7 +63,7 @@ def _chunks():
 @pytest.fixture()
 def setup():
     emb = CharEmbedder(SPORTS + LIBRARY)
-    llm = StubLLM()
+    llm = summary_llm()
     tree = RaptorTree.build(_chunks(), emb, llm, reduction_dim=2)
     return tree, emb, llm
 
@@ -105,7 +99,7 @@ def test_tree_shape_and_level1_separates_topics(setup):
     assert covered == set(tree.levels[0])  # every leaf is in some cluster
     assert _leaves(tree, tree.root_ids[0]) == set(tree.levels[0])
     # one LLM call per summary node; the stub's summary keeps each child's first sentence
-    assert llm.calls == len(tree) - 10 == tree.llm_calls
+    assert len(llm.calls) == len(tree) - 10 == tree.llm_calls
     assert tree.reused_summaries == 0
     first = tree.nodes[level1[0]]
     assert all(tree.nodes[c].text.split("。")[0].split(". ")[0] in first.text for c in first.children)
@@ -162,43 +156,43 @@ def test_collapsed_tree_respects_token_budget(setup):
 
 def test_store_makes_rebuild_free(tmp_path):
     emb = CharEmbedder(SPORTS + LIBRARY)
-    llm1 = StubLLM()
+    llm1 = summary_llm()
     t1 = RaptorTree.build(_chunks(), emb, llm1, reduction_dim=2, store=tmp_path)
     lines = (tmp_path / "summaries.jsonl").read_text(encoding="utf-8").splitlines()
-    assert llm1.calls == len(lines) == len(t1) - 10 > 0
+    assert len(llm1.calls) == len(lines) == len(t1) - 10 > 0
     rec = json.loads(lines[0])
     assert set(rec) == {"key", "level", "children", "text"} and len(rec["key"]) == 40
-    llm2 = StubLLM()
+    llm2 = summary_llm()
     t2 = RaptorTree.build(_chunks(), emb, llm2, reduction_dim=2, store=tmp_path)
-    assert llm2.calls == 0 and t2.llm_calls == 0 and t2.reused_summaries == llm1.calls
+    assert len(llm2.calls) == 0 and t2.llm_calls == 0 and t2.reused_summaries == len(llm1.calls)
     assert t2.levels == t1.levels
     assert [n.text for n in t2.all_nodes()] == [n.text for n in t1.all_nodes()]
     assert len((tmp_path / "summaries.jsonl").read_text(encoding="utf-8").splitlines()) == len(lines)
     # a line cut by a kill is dropped and that summary redone
     path = tmp_path / "summaries.jsonl"
     path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:15], encoding="utf-8")
-    llm3 = StubLLM()
+    llm3 = summary_llm()
     RaptorTree.build(_chunks(), emb, llm3, reduction_dim=2, store=tmp_path)
-    assert llm3.calls == 1
+    assert len(llm3.calls) == 1
     assert len(path.read_text(encoding="utf-8").splitlines()) == len(lines)
 
 
 def test_small_inputs_and_input_forms():
     emb = CharEmbedder(SPORTS + LIBRARY)
-    llm = StubLLM()
+    llm = summary_llm()
     one = RaptorTree.build(["only one chunk."], emb, llm)
-    assert one.depth == 0 and one.root_ids == ["0"] and llm.calls == 0
+    assert one.depth == 0 and one.root_ids == ["0"] and len(llm.calls) == 0
     hits = TreeTraversalRetriever(one, emb).retrieve("chunk", top_k=3)
     assert [h.chunk_id for h in hits] == ["0"]
     pair = RaptorTree.build([("a", LIBRARY[0]), ("b", LIBRARY[1])], emb, llm)
-    assert pair.depth == 1 and pair.nodes[pair.root_ids[0]].children == ("a", "b") and llm.calls == 1
-    capped = RaptorTree.build(_chunks(), emb, StubLLM(), reduction_dim=2, max_levels=1)
+    assert pair.depth == 1 and pair.nodes[pair.root_ids[0]].children == ("a", "b") and len(llm.calls) == 1
+    capped = RaptorTree.build(_chunks(), emb, summary_llm(), reduction_dim=2, max_levels=1)
     assert capped.depth == 1
 
 
 def test_validation_errors():
     emb = CharEmbedder(SPORTS)
-    llm = StubLLM()
+    llm = summary_llm()
     chunks = _chunks()
     with pytest.raises(ValueError, match="empty"):
         RaptorTree.build([], emb, llm)
@@ -219,8 +213,8 @@ def test_validation_errors():
     ]:
         with pytest.raises(ValueError, match=match):
             RaptorTree.build(chunks, emb, llm, **kw)
-    assert llm.calls == 0
-    assert len(RaptorTree.build(chunks[:2], emb, StubLLM(), threshold=np.float32(0.1))) >= 2
+    assert len(llm.calls) == 0
+    assert len(RaptorTree.build(chunks[:2], emb, summary_llm(), threshold=np.float32(0.1))) >= 2
     with pytest.raises(ValueError, match="llm must have a chat"):
         RaptorTree.build(chunks, emb, None)
     with pytest.raises(ValueError, match="embedder must have an embed"):
@@ -249,7 +243,7 @@ def test_validation_errors():
 
 def test_default_parameters_also_separate_topics():
     emb = CharEmbedder(SPORTS + LIBRARY)
-    tree = RaptorTree.build(_chunks(), emb, StubLLM())  # reduction_dim=10, capped at n - 2
+    tree = RaptorTree.build(_chunks(), emb, summary_llm())  # reduction_dim=10, capped at n - 2
     assert len(tree.root_ids) == 1
     for level in tree.levels[1:-1]:
         for nid in level:

@@ -21,6 +21,7 @@ import pytest
 from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, parse_spec
 from chunkwise.evaluation.grid import GridConfig, run_grid
 
+from fakes import FakeChatModel
 from test_grid import DOCS, WordEmbedder, questions
 
 H = "one two three four\n\nfive six seven eight"
@@ -108,33 +109,20 @@ def test_hierarchical_returns_parents_by_hand(tmp_path):
 # ------------------------------------------------------------------ contextual
 
 
-class Reply:
-    def __init__(self, text, cached=False):
-        self.text, self.cached, self.latency_s = text, cached, 1.5
+def zebra_llm():
+    """Context "zebra" for the chunk holding "nine", "plain" for the others; 1.5 s per reply."""
 
+    def reply(call):
+        chunk = re.search(r"<chunk>\n(.*?)\n</chunk>", call.prompt, re.S).group(1)
+        return "zebra" if "nine" in chunk else "plain"
 
-class ZebraLLM:
-    """Context "zebra" for the chunk holding "nine", "plain" for the others; counts like LLMClient.stats()."""
-
-    def __init__(self):
-        self.prompts = []
-        self.n = 0
-
-    def stats(self):
-        return {"calls": self.n, "cache_hits": 0, "latency_s": 0.0}
-
-    def chat(self, messages, temperature=None, max_tokens=None):
-        self.n += 1
-        prompt = messages[-1]["content"]
-        self.prompts.append(prompt)
-        chunk = re.search(r"<chunk>\n(.*?)\n</chunk>", prompt, re.S).group(1)
-        return Reply("zebra" if "nine" in chunk else "plain")
+    return FakeChatModel(reply, latency_s=1.5)
 
 
 def test_contextual_indexes_context_but_scores_the_chunk(tmp_path):
     import pandas as pd
 
-    llm = ZebraLLM()
+    llm = zebra_llm()
     q = pd.DataFrame({"question": ["zebra"], "corpus_id": ["b.txt"],
                       "references": [[{"start_index": 12, "end_index": 20}]]})
     emb = WordEmbedder()
@@ -145,7 +133,7 @@ def test_contextual_indexes_context_but_scores_the_chunk(tmp_path):
     assert row["recall"] == 1.0 and row["precision"] == 1.0  # scored span = the chunk's own (12,20)
     assert res.chunks["Contextual 2"]["b.txt"] == [(0, 11), (12, 20)]
     # one call per chunk, document first in every prompt, in document order
-    assert row["llm_calls"] == 5 and llm.n == 5 and row["llm_seconds"] == pytest.approx(7.5)
+    assert row["llm_calls"] == 5 and len(llm.calls) == 5 and row["llm_seconds"] == pytest.approx(7.5)
     assert all(p.index("<document>") < p.index("<chunk>") for p in llm.prompts)
     # the embedder saw context + chunk; embedded tokens count them: per chunk 2 (chunk) + 1 ("\n\n")
     # + 1 ("plain") or 2 ("zebra" = "zeb" + "ra" in cl100k_base) -> 4 * 4 + 5 = 21
