@@ -118,19 +118,24 @@ def test_chroma_driver_end_to_end_on_small_corpora(tmp_path):
         }
     )
     emb = FakeEmbedder()
-    results = ch.run_comparison(
+    grid = ch.run_chroma_grid(
         [ch.ChunkerSpec("TokenText", 20, 0), ch.ChunkerSpec("LLM")], corpora, questions, emb,
         top_k=2, mode="union", llm=None, cache_dir=tmp_path, progress=lambda s: s,
     )
-    assert len(results) == 1  # the LLM row is skipped without a client
-    r = results[0]
-    assert r.per_question.shape[0] == 2 and r.mean_chunk_tokens <= 20
-    assert ((r.per_question[["recall", "precision", "iou"]] >= 0) & (r.per_question[["recall", "precision", "iou"]] <= 1)).all().all()
+    assert [s.label for s in grid.config.chunkers] == ["TokenText 20"]  # the LLM row is skipped without a client
+    scores = grid.per_question[["recall", "precision", "iou"]]
+    assert len(grid.per_question) == 2 and grid.table.loc[0, "mean_chunk_tokens"] <= 20
+    assert ((scores >= 0) & (scores <= 1)).all().all()
     # The span cache makes the second run chunk nothing new and give identical scores.
-    again = ch.run_comparison([ch.ChunkerSpec("TokenText", 20, 0)], corpora, questions, emb, top_k=2,
-                              mode="union", cache_dir=tmp_path, progress=lambda s: s)[0]
-    pd.testing.assert_frame_equal(again.per_question, r.per_question)
-    table = ch.results_table(results, "fake")
+    again = ch.run_chroma_grid([ch.ChunkerSpec("TokenText", 20, 0)], corpora, questions, emb, top_k=2,
+                               mode="union", cache_dir=tmp_path, progress=lambda s: s)
+    pd.testing.assert_frame_equal(again.per_question, grid.per_question)
+    with pytest.raises(ValueError, match="no chunker left to run"):
+        ch.run_chroma_grid([ch.ChunkerSpec("LLM")], corpora, questions, emb, llm=None, cache_dir=tmp_path,
+                           progress=lambda s: s)
+    table = ch.results_table(grid, "fake")
+    assert table.loc[0, "recall_mean"] == pytest.approx(100 * grid.per_question["recall"].mean())
+    assert table.loc[0, "n_chunks"] == grid.table.loc[0, "n_chunks"]
     report = pd.DataFrame(
         [{"embedding_model": "fake", "chunker": "TokenText", "size_tokens": 20, "mean_chunk_tokens": 20,
           "overlap_tokens": 0, "recall_mean": 50.0, "precision_mean": 1.0, "precision_omega_mean": 1.0, "iou_mean": 1.0}]

@@ -240,16 +240,37 @@ def test_boundaries_html_escapes_and_marks_chunks():
 
 
 def test_chapter_2_runs_on_the_engine(tmp_path):
-    # run_comparison is the engine's dense cells at one k, read back per chunker: TokenText:2 at
-    # k=1 retrieves a1 for Q1 (recall 1) and a0, from the other document, for Q2 (recall 0).
+    # run_chroma_grid is the engine with chapter 2's defaults, and chapter 2's tables read its cells:
+    # TokenText:2 at k=1 retrieves a1 for Q1 (recall 1) and a0, from the other document, for Q2 (recall 0).
     from chunkwise.experiments import chroma as ch
 
     q = questions().rename(columns={"corpus_id": "corpus"})
-    r = ch.run_comparison([ch.parse_spec("TokenText:2")], DOCS, q, WordEmbedder(), top_k=1, cache_dir=tmp_path,
-                          show_progress=False)[0]
-    assert r.per_question["recall"].tolist() == [1.0, 0.0]
-    assert r.retrieved_rows.tolist() == [[1], [0]]
-    assert r.n_chunks == 5 and [c.text for c in r.chunks_by_corpus["b.txt"]] == ["seven eight", " nine ten"]
+    grid = ch.run_chroma_grid([ch.parse_spec("TokenText:2")], DOCS, q, WordEmbedder(), top_k=1, cache_dir=tmp_path,
+                              show_progress=False)
+    assert grid.per_question["recall"].tolist() == [1.0, 0.0]
+    assert grid.rankings["TokenText 2"]["dense"] == [[1], [0]]
+    assert [c.text for c in grid.chunk_objects["TokenText 2"]["b.txt"]] == ["seven eight", " nine ten"]
+    table = ch.results_table(grid, "words")
+    assert table[["chunker", "size_tokens", "overlap_tokens", "n_chunks"]].values.tolist() == [["TokenText", 2, 0, 5]]
+    # recall [1, 0]: mean 50 %, population sd 50 %
+    assert table.loc[0, "recall_mean"] == 50.0 and table.loc[0, "recall_std"] == 50.0
+    assert ch.per_corpus_table(grid, "recall").loc["TokenText 2"].tolist() == [100.0, 0.0]
+
+
+def test_chapter_2_tables_name_a_missing_retriever_or_k(tmp_path):
+    from chunkwise.experiments import chroma as ch
+
+    cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["dense", "bm25"], top_k=[1, 2])
+    grid = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    with pytest.raises(ValueError, match=r"ran retrievers \('dense', 'bm25'\); pass retriever="):
+        ch.results_table(grid, "words")
+    with pytest.raises(ValueError, match=r"no cells for retriever 'hybrid' at k=2"):
+        ch.results_table(grid, "words", "hybrid")
+    with pytest.raises(ValueError, match=r"no cells for retriever 'bm25' at k=3"):
+        ch.per_corpus_table(grid, "recall", "bm25", 3)
+    # by default the largest k: at k=2 dense retrieves a1, a0 for Q1 and a0, b1 for Q2
+    assert ch.results_table(grid, "words", "dense")["recall_mean"].tolist() == [100.0]
+    assert ch.results_table(grid, "words", "dense", 1)["recall_mean"].tolist() == [50.0]
 
 
 def test_engine_report_placement_equals_rescoring_the_same_retrieval(tmp_path):
@@ -262,14 +283,21 @@ def test_engine_report_placement_equals_rescoring_the_same_retrieval(tmp_path):
     q = pd.DataFrame({"question_id": ["A", "B"], "question": ["two", "two three"], "corpus": ["d", "d"],
                       "references": [[(4, 7)], [(12, 21)]]})
     spec = [ch.parse_spec("TokenText:1")]
-    exact = ch.run_comparison(spec, docs, q, WordEmbedder(), top_k=2, cache_dir=tmp_path, show_progress=False)
-    report = ch.run_comparison(spec, docs, q, WordEmbedder(), top_k=2, cache_dir=tmp_path, show_progress=False,
-                               placement="report")
-    again = ch.rescore(exact[0], docs, q, placement="report")
-    for m in ("recall", "precision", "iou", "precision_omega"):
-        np.testing.assert_allclose(report[0].per_question[m].to_numpy(), again.per_question[m].to_numpy(), err_msg=m)
+    exact = ch.run_chroma_grid(spec, docs, q, WordEmbedder(), top_k=2, cache_dir=tmp_path, show_progress=False)
+    report = ch.run_chroma_grid(spec, docs, q, WordEmbedder(), top_k=2, cache_dir=tmp_path, show_progress=False,
+                                placement="report")
+    again = ch.rescore(exact, docs, q, placement="report")
+    assert again.config == report.config and again.chunks == report.chunks
+    pd.testing.assert_frame_equal(again.per_question, report.per_question)
+    metrics = ["recall", "precision", "iou", "precision_omega", "precision_omega_chroma", "precision_omega_union",
+               "hit_rate", "mrr"]
+    pd.testing.assert_frame_equal(again.table[metrics], report.table[metrics])
     assert int(ch.placement_moves(exact, docs)["moved"].sum()) >= 1
-    assert not np.allclose(exact[0].per_question["recall"].to_numpy(), report[0].per_question["recall"].to_numpy())
+    assert not np.allclose(exact.per_question["recall"].to_numpy(), report.per_question["recall"].to_numpy())
+    # the mode switches the same way: union rescoring equals a union run
+    union = ch.run_chroma_grid(spec, docs, q, WordEmbedder(), top_k=2, mode="union", cache_dir=tmp_path,
+                               show_progress=False)
+    pd.testing.assert_frame_equal(ch.rescore(exact, docs, q, mode="union").per_question, union.per_question)
 
 
 def test_engine_hnsw_index_gives_the_exact_neighbours_on_a_small_set(tmp_path):

@@ -11,25 +11,81 @@ Hand corpus (20 characters), fixed windows of 4 characters:
     chunk    0     1     2     3     4
 
 "report" places chunk 3 ("wxyz", truly 12-16) at the first copy, 4-8; the others stay.
+
+The chapter-2 functions read a :class:`~chunkwise.evaluation.grid.GridResult`; the grids here
+are run by the engine with a chunker kind cutting those windows and a retriever that returns
+given rankings (:func:`grid_of`), so the hand-computed values below score real engine output.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from chunkwise.chunk import Chunk
+from chunkwise.chunkers import registry as CR
+from chunkwise.evaluation.grid import GridConfig, run_grid
 from chunkwise.evaluation.spans import place_spans, score_questions
 from chunkwise.experiments import chroma as ch
+from chunkwise.retrieval import registry as RR
 
 CORPUS = "AAAAwxyzBBBBwxyzCCCC"
 CHUNKS = [(CORPUS[s : s + 4], s, s + 4) for s in range(0, 20, 4)]
 # q0: reference 13-15 ("xy" of the SECOND copy); q1: reference 5-7 ("xy" of the FIRST copy).
 # Both retrieve only chunk 3 (top_k = 1).
 QUESTIONS = pd.DataFrame(
-    {"question_id": [0, 1], "corpus": ["c", "c"], "references": [[(13, 15)], [(5, 7)]]}
+    {"question_id": [0, 1], "question": ["x", "y"], "corpus": ["c", "c"], "references": [[(13, 15)], [(5, 7)]]}
 )
+
+
+class Windows:
+    """Windows of ``size`` characters at their true offsets (the last one shorter)."""
+
+    def __init__(self, size):
+        self.size = size
+
+    def split(self, text):
+        return [Chunk(text[s : s + self.size], s, min(s + self.size, len(text))) for s in range(0, len(text), self.size)]
+
+
+class Words:
+    """One chunk per whitespace-separated word."""
+
+    def split(self, text):
+        return [Chunk(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+
+
+#: What the retriever ``given`` returns: one ranking per chunking, in the order the grid runs them.
+_GIVEN: list[list[list[int]]] = []
+
+
+@pytest.fixture(autouse=True)
+def hand_kinds():
+    """Chunker kinds ``WindowA:n`` and ``WindowC:n`` (the same windows of n characters under two
+    names, for two chunkers with one chunking) and ``Words``; the retriever ``given``."""
+    kinds = [CR.ChunkerKind("WindowA", lambda spec, e, lm: Windows(spec.size), "windows of n characters"),
+             CR.ChunkerKind("WindowC", lambda spec, e, lm: Windows(spec.size), "windows of n characters"),
+             CR.ChunkerKind("Words", lambda spec, e, lm: Words(), "one chunk per word", size="none")]
+    for kind in kinds:
+        CR.register_chunker(kind)
+    RR.register_retriever(RR.RetrieverKind(
+        "given", lambda inputs, fused: RR.Ranking([list(r) for r in _GIVEN.pop(0)], 0.0, 0.0), "given rankings"))
+    yield
+    for kind in kinds:
+        CR._KINDS.pop(kind.name, None)
+    RR._KINDS.pop("given", None)
+    _GIVEN.clear()
+
+
+def grid_of(tmp_path, chunkers, rankings, corpus=CORPUS, questions=QUESTIONS, placement="exact"):
+    """The engine's grid of ``chunkers`` on one corpus ``"c"``, top_k = 1, retriever ``given``:
+    ``rankings[i]`` is what it returns for the i-th chunker (one list of positions per question)."""
+    _GIVEN[:] = rankings
+    config = GridConfig(chunkers=chunkers, retrievers=["given"], top_k=[1], placement=placement)
+    return run_grid({"c": corpus}, questions, config, cache_dir=tmp_path, show_progress=False)
 
 
 def test_exact_placement_returns_true_offsets():
@@ -70,7 +126,7 @@ def test_the_two_placements_give_different_scores(placement, expected):
         assert got[metric].tolist() == pytest.approx(values), metric
 
 
-def test_chroma_driver_scores_the_same_retrieval_under_both_placements():
+def test_chroma_driver_scores_the_same_retrieval_under_both_placements(tmp_path):
     chunks = {"c": [Chunk(t, s, e) for t, s, e in CHUNKS]}
     rows = np.array([[3], [3]])
     exact = ch.score_retrieval(chunks, {"c": CORPUS}, QUESTIONS, rows, "exact", "chroma")
@@ -78,33 +134,48 @@ def test_chroma_driver_scores_the_same_retrieval_under_both_placements():
     assert exact["recall"].tolist() == [1.0, 0.0] and report["recall"].tolist() == [0.0, 1.0]
     assert exact["precision_omega"].tolist() == [0.5, 0.5]
     assert report["precision_omega"].tolist() == [0.0, 0.5]
-    result = ch.RunResult(ch.ChunkerSpec("TokenText", 1), exact, 5, 1.0, 0.0, chunks, retrieved_rows=rows)
-    again = ch.rescore(result, {"c": CORPUS}, QUESTIONS, placement="report")
-    assert again.placement == "report"
-    pd.testing.assert_frame_equal(again.per_question, report)
+    # The engine's grid of the same chunks and retrieval scores what score_retrieval scores.
+    grid = grid_of(tmp_path, ["WindowA:4"], [[[3], [3]]])
+    assert [(c.text, c.start, c.end) for c in grid.chunk_objects["WindowA 4"]["c"]] == CHUNKS
+    cols = ["recall", "precision", "iou", "precision_omega"]
+    pd.testing.assert_frame_equal(grid.per_question[cols], exact[cols])
+    again = ch.rescore(grid, {"c": CORPUS}, QUESTIONS, placement="report")
+    assert again.config.placement == "report" and grid.config.placement == "exact"
+    pd.testing.assert_frame_equal(again.per_question[cols], report[cols])
+    assert again.table.loc[0, "recall"] == 0.5 and again.table.loc[0, "precision_omega"] == 0.25
+    # hit and 1/rank follow the placement: q0's only chunk misses under "report", q1's hits.
+    assert again.per_question["hit"].tolist() == [0.0, 1.0] and again.per_question["rr"].tolist() == [0.0, 1.0]
+    assert grid.per_question["rr"].tolist() == [1.0, 0.0]
+    assert again.chunks["WindowA 4"]["c"][3] == (4, 8)
+    # rescoring equals running the engine at that placement (nothing re-embedded either way here)
+    run_report = grid_of(tmp_path, ["WindowA:4"], [[[3], [3]]], placement="report")
+    pd.testing.assert_frame_equal(again.per_question, run_report.per_question)
     # precision_Omega alone, per mode and placement (chroma: q0 0.5 / 0.0, q1 0.5 / 0.5).
-    pom_exact = ch.precision_omega_by_mode([result], QUESTIONS)
-    pom_report = ch.precision_omega_by_mode([result], QUESTIONS, {"c": CORPUS}, "report")
+    pom_exact = ch.precision_omega_by_mode(grid, QUESTIONS)
+    pom_report = ch.precision_omega_by_mode(grid, QUESTIONS, {"c": CORPUS}, "report")
     assert pom_exact.loc[0, "precision_omega_chroma"] == 50.0
     assert pom_report.loc[0, "precision_omega_chroma"] == 25.0
-    moves = ch.placement_moves([result], {"c": CORPUS})
+    moves = ch.placement_moves(grid, {"c": CORPUS})
     assert moves[["n_chunks", "moved", "trimmed"]].values.tolist() == [[5, 1, 0]]
     with pytest.raises(ValueError, match="needs corpora"):
-        ch.precision_omega_by_mode([result], QUESTIONS, placement="report")
+        ch.precision_omega_by_mode(grid, QUESTIONS, placement="report")
+    with pytest.raises(ValueError, match="unknown placement 'first'"):
+        ch.rescore(grid, {"c": CORPUS}, QUESTIONS, placement="first")
+    with pytest.raises(ValueError, match="not the 2 questions the grid ran on"):
+        ch.rescore(grid, {"c": CORPUS}, QUESTIONS.iloc[::-1], placement="report")
 
 
-def test_report_placement_drops_exactly_one_trailing_dot():
+def test_report_placement_drops_exactly_one_trailing_dot(tmp_path):
     corpus = "Tea. Tea. Rain.. a."
     chunks = [("Tea.", 0, 4), ("Tea.", 5, 9), ("Rain..", 10, 16), ("a.", 17, 19)]
     # "Tea." -> "Tea" first at 0 -> (0, 3), for both copies; "Rain.." -> "Rain." at 10 ->
     # (10, 15) (dropping both dots would give (10, 14)); "a." -> "a": its first occurrence is
     # the "a" of the first "Tea" at 2, so (2, 3).
     assert place_spans(corpus, chunks, "report") == [(0, 3), (0, 3), (10, 15), (2, 3)]
-    moves = ch.placement_moves(
-        [ch.RunResult(ch.ChunkerSpec("TokenText", 1), pd.DataFrame(), 4, 1.0, 0.0,
-                      {"d": [Chunk(*c) for c in chunks]})],
-        {"d": corpus},
-    )
+    q = pd.DataFrame({"question_id": [0], "question": ["x"], "corpus": ["c"], "references": [[(0, 3)]]})
+    grid = grid_of(tmp_path, ["Words"], [[[0]]], corpus, q)
+    assert [(c.text, c.start, c.end) for c in grid.chunk_objects["Words"]["c"]] == chunks
+    moves = ch.placement_moves(grid, {"c": corpus})
     # moved: chunk 1 (5 -> 0) and chunk 3 (17 -> 2); trimmed in place: chunks 0 and 2.
     assert moves[["moved", "trimmed"]].values.tolist() == [[2, 2]]
 
@@ -132,7 +203,7 @@ def test_unknown_placement_and_index_are_named():
     with pytest.raises(ValueError, match="unknown placement 'first'"):
         place_spans("abc", [("abc", 0, 3)], "first")
     with pytest.raises(ValueError, match="unknown index 'faiss'"):
-        ch.run_comparison([], {}, pd.DataFrame({"question": []}), None, index="faiss")
+        ch.run_chroma_grid([], {}, pd.DataFrame({"question": []}), None, index="faiss")
 
 
 def test_hnsw_index_finds_the_exact_neighbours_on_a_small_set():
@@ -152,28 +223,37 @@ def test_hnsw_index_finds_the_exact_neighbours_on_a_small_set():
     assert (approx[:, 0] == np.arange(20)).all()
 
 
-def test_compare_placements_gives_gains_and_ranks():
-    chunks = {"c": [Chunk(t, s, e) for t, s, e in CHUNKS]}
+def test_compare_placements_gives_gains_and_ranks(tmp_path):
     # A retrieves chunk 3 for both questions: recall per question report [0, 1], exact [1, 0]
     #   -> 50 % under both placements.
     # C retrieves chunk 3 for q0 and chunk 1 (4-8 under both placements) for q1:
     #   report: q0 4-8 misses 13-15 (0), q1 4-8 covers 5-7 (1) -> 50 %;
     #   exact:  q0 12-16 covers 13-15 (1), q1 (1) -> 100 %.
     # precision_Omega depends on the chunks only: 25 % (report) vs 50 % (exact) for both.
-    spec_a, spec_c = ch.ChunkerSpec("TokenText", 4), ch.ChunkerSpec("Recursive", 4)
-    a = ch.RunResult(spec_a, pd.DataFrame(), 5, 1.0, 0.0, chunks, retrieved_rows=np.array([[3], [3]]))
-    c = ch.RunResult(spec_c, pd.DataFrame(), 5, 1.0, 0.0, chunks, retrieved_rows=np.array([[3], [1]]))
+    grid = grid_of(tmp_path, ["WindowA:4", "WindowC:4"], [[[3], [3]], [[3], [1]]])
     corpora = {"c": CORPUS}
-    report = [ch.rescore(r, corpora, QUESTIONS, placement="report") for r in (a, c)]
-    exact = [ch.rescore(r, corpora, QUESTIONS, placement="exact") for r in (a, c)]
+    report = ch.rescore(grid, corpora, QUESTIONS, placement="report")
+    exact = ch.rescore(report, corpora, QUESTIONS, placement="exact")
+    pd.testing.assert_frame_equal(exact.per_question, grid.per_question)  # back where it was
     cmp = ch.compare_placements(report, exact)
+    assert cmp["chunker"].tolist() == ["WindowA 4", "WindowC 4"]
     assert cmp["recall_report"].tolist() == [50.0, 50.0]
     assert cmp["recall_exact"].tolist() == [50.0, 100.0]
     assert cmp["recall_gain"].tolist() == [0.0, -50.0]
     assert cmp["precision_omega_gain"].tolist() == [-25.0, -25.0]
     assert cmp["rank_report"].tolist() == [1, 1] and cmp["rank_exact"].tolist() == [2, 1]
+    swapped = grid_of(tmp_path, ["WindowC:4", "WindowA:4"], [[[3], [1]], [[3], [3]]])
     with pytest.raises(ValueError, match="must hold the same specs"):
-        ch.compare_placements(report, exact[::-1])
+        ch.compare_placements(report, swapped)
+    # the same per-chunker tables read one (retriever, k); a k the grid did not run is named
+    assert ch.results_table(report, "m")["recall_mean"].tolist() == [50.0, 50.0]
+    assert ch.per_corpus_table(exact, "recall").loc["WindowC 4", "c"] == 100.0
+    with pytest.raises(ValueError, match=r"no cells for retriever 'given' at k=5"):
+        ch.results_table(grid, "m", top_k=5)
+    with pytest.raises(ValueError, match=r"no cells for retriever 'dense'"):
+        ch.compare_placements(report, exact, retriever="dense")
+    with pytest.raises(ValueError, match="unknown metric 'recal'"):
+        ch.per_corpus_table(grid, "recal")
 
 
 def test_precision_omega_vs_tables_keeps_rows_both_tables_have():

@@ -453,7 +453,7 @@ def chroma_results(
     table : pandas.DataFrame
         Our results, one row per chunker: ``chunker``, ``size_tokens``, ``overlap_tokens`` and
         ``<metric>_mean`` in percent for metric in recall, precision, precision_omega, iou (as
-        :func:`chunkwise.experiments.chroma.results_table` returns).
+        :func:`chunkwise.experiments.chroma.results_table` returns for chapter 2's grid).
     report : pandas.DataFrame
         The report's rows (``data/chroma/chroma_report_results.csv``).
     model : str

@@ -62,7 +62,7 @@ import json
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -521,6 +521,72 @@ class GridResult:
             metric=metric,
             cost_name=(cost or "cost").replace("_", " "),
             **kwargs,
+        )
+
+    def with_scores(
+        self, per_question: pd.DataFrame, chunks: dict[str, dict[str, list[tuple[int, int]]]] | None = None, **config: Any
+    ) -> GridResult:
+        """A copy with new per-question scores and the table's metric means recomputed from them.
+
+        For scoring the same retrieval another way (chapter 2's
+        :func:`chunkwise.experiments.chroma.rescore` scores it under another placement): the
+        rankings, chunk objects, questions and the table's cost columns are kept.
+
+        Parameters
+        ----------
+        per_question : DataFrame
+            The rows of :attr:`per_question` (same ``cell`` and ``question_id``, same order,
+            one per (cell, question)) with new values in the metric columns (:data:`METRICS`,
+            fractions in [0, 1]).
+        chunks : dict, optional
+            Spec label -> document -> list of (start, end): where the chunks are now scored
+            (default: kept).
+        **config
+            The :class:`GridConfig` fields the new scores follow, e.g. ``placement="exact"`` or
+            ``mode="union"``.
+
+        Returns
+        -------
+        GridResult
+            ``table`` with ``recall``, ``precision``, ``iou``, ``precision_omega*`` (NaN-skipping),
+            ``hit_rate`` and ``mrr`` the means of the new per-question columns of each cell.
+
+        Raises
+        ------
+        ValueError
+            If ``per_question`` does not have the grid's rows in order or lacks a metric column,
+            or for a field or value :class:`GridConfig` refuses.
+        """
+        old = self.per_question
+        same_rows = len(per_question) == len(old) and all(
+            c in per_question.columns and (per_question[c].to_numpy() == old[c].to_numpy()).all()
+            for c in ("cell", "question_id")
+        )
+        if not same_rows:
+            raise ValueError("per_question must hold the grid's rows (cell, question_id) in the same order; "
+                             "change only the metric values.")
+        missing = [m for m in METRICS if m not in per_question.columns]
+        if missing:
+            raise ValueError(f"per_question lacks metric column(s) {missing}; keep every column of METRICS.")
+        unknown = sorted(set(config) - set(GridConfig.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"{unknown} are not GridConfig fields; use {sorted(GridConfig.__dataclass_fields__)}.")
+        table = self.table.copy()
+        by_cell = per_question.groupby("cell", sort=False)
+        for i, cell in zip(table.index, table["cell"]):
+            frame = by_cell.get_group(cell)
+            for col in ("recall", "precision", "iou"):
+                table.at[i, col] = float(frame[col].mean())
+            for col in ("precision_omega", "precision_omega_chroma", "precision_omega_union"):
+                table.at[i, col] = float(np.nanmean(frame[col].to_numpy(dtype=float)))
+            table.at[i, "hit_rate"] = float(frame["hit"].mean())
+            table.at[i, "mrr"] = float(frame["rr"].mean())
+        return replace(
+            self,
+            config=replace(self.config, **config),
+            table=table,
+            per_question=per_question.reset_index(drop=True),
+            chunks=self.chunks if chunks is None else chunks,
         )
 
     def to_dict(self, boot: BootstrapResult | None = None) -> dict[str, Any]:

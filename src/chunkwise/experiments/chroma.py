@@ -16,10 +16,11 @@ Two choices of the report's code can be switched on to reproduce it exactly:
   ``hnsw:search_ef`` 50, as the report ran it) instead of exact search (``"exact"``, the
   default). Needs the optional ``chroma`` extra.
 
-The runs go through the evaluation engine (:mod:`chunkwise.evaluation.grid`): this module
-turns the engine's cells back into per-chunker results (:func:`run_comparison`,
-:func:`results_from_grid`), rescoring them under another placement (:func:`rescore`), and adds
-what the chapter compares: the report's tables, paired-bootstrap intervals on the differences
+The runs go through the evaluation engine (:func:`run_chroma_grid`, which returns a
+:class:`~chunkwise.evaluation.grid.GridResult`), and every function here reads that result:
+the report's tables at one retriever and k (:func:`results_table`, :func:`per_corpus_table`),
+the same retrieval scored under another placement (:func:`rescore`, :func:`compare_placements`),
+two runs side by side (:func:`compare_runs`), paired-bootstrap intervals on the differences
 between chunkers (:func:`difference_table`) and the ranking at each k (:func:`best_by_k`).
 
 Everything slow is cached: chunk spans per (chunker, corpus text) as JSON, embeddings in the
@@ -29,7 +30,6 @@ embedder's SQLite cache. A warm rerun embeds nothing and chunks nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,17 @@ from chunkwise.chunkers.specs import (  # noqa: F401 - re-exported: chapter 2 an
     make_chunker,
     parse_spec,
 )
-from chunkwise.evaluation.grid import INDEXES, GridConfig, GridResult, cell_name, run_grid
-from chunkwise.evaluation.spans import PLACEMENTS, place_spans, score_questions
+from chunkwise.evaluation.anyof import relevant_targets
+from chunkwise.evaluation.grid import (
+    INDEXES,
+    METRICS,
+    GridConfig,
+    GridResult,
+    _first_relevant_rank,
+    cell_name,
+    run_grid,
+)
+from chunkwise.evaluation.spans import MODES, PLACEMENTS, place_spans, score_questions
 from chunkwise.evaluation.stats import paired_bootstrap, paired_difference_ci
 from chunkwise.retrieval import hnsw_search  # noqa: F401 - re-exported: the report's index
 
@@ -67,28 +76,6 @@ EXTRA_MINILM_ROWS: tuple[ChunkerSpec, ...] = (
     ChunkerSpec("Kamradt", None, 0),
     ChunkerSpec("KamradtMod", 300, 0),
 )
-
-
-@dataclass
-class RunResult:
-    """The outcome of one spec: per-question scores and chunk statistics.
-
-    ``retrieved_rows`` (shape ``(n_questions, top_k)``) holds the retrieved chunks of each
-    question as positions in the chunks of ``chunks_by_corpus`` taken corpus by corpus, in
-    order; :func:`rescore` uses it to score the same retrieval under another placement or
-    metric mode without embedding anything again.
-    """
-
-    spec: ChunkerSpec
-    per_question: pd.DataFrame
-    n_chunks: int
-    mean_chunk_tokens: float
-    seconds: float
-    chunks_by_corpus: dict[str, list[Chunk]] = field(repr=False, default_factory=dict)
-    placement: str = "exact"
-    index: str = "exact"
-    mode: str = "chroma"
-    retrieved_rows: np.ndarray | None = field(repr=False, default=None)
 
 
 def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
@@ -116,6 +103,18 @@ def placed_spans(
         name: place_spans(corpora[name], [(c.text, c.start, c.end) for c in cs], placement)
         for name, cs in chunks.items()
     }
+
+
+def _flat_spans(placed: dict[str, list[tuple[int, int]]]) -> tuple[list[str], list[tuple[int, int]]]:
+    """The corpus and the span of every chunk, corpus by corpus in order (ranking positions)."""
+    docs = [name for name, cs in placed.items() for _ in cs]
+    flat = [span for cs in placed.values() for span in cs]
+    return docs, flat
+
+
+def _with_corpus_id(questions: pd.DataFrame) -> pd.DataFrame:
+    """``questions`` with ``corpus_id`` = ``corpus`` (the column the scorers read)."""
+    return questions.assign(corpus_id=questions["corpus"]) if "corpus" in questions.columns else questions
 
 
 def score_retrieval(
@@ -147,11 +146,9 @@ def score_retrieval(
         :func:`~chunkwise.evaluation.spans.score_questions`'s per-question table.
     """
     placed = placed_spans(chunks, corpora, placement)
-    docs = [name for name, cs in placed.items() for _ in cs]
-    flat = [span for cs in placed.values() for span in cs]
+    docs, flat = _flat_spans(placed)
     retrieved = [[(docs[j], *flat[j]) for j in row] for row in np.asarray(rows).tolist()]
-    q = questions.assign(corpus_id=questions["corpus"])
-    return score_questions(q, retrieved, placed, mode=mode)
+    return score_questions(_with_corpus_id(questions), retrieved, placed, mode=mode)
 
 
 def _skip_llm(specs: Sequence[ChunkerSpec], llm: Any) -> list[ChunkerSpec]:
@@ -229,149 +226,190 @@ def run_chroma_grid(
     )
 
 
-def results_from_grid(grid: GridResult, retriever: str = "dense", top_k: int | None = None) -> list[RunResult]:
-    """The cells of one retriever and k of a grid as :class:`RunResult` objects, one per chunker.
-
-    Parameters
-    ----------
-    grid : GridResult
-    retriever : str
-    top_k : int, optional
-        Default the grid's largest k.
-
-    Returns
-    -------
-    list of RunResult
-        In grid order; ``seconds`` is the cell's indexing time (chunking + embedding, near 0
-        on warm caches), ``retrieved_rows`` the first ``top_k`` positions of its ranking.
+def _at(grid: GridResult, retriever: str | None, top_k: int | None) -> tuple[str, int]:
+    """The (retriever, k) a table reads: by default the grid's only retriever and its largest k.
 
     Raises
     ------
     ValueError
-        If the grid has no such retriever or k.
+        If ``retriever`` is None and the grid ran several, or the grid has no such retriever / k.
     """
     cfg = grid.config
+    if retriever is None:
+        if len(cfg.retrievers) != 1:
+            raise ValueError(f"the grid ran retrievers {cfg.retrievers}; pass retriever= (one of them).")
+        retriever = cfg.retrievers[0]
     k = max(cfg.top_k) if top_k is None else int(top_k)
-    if retriever not in cfg.retrievers or k not in cfg.top_k:
-        raise ValueError(
-            f"the grid has no cells for retriever {retriever!r} at k={k}; it ran {cfg.retrievers} at k in {cfg.top_k}."
-        )
+    _cells_at(grid, retriever, k)
+    return retriever, k
+
+
+def _chunker_cells(
+    grid: GridResult, retriever: str | None = None, top_k: int | None = None
+) -> list[tuple[ChunkerSpec, pd.Series, pd.DataFrame]]:
+    """Per chunker (grid order): its spec, its table row and its per-question rows at one (retriever, k).
+
+    Raises
+    ------
+    ValueError
+        As :func:`_at`.
+    """
+    retriever, k = _at(grid, retriever, top_k)
     out = []
-    for spec in cfg.chunkers:
+    for spec in grid.config.chunkers:
         name = cell_name(spec, retriever, k)
         row = grid.table[grid.table["cell"] == name].iloc[0]
-        pq = grid.per_question[grid.per_question["cell"] == name]
-        per_q = pq[["question_id", "corpus", "recall", "precision", "precision_omega", "iou"]].reset_index(drop=True)
-        rows = np.asarray([r[:k] for r in grid.rankings[spec.label][retriever]], dtype=np.int64)
-        out.append(
-            RunResult(
-                spec,
-                per_q,
-                int(row["n_chunks"]),
-                float(row["mean_chunk_tokens"]),
-                float(row["index_seconds"]),
-                grid.chunk_objects[spec.label],
-                cfg.placement,
-                cfg.index,
-                cfg.mode,
-                rows,
-            )
-        )
+        out.append((spec, row, grid.per_question[grid.per_question["cell"] == name]))
     return out
 
 
-def evaluate_spec(
-    spec: ChunkerSpec,
-    corpora: dict[str, str],
-    questions: pd.DataFrame,
-    embedder: Any,
-    top_k: int = 5,
-    mode: str = "chroma",
-    llm: Any = None,
-    cache_dir: str | Path | None = None,
-    placement: str = "exact",
-    index: str = "exact",
-) -> RunResult:
-    """Chunk, index, retrieve (dense) and score one chunker spec on the engine.
-
-    The one-chunker case of :func:`run_comparison`; the parameters are the same.
+def _chunk_objects(grid: GridResult, spec: ChunkerSpec) -> dict[str, list[Chunk]]:
+    """The chunks of ``spec`` as the chunker cut them (true offsets).
 
     Raises
     ------
     ValueError
-        On an unknown placement or index (before any chunking), or an LLM spec without ``llm``.
+        If the grid does not carry them (a result rebuilt from files rather than run).
     """
-    if spec.kind.needs == "llm" and llm is None:
-        raise ValueError(f"{spec.label} needs an LLM client (set CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL).")
-    grid = run_chroma_grid([spec], corpora, questions, embedder, ("dense",), (top_k,), mode, llm, cache_dir,
-                           show_progress=False, placement=placement, index=index)
-    return results_from_grid(grid, "dense", top_k)[0]
+    chunks = grid.chunk_objects.get(spec.label)
+    if chunks is None:
+        raise ValueError(f"the grid carries no chunks for {spec.label}; use the GridResult that run_chroma_grid "
+                         "returned in this session.")
+    return chunks
+
+
+def _check_questions(grid: GridResult, questions: pd.DataFrame) -> None:
+    """Raise ValueError unless ``questions`` are the grid's (same count; same ids in the same order)."""
+    ok = len(questions) == len(grid.questions)
+    if ok and "question_id" in questions.columns:
+        ok = questions["question_id"].astype(str).tolist() == grid.questions["question_id"].astype(str).tolist()
+    if not ok:
+        raise ValueError(f"questions are not the {len(grid.questions)} questions the grid ran on (same ids, same "
+                         "order); pass the questions given to run_chroma_grid.")
 
 
 def rescore(
-    result: RunResult,
+    grid: GridResult,
     corpora: dict[str, str],
     questions: pd.DataFrame,
     placement: str | None = None,
     mode: str | None = None,
-) -> RunResult:
-    """The same retrieval scored under another placement and/or metric mode (nothing re-embedded).
+) -> GridResult:
+    """The same retrievals scored under another placement and/or metric mode (nothing re-embedded).
+
+    Every cell is scored again from its stored ranking (:attr:`GridResult.rankings`, the first
+    k positions) over the chunks as the chunker cut them (:attr:`GridResult.chunk_objects`),
+    each placed by ``placement`` (:func:`placed_spans`).
 
     Parameters
     ----------
-    result : RunResult
-        From :func:`evaluate_spec` (carries the retrieved rows and the chunks).
+    grid : GridResult
+        From :func:`run_chroma_grid` (it carries the rankings and the chunks).
     corpora : dict of corpus name -> text
+        The texts the grid ran on.
     questions : DataFrame
-        The questions ``result`` was run on, in the same order.
-    placement, mode : str or None
-        None keeps the result's own.
+        The questions the grid ran on, in the same order (columns ``question_id``, ``corpus``,
+        ``references``).
+    placement : {"exact", "report"}, optional
+        Default the grid's own.
+    mode : {"chroma", "union"}, optional
+        Default the grid's own.
 
     Returns
     -------
-    RunResult
-        A copy with new ``per_question``, ``placement`` and ``mode``.
+    GridResult
+        A copy (:meth:`GridResult.with_scores`) whose per-question ``recall``, ``precision``,
+        ``iou``, ``precision_omega`` (in ``mode``), ``precision_omega_chroma`` /
+        ``precision_omega_union``, ``hit`` and ``rr`` (fractions in [0, 1]), the table's means of
+        them, ``chunks`` (the scored spans) and ``config.placement`` / ``config.mode`` follow
+        the new placement and mode. Rankings, chunk and token counts and times are the run's.
 
     Raises
     ------
     ValueError
-        If ``result`` has no retrieved rows or they do not match ``questions``.
+        On an unknown placement or mode; questions that are not the grid's; a grid without
+        chunks or rankings for a chunker; a hierarchical chunker (its cells score parents
+        merged from the children, which only a run replays) or questions with several
+        readings (rerun :func:`run_chroma_grid` with the placement instead).
     """
-    from dataclasses import replace
+    cfg = grid.config
+    placement = cfg.placement if placement is None else _check_choice("placement", placement, PLACEMENTS)
+    mode = cfg.mode if mode is None else _check_choice("mode", mode, MODES)
+    _check_questions(grid, questions)
+    readings = grid.questions.get("readings")
+    if readings is not None and any(isinstance(r, list) and r for r in readings):
+        raise ValueError("rescore scores one reference set per question; these questions have readings (any-of "
+                         "answers): rerun run_chroma_grid with the placement instead.")
+    q = _with_corpus_id(questions)
+    targets = relevant_targets(grid.questions)
+    empty: list[list[Any]] = [[] for _ in range(len(q))]
+    per_q = grid.per_question.copy()
+    cells = per_q["cell"].to_numpy()
+    scored: dict[str, dict[str, list[tuple[int, int]]]] = {}
+    for spec in cfg.chunkers:
+        if spec.kind.index == "parents":
+            raise ValueError(f"{spec.label}: its cells score parents merged from the retrieved children; rerun "
+                             "run_chroma_grid with the placement instead of rescoring.")
+        ranks = grid.rankings.get(spec.label)
+        if ranks is None:
+            raise ValueError(f"the grid carries no rankings for {spec.label}; use the GridResult that "
+                             "run_chroma_grid returned in this session.")
+        placed = placed_spans(_chunk_objects(grid, spec), corpora, placement)
+        scored[spec.label] = placed
+        docs, flat = _flat_spans(placed)
+        spans = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
+        omega = {m: score_questions(q, empty, placed, mode=m)["precision_omega"].to_numpy(dtype=float)
+                 for m in ("chroma", "union")}
+        for retriever in cfg.retrievers:
+            for k in cfg.top_k:
+                rows = [r[:k] for r in ranks[retriever]]
+                sc = score_questions(q, [[(docs[j], *flat[j]) for j in r] for r in rows], placed, mode=mode)
+                first = np.asarray([_first_relevant_rank(r, docs, spans, t) for r, t in zip(rows, targets)])
+                at = cells == cell_name(spec, retriever, k)
+                for col in ("recall", "precision", "iou", "precision_omega"):
+                    per_q.loc[at, col] = sc[col].to_numpy(dtype=float)
+                per_q.loc[at, "precision_omega_chroma"] = omega["chroma"]
+                per_q.loc[at, "precision_omega_union"] = omega["union"]
+                per_q.loc[at, "hit"] = (sc["recall"].to_numpy(dtype=float) > 0).astype(float)
+                per_q.loc[at, "rr"] = np.where(first > 0, 1.0 / np.maximum(first, 1), 0.0)
+    return grid.with_scores(per_q, chunks=scored, placement=placement, mode=mode)
 
-    placement = result.placement if placement is None else placement
-    mode = result.mode if mode is None else mode
-    rows = result.retrieved_rows
-    if rows is None or len(rows) != len(questions):
-        raise ValueError(
-            f"result for {result.spec.label} has no retrieved rows for these {len(questions)} questions; "
-            "rescore needs the result of evaluate_spec on the same questions."
-        )
-    per_q = score_retrieval(result.chunks_by_corpus, corpora, questions, rows, placement, mode)
-    return replace(result, per_question=per_q, placement=placement, mode=mode)
 
+def placement_moves(grid: GridResult, corpora: dict[str, str]) -> pd.DataFrame:
+    """How many chunks the report's placement scores somewhere else, per chunker and corpus.
 
-def placement_moves(results: Sequence[RunResult], corpora: dict[str, str]) -> pd.DataFrame:
-    """How many chunks the report's placement scores somewhere else, per spec and corpus.
+    Parameters
+    ----------
+    grid : GridResult
+        From :func:`run_chroma_grid` (its chunks, whatever placement it ran with).
+    corpora : dict of corpus name -> text
 
     Returns
     -------
     DataFrame
-        One row per (spec, corpus) with ``n_chunks``, ``moved`` (chunks whose first-occurrence
-        start differs from their true start: scored at an earlier copy of the same text) and
-        ``trimmed`` (chunks kept in place but one character shorter, the dropped trailing ``.``).
+        One row per (chunker, corpus), chunkers in grid order: ``chunker`` (label), ``corpus``,
+        ``n_chunks``, ``moved`` (chunks whose first-occurrence start differs from their true
+        start: scored at an earlier copy of the same text) and ``trimmed`` (chunks kept in place
+        but one character shorter, the dropped trailing ``.``).
+
+    Raises
+    ------
+    ValueError
+        If the grid carries no chunks, or (from :func:`placed_spans`) a corpus is missing or a
+        chunk text is not found in it.
     """
     rows = []
-    for r in results:
-        exact = placed_spans(r.chunks_by_corpus, corpora, "exact")
-        report = placed_spans(r.chunks_by_corpus, corpora, "report")
+    for spec in grid.config.chunkers:
+        chunks = _chunk_objects(grid, spec)
+        exact = placed_spans(chunks, corpora, "exact")
+        report = placed_spans(chunks, corpora, "report")
         for name in exact:
             e = np.asarray(exact[name], dtype=np.int64).reshape(-1, 2)
             p = np.asarray(report[name], dtype=np.int64).reshape(-1, 2)
             moved = e[:, 0] != p[:, 0]
             rows.append(
                 {
-                    "chunker": r.spec.label,
+                    "chunker": spec.label,
                     "corpus": name,
                     "n_chunks": len(e),
                     "moved": int(moved.sum()),
@@ -381,32 +419,86 @@ def placement_moves(results: Sequence[RunResult], corpora: dict[str, str]) -> pd
     return pd.DataFrame(rows)
 
 
-def results_table(results: Sequence[RunResult], model: str) -> pd.DataFrame:
-    """One row per spec: mean and population sd (in percent) of each metric, chunk statistics."""
+def results_table(grid: GridResult, model: str, retriever: str | None = None, top_k: int | None = None) -> pd.DataFrame:
+    """The report's table: one row per chunker at one (retriever, k) of a grid.
+
+    Parameters
+    ----------
+    grid : GridResult
+    model : str
+        The embedding model's name, written in the ``embedding_model`` column.
+    retriever : str, optional
+        Default the grid's only retriever.
+    top_k : int, optional
+        Default the grid's largest k.
+
+    Returns
+    -------
+    DataFrame
+        One row per chunker (grid order): ``embedding_model``, ``chunker`` (kind, e.g.
+        ``"TokenText"``), ``size_tokens`` and ``overlap_tokens`` (cl100k_base tokens; size NaN
+        when the spec has none), ``n_chunks``, ``mean_chunk_tokens`` (1 decimal), for each
+        metric of :data:`METRIC_COLUMNS` ``<metric>_mean`` and ``<metric>_std`` (population sd)
+        over the questions in percent, and ``seconds`` (the cell's indexing time: chunking and
+        embedding, near 0 on warm caches; 1 decimal).
+
+    Raises
+    ------
+    ValueError
+        If ``retriever`` is None and the grid ran several, or the grid has no such retriever / k.
+    """
     rows = []
-    for r in results:
+    for spec, cell, pq in _chunker_cells(grid, retriever, top_k):
         row: dict[str, Any] = {
             "embedding_model": model,
-            "chunker": r.spec.chunker,
-            "size_tokens": r.spec.size,
-            "overlap_tokens": r.spec.overlap,
-            "n_chunks": r.n_chunks,
-            "mean_chunk_tokens": round(r.mean_chunk_tokens, 1),
+            "chunker": spec.chunker,
+            "size_tokens": spec.size,
+            "overlap_tokens": spec.overlap,
+            "n_chunks": int(cell["n_chunks"]),
+            "mean_chunk_tokens": round(float(cell["mean_chunk_tokens"]), 1),
         }
         for m in METRIC_COLUMNS:
-            vals = r.per_question[m].to_numpy(dtype=float)
+            vals = pq[m].to_numpy(dtype=float)
             row[f"{m}_mean"] = 100 * float(np.mean(vals))
             row[f"{m}_std"] = 100 * float(np.std(vals))
-        row["seconds"] = round(r.seconds, 1)
+        row["seconds"] = round(float(cell["index_seconds"]), 1)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def per_corpus_table(results: Sequence[RunResult], metric: str = "recall") -> pd.DataFrame:
-    """Mean of ``metric`` (percent) per corpus (columns) for each spec (rows)."""
+def per_corpus_table(
+    grid: GridResult, metric: str = "recall", retriever: str | None = None, top_k: int | None = None
+) -> pd.DataFrame:
+    """Mean of ``metric`` (percent) per corpus (columns, sorted) for each chunker (rows, grid order).
+
+    Parameters
+    ----------
+    grid : GridResult
+    metric : str
+        A per-question column of the grid (``recall``, ``precision``, ``iou``,
+        ``precision_omega``, ``hit``, ``rr`` ...).
+    retriever : str, optional
+        Default the grid's only retriever.
+    top_k : int, optional
+        Default the grid's largest k.
+
+    Returns
+    -------
+    DataFrame
+        Shape (n_chunkers, n_corpora); index the chunker labels.
+
+    Raises
+    ------
+    ValueError
+        For an unknown metric, ``retriever`` None on a grid that ran several, or a retriever /
+        k the grid did not run.
+    """
+    allowed = [m for m in (*METRICS, "retrieved_tokens") if m in grid.per_question.columns]
+    if metric not in allowed:
+        raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(allowed)}.")
     data = {}
-    for r in results:
-        data[r.spec.label] = r.per_question.groupby("corpus")[metric].mean() * 100
+    for spec, _, pq in _chunker_cells(grid, retriever, top_k):
+        data[spec.label] = pq.groupby("corpus")[metric].mean() * 100
     return pd.DataFrame(data).T
 
 
@@ -518,61 +610,41 @@ def plot_recall_vs_precision_omega(table: pd.DataFrame, report: pd.DataFrame | N
     return fig
 
 
-def run_comparison(
-    specs: Sequence[ChunkerSpec],
-    corpora: dict[str, str],
-    questions: pd.DataFrame,
-    embedder: Any,
-    top_k: int = 5,
-    mode: str = "chroma",
-    llm: Any = None,
-    cache_dir: str | Path | None = None,
-    progress: Callable[[Any], Any] | None = None,
-    show_progress: bool = True,
-    placement: str = "exact",
-    index: str = "exact",
-) -> list[RunResult]:
-    """Evaluate every spec with dense retrieval at ``top_k`` on the engine, one RunResult per spec.
-
-    :func:`run_chroma_grid` with one retriever (dense) and one k, read back by
-    :func:`results_from_grid`. LLM specs are skipped (with a printed note) when ``llm`` is None;
-    an empty list comes back when nothing is left to run. ``show_progress=False`` (or a
-    ``progress`` wrapper of your own) replaces the tqdm bar, e.g. in executed notebooks.
-
-    Raises
-    ------
-    ValueError
-        On an unknown placement or index (before any chunking).
-    """
-    _check_choice("placement", placement, PLACEMENTS)
-    _check_choice("index", index, INDEXES)
-    kept = _skip_llm(specs, llm)
-    if not kept:
-        return []
-    grid = run_chroma_grid(kept, corpora, questions, embedder, ("dense",), (top_k,), mode, llm, cache_dir,
-                           progress, show_progress, placement, index)
-    return results_from_grid(grid, "dense", top_k)
-
-
 def precision_omega_by_mode(
-    results: Sequence[RunResult],
+    grid: GridResult,
     questions: pd.DataFrame,
     corpora: dict[str, str] | None = None,
     placement: str = "exact",
 ) -> pd.DataFrame:
-    """Mean precision_Ω (percent) of each spec under both metric definitions.
+    """Mean precision_Ω (percent) of each chunker under both metric definitions.
 
     precision_Ω depends only on the chunk boundaries and the references, never on the
     embedding model or the retriever, so this table separates chunking/metric effects from
     retrieval effects. ``chroma``: chunks that touch *or abut* a reference, IoU of their union
     with the references; ``union``: chunks that share a character, precision of their union.
-    ``placement="report"`` scores the chunks where the report's code places them and needs
-    ``corpora`` (the texts); ``"exact"`` uses their true offsets.
+
+    Parameters
+    ----------
+    grid : GridResult
+        From :func:`run_chroma_grid` (its chunks as the chunker cut them).
+    questions : DataFrame
+        Columns ``question_id``, ``corpus``, ``references``.
+    corpora : dict of corpus name -> text, optional
+        Needed for ``placement="report"``; without it the chunks' true offsets are used.
+    placement : {"exact", "report"}
+        ``"report"`` scores the chunks where the report's code places them.
+
+    Returns
+    -------
+    DataFrame
+        One row per chunker (grid order): ``chunker`` (label), ``mean_chunk_tokens``,
+        ``precision_omega_chroma`` and ``precision_omega_union`` (percent); rounded to 1 decimal.
 
     Raises
     ------
     ValueError
-        On an unknown placement, or ``placement="report"`` without ``corpora``.
+        On an unknown placement, ``placement="report"`` without ``corpora``, or a grid that
+        carries no chunks.
     """
     _check_choice("placement", placement, PLACEMENTS)
     if placement == "report" and corpora is None:
@@ -580,12 +652,14 @@ def precision_omega_by_mode(
     q = questions.assign(corpus_id=questions["corpus"])
     empty = [[] for _ in range(len(q))]
     rows = []
-    for r in results:
+    for spec in grid.config.chunkers:
+        chunks = _chunk_objects(grid, spec)
         if corpora is None:
-            spans = {name: [(c.start, c.end) for c in cs] for name, cs in r.chunks_by_corpus.items()}
+            spans = {name: [(c.start, c.end) for c in cs] for name, cs in chunks.items()}
         else:
-            spans = placed_spans(r.chunks_by_corpus, corpora, placement)
-        row = {"chunker": r.spec.label, "mean_chunk_tokens": round(r.mean_chunk_tokens, 1)}
+            spans = placed_spans(chunks, corpora, placement)
+        tokens = grid.table.loc[grid.table["chunker"] == spec.label, "mean_chunk_tokens"].iloc[0]
+        row = {"chunker": spec.label, "mean_chunk_tokens": round(float(tokens), 1)}
         for mode in ("chroma", "union"):
             row[f"precision_omega_{mode}"] = 100 * score_questions(q, empty, spans, mode=mode)["precision_omega"].mean()
         rows.append(row)
@@ -593,43 +667,54 @@ def precision_omega_by_mode(
 
 
 def compare_runs(
-    a: Sequence[RunResult],
-    b: Sequence[RunResult],
+    a: GridResult,
+    b: GridResult,
     labels: tuple[str, str] = ("a", "b"),
     diff: str = "diff",
+    retriever: str | None = None,
+    top_k: int | None = None,
 ) -> pd.DataFrame:
-    """Mean metrics (percent) of the same specs under two settings, side by side.
+    """Mean metrics (percent) of the same chunkers under two settings, side by side.
 
     Parameters
     ----------
-    a, b : sequences of RunResult
-        The same specs in the same order (e.g. one placement or index each).
+    a, b : GridResult
+        The same chunkers in the same order (e.g. one placement or index each).
     labels : (str, str)
         Column suffixes for ``a`` and ``b``.
     diff : str
         Suffix of the ``a`` minus ``b`` columns (percentage points).
+    retriever : str, optional
+        The retriever read in both grids; default each grid's only retriever.
+    top_k : int, optional
+        The k read in both grids; default each grid's largest.
 
     Returns
     -------
     DataFrame
-        One row per spec: ``chunker`` and, for each metric, ``<metric>_<labels[0]>``,
-        ``<metric>_<labels[1]>`` and ``<metric>_<diff>``; then ``rank_<label>``, the spec's
-        rank by mean recall under each setting (1 = highest, ties share the lower rank).
+        One row per chunker: ``chunker`` (label) and, for each metric of
+        :data:`METRIC_COLUMNS`, ``<metric>_<labels[0]>``, ``<metric>_<labels[1]>`` and
+        ``<metric>_<diff>``; then ``rank_<label>``, the chunker's rank by mean recall under each
+        setting (1 = highest, ties share the lower rank).
 
     Raises
     ------
     ValueError
-        If the two sequences do not hold the same specs in the same order.
+        If the two grids do not hold the same chunker specs in the same order, or either lacks
+        the retriever / k (or ran several retrievers and ``retriever`` is None).
     """
     la, lb = labels
-    if [r.spec for r in a] != [r.spec for r in b]:
-        raise ValueError(f"{la} and {lb} must hold the same specs in the same order.")
+    if list(a.config.chunkers) != list(b.config.chunkers):
+        raise ValueError(
+            f"{la} and {lb} must hold the same specs in the same order; {la} has "
+            f"{[s.label for s in a.config.chunkers]}, {lb} {[s.label for s in b.config.chunkers]}."
+        )
     rows = []
-    for ra, rb in zip(a, b):
-        row: dict[str, Any] = {"chunker": ra.spec.label}
+    for (spec, _, pa), (_, _, pb) in zip(_chunker_cells(a, retriever, top_k), _chunker_cells(b, retriever, top_k)):
+        row: dict[str, Any] = {"chunker": spec.label}
         for m in METRIC_COLUMNS:
-            va = 100 * float(ra.per_question[m].mean())
-            vb = 100 * float(rb.per_question[m].mean())
+            va = 100 * float(pa[m].mean())
+            vb = 100 * float(pb[m].mean())
             row[f"{m}_{la}"], row[f"{m}_{lb}"], row[f"{m}_{diff}"] = va, vb, va - vb
         rows.append(row)
     out = pd.DataFrame(rows)
@@ -638,19 +723,22 @@ def compare_runs(
     return out
 
 
-def compare_placements(report: Sequence[RunResult], exact: Sequence[RunResult]) -> pd.DataFrame:
+def compare_placements(
+    report: GridResult, exact: GridResult, retriever: str | None = None, top_k: int | None = None
+) -> pd.DataFrame:
     """The same retrievals scored at the report code's placement and at true offsets.
 
     :func:`compare_runs` with labels ``("report", "exact")`` and ``<metric>_gain`` = report
-    minus exact (percentage points); ``exact`` is typically ``[rescore(r, corpora, questions,
-    placement="exact") for r in report]``.
+    minus exact (percentage points); one of the two grids is typically the other's
+    :func:`rescore`, e.g. ``exact = rescore(report, corpora, questions, placement="exact")``.
 
     Raises
     ------
     ValueError
-        If the two sequences do not hold the same specs in the same order.
+        If the two grids do not hold the same chunker specs in the same order, or either lacks
+        the retriever / k.
     """
-    return compare_runs(report, exact, ("report", "exact"), "gain")
+    return compare_runs(report, exact, ("report", "exact"), "gain", retriever, top_k)
 
 
 def precision_omega_vs_tables(
