@@ -100,3 +100,13 @@ def test_copy_mode_requests_are_unchanged(tmp_path):
                                              "excerpts": [TEXT_A[0:47]]})], n=1, excerpt_mode="copy")
     assert result.settings["prompt_version"] == qg.PROMPT_VERSION == "qgen-1"
     assert llm.requests[0]["messages"] == qg.build_messages("a.txt", TEXT_A, [])
+
+
+def test_a_long_lower_case_sentence_is_split_at_its_full_stops():
+    # the robust splitter keeps ". these" together (a full stop before a lower-case word); over
+    # max_chars the sentence is split again at every terminator followed by whitespace
+    text = "revenue grew. these increases were offset. fees rose in 2007."
+    assert passage_sentences(text, 0, len(text)) == [(0, len(text))]
+    assert passage_sentences(text, 0, len(text), max_chars=20) == [(0, 13), (14, 42), (43, 61)]
+    assert [text[a:b] for a, b in passage_sentences(text, 0, len(text), max_chars=20)] == [
+        "revenue grew.", "these increases were offset.", "fees rose in 2007."]

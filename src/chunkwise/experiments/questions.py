@@ -76,12 +76,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from chunkwise.datasets.local import locate_excerpt
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "DROP_REASONS",
@@ -256,11 +259,15 @@ def build_messages(document: str, passage: str, previous: Sequence[str] = ()) ->
     ]
 
 
-def passage_sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def passage_sentences(text: str, start: int, end: int, max_chars: int = 300) -> list[tuple[int, int]]:
     """The sentences of the passage ``text[start:end]`` as document offsets.
 
     Sentences come from :func:`chunkwise.text.split_sentences` (robust mode) run on the passage;
-    the first and last may be cut by the window's edges.
+    the first and last may be cut by the window's edges. A robust sentence longer than
+    ``max_chars`` characters is split again at every ``.``, ``?`` or ``!`` followed by whitespace
+    (the ``"langchain"`` mode): text without capitals after its full stops (Chroma's finance
+    corpus is lower-case) is otherwise one sentence per passage, and the model cannot point at
+    the part that answers.
 
     Returns
     -------
@@ -269,7 +276,15 @@ def passage_sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """
     from chunkwise.text import split_sentences
 
-    return [(start + c.start, start + c.end) for c in split_sentences(text[start:end])]
+    out: list[tuple[int, int]] = []
+    for c in split_sentences(text[start:end]):
+        if len(c.text) <= max_chars:
+            out.append((start + c.start, start + c.end))
+            continue
+        for piece in split_sentences(c.text, "langchain"):
+            if piece.text.strip():
+                out.append((start + c.start + piece.start, start + c.start + piece.end))
+    return out
 
 
 def build_numbered_messages(
@@ -444,7 +459,7 @@ def _check_int(name: str, value: Any, low: int) -> int:
 def generate_questions(
     docs: Mapping[str, str],
     n: int,
-    llm: Any,
+    llm: ChatModel,
     embedder: Any = None,
     *,
     seed: int = 0,
@@ -472,7 +487,7 @@ def generate_questions(
         Document name -> text (e.g. :func:`chunkwise.datasets.local.load_documents`).
     n : int >= 1
         Candidate questions to ask for (one LLM request each, plus repairs). Fewer are kept.
-    llm : LLMClient
+    llm : ChatModel
         Any chunkwise LLM client (:class:`~chunkwise.llm.OnDemandLocalClient` for the local
         model, :meth:`LLMClient.from_env <chunkwise.llm.LLMClient.from_env>` for an endpoint).
         Its response cache makes the run resumable.
