@@ -7,11 +7,14 @@ import bisect
 import numbers
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chunkwise.chunk import Chunk
 from chunkwise.chunkers.base import check_positive_int
 from chunkwise.tokens import DEFAULT_ENCODING, TokenSpanner, as_spanner
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = ["CONTEXT_PROMPT", "ContextualChunker", "block_window", "document_window", "index_text"]
 
@@ -200,7 +203,7 @@ class ContextualChunker:
     def __init__(
         self,
         base_chunker: Any,
-        llm: Any,
+        llm: ChatModel,
         max_document_tokens: int = 3000,
         context_max_tokens: int = 100,
         max_workers: int | None = None,

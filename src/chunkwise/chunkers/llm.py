@@ -14,13 +14,16 @@ terminates.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chunkwise.chunk import Chunk
 from chunkwise.chunkers.base import check_positive_int
 from chunkwise.chunkers.kamradt import chroma_piece_splitter
 from chunkwise.chunkers.semantic import group_sentences
 from chunkwise.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 SYSTEM_PROMPT = (
     "You split documents into sections that each keep to one theme. The document is given as "
@@ -42,8 +45,9 @@ class LLMSemanticChunker:
 
     Parameters
     ----------
-    client : chunkwise.llm.LLMClient
-        Any object with ``chat_json(messages, schema=..., validator=..., **kw) -> (obj, response)``.
+    client : chunkwise.llm.ChatModel
+        E.g. :class:`chunkwise.llm.LLMClient`; its ``chat_json(messages, schema=..., validator=..., **kw)
+        -> (obj, response)`` is used.
     piece_size : int, default 50
         Size of the recursive pieces in tokens of ``encoding_name``.
     window_tokens : int, default 800
@@ -62,7 +66,7 @@ class LLMSemanticChunker:
 
     def __init__(
         self,
-        client: Any,
+        client: ChatModel,
         piece_size: int = 50,
         window_tokens: int = 800,
         max_repairs: int = 2,

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # pragma: no cover
     from chunkwise.chunkers.specs import ChunkerSpec
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = ["ChunkerKind", "chunker_kind", "chunker_names", "register_chunker"]
 
@@ -135,7 +136,7 @@ class ChunkerKind:
             return self.name
         return f"{self.name}:size_tokens" + ("[:overlap_tokens]" if self.overlap else "")
 
-    def make(self, spec: ChunkerSpec, embedder: Any = None, llm: Any = None) -> Any:
+    def make(self, spec: ChunkerSpec, embedder: Any = None, llm: ChatModel | None = None) -> Any:
         """Build the chunker of ``spec`` after checking what the kind needs.
 
         Raises
@@ -210,7 +211,7 @@ def _plugin_kind(name: str, obj: Any) -> ChunkerKind:
 
     from chunkwise.chunkers.adapters import adapt_chunker
 
-    def build(spec: Any, embedder: Any, llm: Any) -> Any:
+    def build(spec: Any, embedder: Any, llm: ChatModel) -> Any:
         kwargs = dict(spec.options)
         try:
             made = obj(**kwargs) if inspect.isclass(obj) or kwargs else obj
@@ -303,10 +304,10 @@ def _builtins() -> None:
     )
     from chunkwise.chunkers import specs as S
 
-    def recursive(spec: Any, embedder: Any, llm: Any) -> Any:
+    def recursive(spec: Any, embedder: Any, llm: ChatModel) -> Any:
         return RecursiveTokenChunker(spec.size, spec.overlap, keep_separator="start")
 
-    def contextual(boundaries: Any, spec: Any, llm: Any) -> Any:
+    def contextual(boundaries: Any, spec: Any, llm: ChatModel) -> Any:
         return ContextualChunker(boundaries, llm, **S.CONTEXTUAL_SETTINGS)
 
     for kind in (
@@ -319,8 +320,9 @@ def _builtins() -> None:
                     "Chroma's Kamradt chunker with a target mean size in tokens", min_size=50, needs="embedder"),
         ChunkerKind("Cluster", lambda s, e, lm: ClusterSemanticChunker(e, max_chunk_size=s.size),
                     "Chroma's cluster chunker, chunks up to size tokens", min_size=50, needs="embedder"),
+        # no span cache: every run replays its calls from the LLM cache, so their cost is counted
         ChunkerKind("LLM", lambda s, e, lm: LLMSemanticChunker(lm), "an LLM names the split points (Chroma's report)",
-                    size="none", needs="llm", llm_cost="calls"),
+                    size="none", needs="llm", llm_cost="calls", span_cache=False),
         ChunkerKind("Sentence", lambda s, e, lm: SentenceChunker(s.size), "whole sentences packed to size tokens"),
         ChunkerKind("Structure", lambda s, e, lm: StructureChunker(s.size),
                     "Markdown sections / blank-line blocks up to size tokens"),

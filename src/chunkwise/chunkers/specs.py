@@ -17,9 +17,12 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chunkwise.chunk import Chunk
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = ["NAMES", "ChunkerSpec", "chunk_corpus", "chunk_hierarchy", "make_chunker", "parse_spec", "span_cache_dir"]
 
@@ -258,7 +261,7 @@ def _parse_hierarchical(parts: list[str], text: str) -> ChunkerSpec:
     return ChunkerSpec("Hierarchical", child, 0, parent, threshold)
 
 
-def make_chunker(spec: ChunkerSpec, embedder: Any, llm: Any = None) -> Any:
+def make_chunker(spec: ChunkerSpec, embedder: Any, llm: ChatModel | None = None) -> Any:
     """Build the chunker of a spec (the report's settings for each family).
 
     Hierarchical: :class:`~chunkwise.chunkers.HierarchicalChunker` with
@@ -318,7 +321,7 @@ def chunk_corpus(
     name: str,
     text: str,
     embedder: Any,
-    llm: Any = None,
+    llm: ChatModel | None = None,
     cache_dir: str | Path | None = None,
 ) -> list[Chunk]:
     """Chunk one corpus, reading/writing the span cache.

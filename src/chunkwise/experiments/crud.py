@@ -12,11 +12,14 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from chunkwise.evaluation.generation import QuestEval, score_generation
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 #: Default pool size of the CRUD-RAG chapter: each question's top-2 BM25 documents over the whole
 #: available corpus (103 documents for the 50 + 3 + 3 default items, 116 with the 13 gold articles
@@ -126,7 +129,7 @@ def build_pool(
 def run_harness(
     items: Sequence[Mapping[str, Any]],
     pool: Any,
-    llm: Any,
+    llm: ChatModel,
     methods: Sequence[str] | Mapping[str, Any] = ("none", "bm25", "dense", "hybrid", "hybrid_rerank"),
     *,
     top_k: int = 8,
@@ -151,7 +154,7 @@ def run_harness(
         QA items with ``task`` (:func:`load_items`).
     pool : PooledCorpus
         The retrieval corpus (:func:`build_pool`).
-    llm : LLMClient
+    llm : ChatModel
         Generator, LLM reranker and RAGQuestEval answerer.
     methods : sequence of str or mapping
         Baseline names for :func:`chunkwise.rag.retrievers.build_retrievers`, or retrievers.
@@ -202,7 +205,7 @@ def score_answers(
     answers: pd.DataFrame,
     metrics: Sequence[str] = DEFAULT_METRICS,
     *,
-    llm: Any = None,
+    llm: ChatModel | None = None,
     quest_gt: dict | None = None,
     embedder: Any = None,
     bert_score_kwargs: dict | None = None,
@@ -216,7 +219,7 @@ def score_answers(
         ``model_identity``.
     metrics : sequence of str
         Names from :data:`chunkwise.evaluation.generation.METRICS`.
-    llm : LLMClient, optional
+    llm : ChatModel, optional
         Needed for ``quest_eval`` (answers the questions from the generated text).
     quest_gt : dict, optional
         The benchmark's RAGQuestEval ground-truth cache for the task(s) (ID -> entry).
@@ -1086,7 +1089,7 @@ def findings_results(
     return out
 
 
-def pg_index_folder(root: str | os.PathLike[str], llm: Any, embedder: Any, settings: Mapping[str, Any]) -> Path:
+def pg_index_folder(root: str | os.PathLike[str], llm: ChatModel, embedder: Any, settings: Mapping[str, Any]) -> Path:
     """A store folder keyed by what determines its content: model, embedder, settings.
 
     ``<root>/<12 hex of sha1(model identity, embedder name, sorted settings)>``; changing one of
@@ -1104,7 +1107,7 @@ def pg_index_folder(root: str | os.PathLike[str], llm: Any, embedder: Any, setti
 
 def build_pg_retrievers(
     pool: Any,
-    llm: Any,
+    llm: ChatModel,
     passage_embedder: Any,
     query_embedder: Any,
     index_root: str | os.PathLike[str],
@@ -1156,7 +1159,7 @@ def build_pg_retrievers(
 
 def fusion_comparison(
     pool: Any,
-    llm: Any,
+    llm: ChatModel,
     passage_embedder: Any,
     index_root: str | os.PathLike[str],
     *,
@@ -1209,7 +1212,7 @@ TREE_GRAPH_METHODS = ("tree_traversal", "collapsed_tree", "graph_rag", "kgp")
 
 def build_tree_graph_retrievers(
     pool: Any,
-    llm: Any,
+    llm: ChatModel,
     passage_embedder: Any,
     query_embedder: Any,
     store_root: str | os.PathLike[str],
@@ -1248,7 +1251,7 @@ def build_tree_graph_retrievers(
     ----------
     pool : PooledCorpus
         ``ids`` and ``texts`` of the articles (:func:`build_pool`).
-    llm : LLMClient-like
+    llm : ChatModel
         ``chat`` (RAPTOR summaries, KGP steps) and ``chat_json`` (Graph RAG).
     passage_embedder, query_embedder : objects with ``embed(texts) -> ndarray (n, d)``
         The dense retriever's pair (:func:`chunkwise.embeddings.make_dense_embedders`).

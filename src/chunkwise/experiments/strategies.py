@@ -16,11 +16,14 @@ import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from chunkwise.llm.cache import NotCachedError
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "STRATEGIES", "NotCachedError", "Strategy", "boundary_stats", "cache_only", "chapter_answer", "ci_words",
@@ -49,7 +52,7 @@ def cache_only(client: Any) -> Any:
     return client
 
 
-def runnable_from_cache(specs: Sequence[str], docs: Mapping[str, str], llm: Any, cache_dir: Any = None) -> dict[str, str]:
+def runnable_from_cache(specs: Sequence[str], docs: Mapping[str, str], llm: ChatModel, cache_dir: Any = None) -> dict[str, str]:
     """For each LLM-using spec (``LLM``, ``Contextual:...``), whether it runs from the caches alone.
 
     Chunks every document with a :func:`cache_only` client (span cache first, then the LLM
@@ -226,7 +229,9 @@ def strategy_table(
         ``metrics``, ``<metric>_diff``, ``<metric>_low``, ``<metric>_high`` and
         ``<metric>_ci`` (paired difference to the baseline and its 95% interval, percentage
         points); ``n_chunks``, ``mean_chunk_tokens``, ``embedded_tokens``,
-        ``retrieved_tokens``, ``llm_calls``, ``llm_seconds``.
+        ``retrieved_tokens``, ``llm_calls``, ``llm_seconds``, ``llm_prompt_tokens``,
+        ``llm_completion_tokens`` (the model cost of the LLM-using rows, replayed from the cache at
+        what it cost when made).
 
     Raises
     ------
@@ -257,7 +262,8 @@ def strategy_table(
             "baseline" if name == baseline else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
             for name, lo, hi in zip(b.index, b["diff_low"], b["diff_high"])
         ]
-    for c in ("n_chunks", "mean_chunk_tokens", "embedded_tokens", "retrieved_tokens", "llm_calls", "llm_seconds"):
+    for c in ("n_chunks", "mean_chunk_tokens", "embedded_tokens", "retrieved_tokens", "llm_calls", "llm_seconds",
+              "llm_prompt_tokens", "llm_completion_tokens"):
         if c in sub.columns:
             out[c] = sub[c].round(1) if sub[c].dtype.kind == "f" else sub[c]
     return out

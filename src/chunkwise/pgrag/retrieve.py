@@ -27,13 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from chunkwise.pgrag.graph import PseudoGraph
 from chunkwise.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD, PathTable, matrix_walk
 from chunkwise.retrieval import Hit
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = ["KP_SCHEMA", "VARIANTS", "PGRetriever", "key_points", "render_mindmap"]
 
@@ -52,7 +55,7 @@ _KP_PROMPT = (
 )
 
 
-def key_points(question: str, llm: Any, *, max_points: int = 6) -> list[str]:
+def key_points(question: str, llm: ChatModel, *, max_points: int = 6) -> list[str]:
     """The LLM's key points (KPs) for a question: short phrases, at most ``max_points``.
 
     Raises
@@ -111,7 +114,7 @@ class PGRetriever:
     graph : PseudoGraph
     query_embedder : object with ``embed(texts) -> ndarray (n, d)``
         Query-side embedder matching the graph's passage embedder (e5: ``"query: "`` side).
-    llm : LLMClient, optional
+    llm : ChatModel, optional
         Needed by ``"pg_kps"`` and ``"pg_rag"`` (key points).
     variant : {"pg", "pg_kps", "pg_rag"}, default "pg_rag"
     n_seed_topics : int, default 3
@@ -133,7 +136,7 @@ class PGRetriever:
         self,
         graph: PseudoGraph,
         query_embedder: Any,
-        llm: Any = None,
+        llm: ChatModel | None = None,
         *,
         variant: str = "pg_rag",
         n_seed_topics: int = 3,

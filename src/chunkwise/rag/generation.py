@@ -15,7 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "CRUD_MAX_NEW_TOKENS",
@@ -184,7 +187,7 @@ def build_prompt(question: str, contexts: Sequence[Any] = ()) -> str:
     return QA_PROMPT.format(contexts=joined, question=question.strip())
 
 
-def model_identity(llm: Any) -> str:
+def model_identity(llm: ChatModel) -> str:
     """What identifies the generating model: ``llm.model_identity``, else ``llm.name``, else its type."""
     for attr in ("model_identity", "name"):
         value = getattr(llm, attr, None)
@@ -234,7 +237,7 @@ class GenerationResult:
 def answer(
     question: str,
     contexts: Sequence[Any],
-    llm: Any,
+    llm: ChatModel,
     *,
     temperature: float = CRUD_TEMPERATURE,
     max_tokens: int = CRUD_MAX_NEW_TOKENS,
@@ -249,7 +252,7 @@ def answer(
     question : str
     contexts : sequence of str or Hit
         Retrieved passages, best first; empty for the no-retrieval baseline.
-    llm : object with ``chat(messages, temperature=..., max_tokens=..., **kw)``
+    llm : ChatModel
         E.g. :class:`chunkwise.llm.LLMClient`. ``chat`` may return an object with ``.text``
         (and optionally ``.cached``, ``.usage``) or a plain string.
     temperature, max_tokens
@@ -270,7 +273,7 @@ def answer(
     return answer_many([(question, contexts)], llm, temperature=temperature, max_tokens=max_tokens, **chat_kw)[0]
 
 
-def _result(resp: Any, prompt: str, llm: Any) -> GenerationResult:
+def _result(resp: Any, prompt: str, llm: ChatModel) -> GenerationResult:
     if isinstance(resp, str):
         raw, cached, usage, latency = resp, False, {}, float("nan")
     else:
@@ -288,7 +291,7 @@ def _result(resp: Any, prompt: str, llm: Any) -> GenerationResult:
 
 def answer_many(
     questions_contexts: Sequence[tuple[str, Sequence[Any]]],
-    llm: Any,
+    llm: ChatModel,
     *,
     temperature: float = CRUD_TEMPERATURE,
     max_tokens: int = CRUD_MAX_NEW_TOKENS,

@@ -36,7 +36,7 @@ import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from chunkwise.llm.client import LLMJSONError
 from chunkwise.rag.chunking import id_text_pairs
 from chunkwise.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, unit_rows
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "COMMUNITY_PROMPT",
@@ -221,7 +224,7 @@ class GraphIndex:
     def build(
         cls,
         chunks: Iterable[Any],
-        llm: Any,
+        llm: ChatModel | None,
         embedder: Any,
         *,
         store: str | os.PathLike[str] | None = None,
@@ -242,7 +245,7 @@ class GraphIndex:
         chunks : iterable
             :class:`~chunkwise.rag.chunking.CorpusChunk` objects (``chunk_id``, ``text``),
             objects with ``id`` and ``text``, ``(id, text)`` pairs, or strings (ids = index).
-        llm : object with ``chat_json(messages, schema=..., temperature=..., max_tokens=...)``
+        llm : ChatModel
             Returning ``(value, response)`` and raising
             :class:`~chunkwise.llm.client.LLMJSONError` when no valid JSON came back (e.g.
             :class:`chunkwise.llm.LLMClient`). May be ``None`` when the store already holds

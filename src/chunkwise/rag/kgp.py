@@ -35,13 +35,16 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from chunkwise.rag.chunking import id_text_pairs
 from chunkwise.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, tokenize_zh, unit_rows
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "NEXT_EVIDENCE_PROMPT",
@@ -329,7 +332,7 @@ class KGPRetriever:
     Parameters
     ----------
     graph : PassageGraph
-    llm : object with ``chat(...)``
+    llm : ChatModel
     query_embedder : object with ``embed(texts) -> ndarray``
         Must share the vector space (and dimension) of the graph's embeddings.
     n_seeds : int >= 1, default 2
@@ -357,7 +360,7 @@ class KGPRetriever:
         For parameters out of range or an empty graph.
     """
 
-    def __init__(self, graph: PassageGraph, llm: Any, query_embedder: Any, *, n_seeds: int = 2,
+    def __init__(self, graph: PassageGraph, llm: ChatModel, query_embedder: Any, *, n_seeds: int = 2,
                  budget: int = 8, max_steps: int = 3, per_step: int = 2, max_tokens: int = 128,
                  name: str = "kgp") -> None:
         if not isinstance(graph, PassageGraph):

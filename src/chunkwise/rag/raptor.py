@@ -37,7 +37,7 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from chunkwise.rag.chunking import id_text_pairs
 from chunkwise.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, unit_rows
 from chunkwise.tokens import DEFAULT_ENCODING, count_tokens
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -233,7 +236,7 @@ class RaptorTree:
         cls,
         chunks: Iterable[Any],
         embedder: Any,
-        llm: Any,
+        llm: ChatModel,
         *,
         max_levels: int = 3,
         reduction_dim: int = 10,
@@ -265,7 +268,7 @@ class RaptorTree:
             objects with ``id`` and ``text``, ``(id, text)`` pairs, or strings (ids = index).
         embedder : object with ``embed(texts) -> ndarray (n, d)``
             For the leaves and the summaries (rows are L2-normalised here).
-        llm : object with ``chat(messages, temperature=..., max_tokens=...)``
+        llm : ChatModel
             Returning an object with ``.text`` (e.g. :class:`chunkwise.llm.LLMClient`, whose
             response cache also makes reruns free).
         max_levels : int >= 1, default 3
@@ -402,7 +405,7 @@ class RaptorTree:
         return out
 
     @staticmethod
-    def _summarise_many(llm: Any, groups: Sequence[Sequence[str]], max_tokens: int) -> list[str]:
+    def _summarise_many(llm: ChatModel, groups: Sequence[Sequence[str]], max_tokens: int) -> list[str]:
         """One summary per group of texts, through the LLM's batch call (same requests as one by one).
 
         Raises the first failed request's error, or ValueError for an empty summary, after

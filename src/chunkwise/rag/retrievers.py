@@ -37,7 +37,7 @@ corpus order everywhere (upstream leaves them to the backends and to Python's se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chunkwise.embeddings import make_dense_embedders
 from chunkwise.retrieval import (
@@ -48,6 +48,9 @@ from chunkwise.retrieval import (
     RerankRetriever,
     make_reranker,
 )
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = ["CRUD_TOP_K", "METHODS", "build_retrievers"]
 
@@ -62,7 +65,7 @@ def build_retrievers(
     chunks: Sequence[Any],
     methods: Sequence[str] = METHODS,
     *,
-    llm: Any = None,
+    llm: ChatModel | None = None,
     dense: str | tuple[Any, Any] = "auto",
     reranker: str | Any = "auto",
     bm25_tokenizer: str = "jieba",
@@ -78,7 +81,7 @@ def build_retrievers(
         :class:`~chunkwise.rag.chunking.CorpusChunk` objects (or ``(id, text)`` pairs).
     methods : sequence of str
         From ``("none", "bm25", "dense", "hybrid", "hybrid_rerank")``.
-    llm : object with ``chat``, optional
+    llm : ChatModel, optional
         Needed for the yes/no rerank fallback.
     dense : str or (query_embedder, passage_embedder)
         Passed to :func:`chunkwise.embeddings.make_dense_embedders`, or the two embedders themselves.

@@ -8,12 +8,15 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from chunkwise.rag.generation import CRUD_MAX_NEW_TOKENS, CRUD_TEMPERATURE, answer_many, build_prompt, model_identity
 from chunkwise.rag.retrievers import CRUD_TOP_K, build_retrievers
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = ["RESULT_COLUMNS", "run_baselines"]
 
@@ -81,7 +84,7 @@ def run_baselines(
     items: Iterable[Mapping[str, Any]],
     corpus_chunks: Sequence[Any] | None,
     retrievers: Mapping[str, Any] | Sequence[str],
-    llm: Any,
+    llm: ChatModel,
     *,
     top_k: int = CRUD_TOP_K,
     checkpoint: str | os.PathLike[str] | None = None,
@@ -104,7 +107,7 @@ def run_baselines(
         Method name -> retriever (``retrieve(question, top_k)``), or names for
         :func:`chunkwise.rag.retrievers.build_retrievers` (``"none"``, ``"bm25"``, ``"dense"``,
         ``"hybrid"``, ``"hybrid_rerank"``).
-    llm : object with ``chat``
+    llm : ChatModel
         The generator (:class:`chunkwise.llm.LLMClient`); also the rerank fallback when built here.
     top_k : int, default 8
     checkpoint : str or os.PathLike, optional

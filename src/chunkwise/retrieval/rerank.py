@@ -11,12 +11,15 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from chunkwise.embeddings import _offline_flag
 from chunkwise.retrieval.base import DEFAULT_TOP_K, Hit, check_top_k
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "DEFAULT_CROSS_ENCODER",
@@ -110,13 +113,13 @@ class LLMYesNoReranker:
 
     Parameters
     ----------
-    llm : object with ``chat(messages, **kw)``
+    llm : ChatModel
         E.g. :class:`chunkwise.llm.LLMClient`; ``chat`` may return an object with ``.text`` or a
         string.
     max_tokens : int, default 8
     """
 
-    def __init__(self, llm: Any, max_tokens: int = 8) -> None:
+    def __init__(self, llm: ChatModel, max_tokens: int = 8) -> None:
         if not callable(getattr(llm, "chat", None)):
             raise TypeError("llm must have a chat(messages, ...) method (e.g. chunkwise.llm.LLMClient)")
         self.llm = llm
@@ -159,7 +162,7 @@ class LLMYesNoReranker:
         return [self._memo[(question, t)] for t in texts]
 
 
-def make_reranker(model: str | None = "auto", llm: Any = None) -> Any:
+def make_reranker(model: str | None = "auto", llm: ChatModel | None = None) -> Any:
     """A reranker: the cross-encoder when it loads, else the LLM yes/no judge.
 
     Parameters
@@ -168,7 +171,7 @@ def make_reranker(model: str | None = "auto", llm: Any = None) -> Any:
         ``"auto"``: try :data:`DEFAULT_CROSS_ENCODER` (skipped when ``HF_HUB_OFFLINE`` is set), fall back
         to ``llm``. A model id or folder: that cross-encoder, no fallback. ``"llm"`` or ``None``:
         the LLM judge.
-    llm : object with ``chat``, optional
+    llm : ChatModel, optional
 
     Raises
     ------
