@@ -287,6 +287,25 @@ def test_indexer_resumes_and_never_redoes_documents(tmp_path):
     assert (tmp_path / "pg" / "graph" / "graph.json").is_file()
 
 
+def test_index_document_is_index_documents_of_one(tmp_path):
+    llm = scripted(respond_docs)
+    ix = PGIndexer(tmp_path / "pg", llm, BagEmbedder())
+    rec = ix.index_document("zh", DOC_ZH)
+    (batch,), error = ix.index_documents([("zh", DOC_ZH)])
+    assert error is None and rec.keys() == batch.keys()
+    assert {k: v for k, v in rec.items() if k != "seconds"} == {k: v for k, v in batch.items() if k != "seconds"}
+    # the same two requests (extraction, mind map), with the single calls' parameters
+    assert rec["llm_calls"] == 2 and [c.messages for c in llm.calls[:2]] == [c.messages for c in llm.calls[2:]]
+    assert llm.calls[0].kwargs == {"temperature": 0.0, "seed": None, "max_tokens": 1024}
+    assert llm.calls[1].kwargs == {"temperature": 0.0, "max_tokens": 1536}
+    with pytest.raises(ValueError, match="non-empty document text$"):
+        ix.index_document("blank", "  ")
+    failing = PGIndexer(tmp_path / "pg2", scripted(lambda m, kw: "nope"), BagEmbedder(), max_attempts=1)
+    with pytest.raises(RuntimeError, match="failed 1 times"):
+        failing.index_document("en", DOC_EN)
+    assert failing.records() == {}
+
+
 # -- retrieval -----------------------------------------------------------------------------
 
 

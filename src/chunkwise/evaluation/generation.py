@@ -177,10 +177,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "BLEU_VARIANTS",
@@ -895,7 +898,7 @@ class QuestEval:
 
     Parameters
     ----------
-    llm : LLMClient or compatible
+    llm : ChatModel
         Anything with ``chat_json(messages, schema=..., **kw) -> (value, response)``.
     gt_cache : path or mapping, optional
         A CRUD-RAG ground-truth file (e.g. ``quest_eval/QuestAnswer1Doc_quest_gt_save.json``)
@@ -924,7 +927,7 @@ class QuestEval:
 
     def __init__(
         self,
-        llm: Any,
+        llm: ChatModel,
         gt_cache: str | os.PathLike[str] | Mapping[str, Any] | None = None,
         *,
         on_mismatch: str = "reanswer",
@@ -950,12 +953,11 @@ class QuestEval:
     # -- LLM steps ---------------------------------------------------------------------
 
     def _ask(self, prompt: str, schema: Mapping[str, Any]) -> Any:
-        messages = [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
-        kw: dict[str, Any] = {"temperature": self.temperature}
-        if self.max_tokens is not None:
-            kw["max_tokens"] = self.max_tokens
-        value, _response = self.llm.chat_json(messages, schema=dict(schema), **kw)
-        return value
+        """The validated value of one request (:meth:`_request`): a batch of one."""
+        from chunkwise.llm.batch import chat_json_many
+
+        (result,) = chat_json_many(self.llm, [self._request(prompt, schema)], errors="raise")
+        return result.value
 
     def generate_questions(self, reference: str) -> tuple[list[str], list[str]]:
         """Key information and questions about ``reference`` from the LLM.
@@ -997,7 +999,7 @@ class QuestEval:
         return _ANSWER_PROMPT.format(unanswerable=UNANSWERABLE, n=len(questions), text=text.strip(), questions=listing)
 
     def _request(self, prompt: str, schema: Mapping[str, Any]) -> dict[str, Any]:
-        """The batch item of :meth:`_ask`'s request (same messages and parameters)."""
+        """The batch item of one request: system prompt and ``prompt``, ``schema``, the sampling settings."""
         item: dict[str, Any] = {
             "messages": [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
             "schema": dict(schema), "temperature": self.temperature,
@@ -1102,16 +1104,15 @@ class QuestEval:
             When a request fails (so failures are never scored 0).
         GenerationMetricError
             When the LLM's reply cannot be used (wrong number of answers, no questions).
+
+        Notes
+        -----
+        A batch of one through :meth:`score_many` (the step is written once).
         """
-        key = None if id is None else str(id)
-        prep = self._prepare_score(candidate, reference, key)
-        if isinstance(prep, QuestEvalResult):
-            return prep
-        if candidate.strip():
-            cand_answers = self.answer(candidate, prep.questions)
-        else:
-            cand_answers = [UNANSWERABLE] * len(prep.questions)
-        return self._result(key, prep, cand_answers)
+        (result,) = self.score_many([candidate], [reference], [id])
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def _prepare_score(self, candidate: str, reference: str | None, key: str | None) -> Any:
         """Ground truth of one item: a :class:`QuestEvalResult` when it needs no candidate answers,
@@ -1343,17 +1344,9 @@ def score_generation(
         elif m == "quest_eval":
             assert quest_eval is not None
             scorable = [i for i in range(n) if not none_reason(i)]
-            if callable(getattr(quest_eval, "score_many", None)):
-                # one batch: the candidate-answering requests go out concurrently (LLM batch call)
-                scored = quest_eval.score_many([cands[i] for i in scorable], [refs[i] for i in scorable],
-                                               [id_list[i] for i in scorable])
-            else:
-                scored = []
-                for i in scorable:
-                    try:
-                        scored.append(quest_eval.score(cands[i], refs[i], id_list[i]))
-                    except Exception as exc:  # noqa: BLE001 - recorded below
-                        scored.append(exc)
+            # one batch: the candidate-answering requests go out concurrently (LLM batch call)
+            scored = quest_eval.score_many([cands[i] for i in scorable], [refs[i] for i in scorable],
+                                           [id_list[i] for i in scorable])
             by_item = dict(zip(scorable, scored))
             for i in range(n):
                 reason = none_reason(i)

