@@ -226,3 +226,33 @@ def test_semantic_spec_chunks_as_the_chunker_with_those_settings(tmp_path):
     default = chunk_corpus(parse_spec("Semantic:percentile:95:1"), "a.txt", text, WordEmbedder(), cache_dir=tmp_path)
     kamradt = chunk_corpus(parse_spec("Kamradt"), "a.txt", text, WordEmbedder(), cache_dir=tmp_path)
     assert [(c.start, c.end) for c in default] == [(c.start, c.end) for c in kamradt]
+
+
+# ------------------------------------------------------------------ LLM chunker cost
+
+
+def test_llm_chunker_cost_is_the_same_when_replayed_from_the_cache(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from test_questions_generate import ScriptedLLM
+
+    # two documents of about 300 cl100k tokens: six 50-token pieces each, one window, one request
+    docs = {name: " ".join(f"Sentence {i} of {name} is about topic {i % 3}." for i in range(30))
+            for name in ("a.txt", "b.txt")}
+    q = pd.DataFrame({"question": ["topic"], "corpus_id": ["b.txt"],
+                      "references": [[{"start_index": 0, "end_index": 30}]]})
+    cfg = GridConfig(chunkers=["LLM"], retrievers=["bm25"], top_k=[1])
+    # the scripted endpoint reports 10 prompt and 5 generated tokens per reply
+    cold_llm = ScriptedLLM([json.dumps({"split_after": [2]})] * 2, tmp_path / "llm.sqlite")
+    cold = run_grid(docs, q, cfg, WordEmbedder(), llm=cold_llm, cache_dir=tmp_path, show_progress=False)
+    warm_llm = ScriptedLLM([], tmp_path / "llm.sqlite")  # asks nothing: every reply is cached
+    warm = run_grid(docs, q, cfg, WordEmbedder(), llm=warm_llm, cache_dir=tmp_path, show_progress=False)
+    a, b = cold.table.iloc[0], warm.table.iloc[0]
+    assert a["n_chunks"] == b["n_chunks"] == 4  # a split after piece 2 of each document
+    assert a["llm_calls"] == b["llm_calls"] == 2 and len(cold_llm.requests) == 2
+    assert (a["llm_cache_hits"], b["llm_cache_hits"]) == (0, 2) and warm_llm.requests == []
+    assert a["llm_prompt_tokens"] == b["llm_prompt_tokens"] == 20
+    assert a["llm_completion_tokens"] == b["llm_completion_tokens"] == 10
+    assert b["llm_seconds"] == pytest.approx(a["llm_seconds"], abs=0.01)

@@ -36,9 +36,10 @@ BM25 indexing, as measured in this run: near 0 when caches were warm), ``retriev
 per question to retrieve: the median time to embed one question alone with the uncached model,
 measured on up to 8 questions, plus the mean search time per question).
 LLM costs: ``llm_calls`` (Contextual: one per chunk, cached or not; LLM chunker: the calls made
-in this run), ``llm_cache_hits`` and ``llm_seconds`` (Contextual: the summed latency of the
-original requests, replayed from the LLM cache, so a warm run still reports the cold model
-time).
+in this run; it has no span cache, so every run replays its calls from the LLM cache),
+``llm_cache_hits``, ``llm_seconds``, ``llm_prompt_tokens`` and ``llm_completion_tokens`` (model
+seconds and tokens of the original requests, replayed from the LLM cache, so a warm run still
+reports the cold model cost).
 
 Strategies beyond plain chunking:
 
@@ -789,22 +790,33 @@ def _first_relevant_rank(
 
 
 def _llm_cost(spec: ChunkerSpec, chunks: Mapping[str, list[Any]], before: Any, llm: Any) -> dict[str, Any]:
-    """LLM cost columns of one chunking: ``llm_calls``, ``llm_cache_hits``, ``llm_seconds``.
+    """LLM cost columns of one chunking: ``llm_calls``, ``llm_cache_hits``, ``llm_seconds``,
+    ``llm_prompt_tokens`` and ``llm_completion_tokens``.
 
     Contextual: one call per chunk (cached or not), ``llm_seconds`` the summed latency of the
-    original requests (replayed from the cache, so a warm run reports the cold cost). LLM
-    chunker: the calls made in this run (0 when its spans came from the span cache).
+    original requests. LLM chunker: the calls made in this run and the model seconds they
+    stand for. Seconds and tokens count replies served from the LLM cache at what they cost
+    when they were made (:meth:`chunkwise.llm.LLMClient.stats`' ``cached_*`` counters), so a
+    run replayed from a committed cache reports the cold cost.
     """
     after = llm.stats() if before is not None else None
+
+    def grew(name: str) -> float:
+        if after is None:
+            return 0.0
+        return float(after.get(name, 0) - before.get(name, 0)) + float(
+            after.get("cached_" + name, 0) - before.get("cached_" + name, 0))
+
     hits = int(after["cache_hits"] - before["cache_hits"]) if after is not None else 0
+    tokens = {"llm_prompt_tokens": int(grew("prompt_tokens")), "llm_completion_tokens": int(grew("completion_tokens"))}
     if spec.kind.llm_cost == "per_chunk":
         cs = [c for v in chunks.values() for c in v]
         secs = sum(float(c.metadata.get("context_seconds", 0.0)) for c in cs)
-        return {"llm_calls": len(cs), "llm_cache_hits": hits, "llm_seconds": round(secs, 2)}
+        return {"llm_calls": len(cs), "llm_cache_hits": hits, "llm_seconds": round(secs, 2), **tokens}
     if spec.kind.llm_cost == "calls" and after is not None:
         return {"llm_calls": int(after["calls"] - before["calls"]), "llm_cache_hits": hits,
-                "llm_seconds": round(float(after["latency_s"] - before["latency_s"]), 2)}
-    return {"llm_calls": 0, "llm_cache_hits": 0, "llm_seconds": 0.0}
+                "llm_seconds": round(grew("latency_s"), 2), **tokens}
+    return {"llm_calls": 0, "llm_cache_hits": 0, "llm_seconds": 0.0, "llm_prompt_tokens": 0, "llm_completion_tokens": 0}
 
 
 class _ParentMerge:
