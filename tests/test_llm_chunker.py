@@ -49,3 +49,21 @@ def test_non_integer_ids_are_reasked_not_crashed():
     chunker = LLMSemanticChunker(scripted([[3.0], ["2"], [2]]), piece_size=8, window_tokens=10_000)
     chunks = chunker.split(TEXT)
     assert chunks[0].metadata["sentence_end"] == 2
+
+
+def test_last_stats_count_windows_repairs_and_windows_without_split(tmp_path):
+    import json
+
+    from test_questions_generate import ScriptedLLM
+
+    # window 1: an out-of-range piece (re-asked), then a split after piece 2; later windows: no split
+    replies = [json.dumps({"split_after": [999]}), json.dumps({"split_after": [2]})]
+    replies += [json.dumps({"split_after": []})] * 20
+    llm = ScriptedLLM(replies, tmp_path / "llm.sqlite")
+    chunker = LLMSemanticChunker(llm, piece_size=8, window_tokens=40)
+    chunks = chunker.split(TEXT)
+    st = chunker.last_stats
+    windows = len(llm.requests) - 1  # every request but the re-ask opened a window
+    assert st["repairs"] == 1 and st["windows"] == windows >= 3
+    assert st["windows_without_split"] == windows - 1 and st["splits"] == 1 and len(chunks) == 2
+    assert st["pieces"] == len(chunker.splitter.split(TEXT))

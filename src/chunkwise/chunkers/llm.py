@@ -58,6 +58,15 @@ class LLMSemanticChunker:
     temperature : float, default 0.0
     encoding_name : str, default "cl100k_base"
 
+    Attributes
+    ----------
+    last_stats : dict
+        Of the latest :meth:`split`: ``windows`` (windows shown, one answered request each),
+        ``repairs`` (re-asks after an invalid reply: JSON that does not parse or fit the schema,
+        or piece numbers outside the window; counted from the client's ``stats()["calls"]``,
+        None for a client without stats), ``windows_without_split`` (windows where the model
+        named no split), ``splits`` (split points named and kept), ``pieces``.
+
     References
     ----------
     B. Smith and A. Troynikov, "Evaluating Chunking Strategies for Retrieval", Chroma technical
@@ -89,6 +98,7 @@ class LLMSemanticChunker:
         self.temperature = temperature
         self.encoding_name = encoding_name
         self.splitter = chroma_piece_splitter(piece_size, encoding_name)
+        self.last_stats: dict[str, Any] = {}
 
     def _window(self, pieces: list[Chunk], first: int) -> int:
         """Index one past the last piece of the window starting at ``first``."""
@@ -113,6 +123,10 @@ class LLMSemanticChunker:
             When a window gets no valid answer after ``max_repairs`` re-asks.
         """
         pieces = self.splitter.split(text)
+        stats = getattr(self.client, "stats", None)
+        calls_before = stats()["calls"] if callable(stats) else None
+        self.last_stats = {"windows": 0, "repairs": 0 if callable(stats) else None, "windows_without_split": 0,
+                           "splits": 0, "pieces": len(pieces)}
         if len(pieces) <= 1:
             return group_sentences(text, pieces, [])
         breakpoints: list[int] = []
@@ -147,6 +161,8 @@ class LLMSemanticChunker:
             )
             ids = [n for n in obj["split_after"] if n < len(pieces)]  # a split after the last piece is no split
             breakpoints.extend(n - 1 for n in ids)
+            self.last_stats["windows"] += 1
+            self.last_stats["windows_without_split"] += not ids
             if end >= len(pieces):
                 break
             # Continue from the last split inside the window (Chroma's walk), or from the window's
@@ -154,4 +170,7 @@ class LLMSemanticChunker:
             nxt = ids[-1] if ids else end - 1
             first = max(nxt, first + 1)
         bps = sorted(set(b for b in breakpoints if 0 <= b <= len(pieces) - 2))
+        self.last_stats["splits"] = len(bps)
+        if calls_before is not None:
+            self.last_stats["repairs"] = int(stats()["calls"] - calls_before - self.last_stats["windows"])
         return group_sentences(text, pieces, bps)
