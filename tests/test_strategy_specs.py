@@ -256,3 +256,24 @@ def test_llm_chunker_cost_is_the_same_when_replayed_from_the_cache(tmp_path):
     assert a["llm_prompt_tokens"] == b["llm_prompt_tokens"] == 20
     assert a["llm_completion_tokens"] == b["llm_completion_tokens"] == 10
     assert b["llm_seconds"] == pytest.approx(a["llm_seconds"], abs=0.01)
+
+
+def test_llm_chunker_runs_reports_windows_repairs_and_cost_per_document(tmp_path):
+    import json
+
+    from chunkwise.experiments.strategies import llm_chunker_runs
+    from test_questions_generate import ScriptedLLM
+
+    docs = {name: " ".join(f"Sentence {i} of {name} is about topic {i % 3}." for i in range(30))
+            for name in ("a.txt", "b.txt")}
+    # a.txt: an invalid reply (piece 99 is not shown) then a split after piece 2; b.txt: no split
+    llm = ScriptedLLM([json.dumps({"split_after": [99]}), json.dumps({"split_after": [2]}),
+                       json.dumps({"split_after": []})], tmp_path / "llm.sqlite")
+    runs = llm_chunker_runs(docs, llm)
+    assert list(runs.index) == ["a.txt", "b.txt", "all"]
+    assert runs.loc["a.txt", ["windows", "repairs", "windows_without_split", "chunks"]].tolist() == [1, 1, 0, 2]
+    assert runs.loc["b.txt", ["windows", "repairs", "windows_without_split", "chunks"]].tolist() == [1, 0, 1, 1]
+    # 10 prompt and 5 generated tokens per reply (the re-ask included); the same from the cache
+    assert runs.loc["all", ["llm_prompt_tokens", "llm_completion_tokens", "chunks"]].tolist() == [30, 15, 3]
+    again = llm_chunker_runs(docs, ScriptedLLM([], tmp_path / "llm.sqlite"))
+    assert again.drop(columns="llm_seconds").equals(runs.drop(columns="llm_seconds"))

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STRATEGIES", "NotCachedError", "Strategy", "boundary_stats", "cache_only", "chapter_answer", "ci_words",
-    "cold_costs", "compare_to_baseline", "guide_check", "runnable_from_cache", "strategy_notes", "strategy_table",
+    "cold_costs", "compare_to_baseline", "guide_check", "llm_chunker_runs", "runnable_from_cache",
+    "strategy_notes", "strategy_table",
 ]
 
 
@@ -76,6 +77,54 @@ def runnable_from_cache(specs: Sequence[str], docs: Mapping[str, str], llm: Chat
         except NotCachedError:
             out[s] = f"not cached for {name}"
     return out
+
+
+def llm_chunker_runs(docs: Mapping[str, str], llm: ChatModel) -> pd.DataFrame:
+    """What the LLM chunker's model did on each document: windows, re-asks, splits and cost.
+
+    Runs :class:`~chunkwise.chunkers.LLMSemanticChunker` (the ``"LLM"`` spec's settings: 50-token
+    pieces, windows of about 800 tokens) on each document through ``llm`` (a cache-only client
+    replays the committed replies and raises :class:`~chunkwise.llm.NotCachedError` on a miss).
+
+    Returns
+    -------
+    DataFrame indexed by document
+        ``pieces``, ``windows`` (answered requests), ``repairs`` (re-asks after an invalid reply),
+        ``windows_without_split``, ``chunks``, ``mean_chunk_tokens`` (cl100k_base),
+        ``llm_seconds``, ``llm_prompt_tokens``, ``llm_completion_tokens`` (what the requests cost
+        when they were made, cached or not), and a last row ``all`` with the sums (the mean
+        weighted by chunks).
+    """
+    from chunkwise.chunkers.specs import make_chunker, parse_spec
+    from chunkwise.tokens import count_tokens
+
+    rows = {}
+    for name, text in docs.items():
+        chunker = make_chunker(parse_spec("LLM"), None, llm)
+        before = llm.stats()
+        chunks = chunker.split(text)
+        after = llm.stats()
+
+        def grew(key: str) -> float:
+            return float(after.get(key, 0) - before.get(key, 0) + after.get("cached_" + key, 0)
+                         - before.get("cached_" + key, 0))
+
+        st = chunker.last_stats
+        rows[name] = {
+            "pieces": st["pieces"], "windows": st["windows"], "repairs": st["repairs"],
+            "windows_without_split": st["windows_without_split"], "chunks": len(chunks),
+            "mean_chunk_tokens": sum(count_tokens(c.text) for c in chunks) / max(len(chunks), 1),
+            "llm_seconds": grew("latency_s"), "llm_prompt_tokens": int(grew("prompt_tokens")),
+            "llm_completion_tokens": int(grew("completion_tokens")),
+        }
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    if len(out):
+        total = out.sum(numeric_only=True)
+        total["mean_chunk_tokens"] = float((out["mean_chunk_tokens"] * out["chunks"]).sum() / max(out["chunks"].sum(), 1))
+        out.loc["all"] = total
+    ints = [c for c in out.columns if c not in ("mean_chunk_tokens", "llm_seconds")]
+    out[ints] = out[ints].astype(int)
+    return out.round({"mean_chunk_tokens": 1, "llm_seconds": 0})
 
 
 @dataclass(frozen=True)
