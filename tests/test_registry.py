@@ -111,9 +111,23 @@ def test_machine_facts_have_one_rule(tmp_path, monkeypatch):
     monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path))
     assert [emb_path(), llm_path(), default_models_dir(), default_cache_dir(), span_cache_dir()] == [
         tmp_path / "embeddings.sqlite", tmp_path / "llm.sqlite", tmp_path / "models", tmp_path / "data",
-        tmp_path / "chroma_chunks"]
+        tmp_path / "spans"]
     assert _env.offline({"TRANSFORMERS_OFFLINE": "Yes"}) and _env.offline({"HF_HUB_OFFLINE": "t"})
     assert not _env.offline({"HF_HUB_OFFLINE": "0"})
     assert hub_offline({"TRANSFORMERS_OFFLINE": "1"})
     assert _env.data_mirror({"CHUNKWISE_DATA_MIRROR": ""}) is None
     assert _env.data_mirror({"CHUNKWISE_DATA_MIRROR": "~/m"}) == Path.home() / "m"
+
+
+def test_the_old_span_cache_folder_is_renamed_with_its_files(tmp_path, monkeypatch):
+    from chunkwise.chunkers.specs import span_cache_dir
+
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path))
+    old = tmp_path / "chroma_chunks"
+    old.mkdir()
+    (old / "state_of_the_union-Recursive-200-0-abc.json").write_text("[[0, 5]]")
+    assert span_cache_dir() == tmp_path / "spans"
+    assert not old.exists()
+    assert (tmp_path / "spans" / "state_of_the_union-Recursive-200-0-abc.json").read_text() == "[[0, 5]]"
+    old.mkdir()  # a folder of the old name beside an existing new one is left alone
+    assert span_cache_dir() == tmp_path / "spans" and old.is_dir()

@@ -6,7 +6,7 @@ Every module that needs one of these asks here, so each has one rule:
 - :func:`cache_root` -- ``$CHUNKWISE_CACHE_DIR`` when set to a non-blank value, else
   ``~/.cache/chunkwise``. The embedding cache (``embeddings.sqlite``), the LLM response cache
   (``llm.sqlite``), assembled model weights (``models/``), downloaded data (``data/``), chunk
-  spans (``chroma_chunks/``) and BM25 indexes (``bm25/``) live below it.
+  spans (``spans/``) and BM25 indexes (``bm25/``) live below it.
 - :func:`offline` -- whether ``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` holds a true value
   (``1``, ``true``, ``yes``, ``on``, ``y``, ``t``; any case): then nothing tries a model hub.
 - :func:`data_mirror` -- ``$CHUNKWISE_DATA_MIRROR`` (a folder laid out as the download

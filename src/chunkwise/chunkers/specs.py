@@ -6,7 +6,7 @@ chunks one document through a span cache on disk. The evaluation engine
 (:mod:`chunkwise.evaluation.grid`) and chapter 2's driver (:mod:`chunkwise.experiments.chroma`)
 both use them, so they live with the chunkers.
 
-The span cache (``$CHUNKWISE_CACHE_DIR/chroma_chunks``, default ``~/.cache/chunkwise``) is keyed
+The span cache (``$CHUNKWISE_CACHE_DIR/spans``, default ``~/.cache/chunkwise``) is keyed
 by the package version, the spec, the identity of the model a chunker uses (embedder or LLM)
 and the sha256 of the document text; a file holds only ``[start, end]`` pairs.
 """
@@ -281,14 +281,31 @@ def make_chunker(spec: ChunkerSpec, embedder: Any, llm: ChatModel | None = None)
     return spec.kind.make(spec, embedder, llm)
 
 
+#: The span cache's folder below the cache root (it was ``chroma_chunks`` before every grid used it).
+SPAN_CACHE_FOLDER = "spans"
+_OLD_SPAN_CACHE_FOLDER = "chroma_chunks"
+
+
 def span_cache_dir(cache_dir: str | Path | None = None) -> Path:
-    """The chunk-span cache folder: ``cache_dir`` if given, else ``$CHUNKWISE_CACHE_DIR/chroma_chunks``
-    (default ``~/.cache/chunkwise/chroma_chunks``)."""
+    """The chunk-span cache folder: ``cache_dir`` if given, else ``$CHUNKWISE_CACHE_DIR/spans``
+    (default ``~/.cache/chunkwise/spans``).
+
+    A cache root that still has the folder's old name, ``chroma_chunks``, and no ``spans`` folder
+    has it renamed (the files and their keys are unchanged), so a warm machine stays warm.
+    """
     if cache_dir is not None:
         return Path(cache_dir)
     from chunkwise._env import cache_root
 
-    return cache_root() / "chroma_chunks"
+    root = cache_root()
+    new, old = root / SPAN_CACHE_FOLDER, root / _OLD_SPAN_CACHE_FOLDER
+    if old.is_dir() and not new.exists():
+        try:
+            old.rename(new)
+        except OSError:  # another process renamed it first, or the root is read-only
+            if not new.exists():
+                return old
+    return new
 
 
 def _span_path(spec_key: str, file_stem: str, name: str, text: str, ident: str, cache_dir: str | Path | None) -> Path:

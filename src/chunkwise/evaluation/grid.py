@@ -903,7 +903,7 @@ def run_grid(
         all-MiniLM-L6-v2). The questions are still embedded by ``query_embedder``/``embedder``,
         which must be the same model.
     cache_dir : str or Path, optional
-        Chunk-span cache folder (default ``$CHUNKWISE_CACHE_DIR/chroma_chunks``, shared with
+        Chunk-span cache folder (default ``$CHUNKWISE_CACHE_DIR/spans``, shared with
         chapter 2); BM25 indexes go to its ``bm25`` subfolder.
     show_progress : bool, default True
         A tqdm bar over the chunkers.

@@ -196,7 +196,7 @@ def run_chroma_grid(
     mode : {"chroma", "union"}
     llm : LLMClient, optional
     cache_dir : str or Path, optional
-        Chunk-span cache (default ``$CHUNKWISE_CACHE_DIR/chroma_chunks``).
+        Chunk-span cache (default ``$CHUNKWISE_CACHE_DIR/spans``).
     progress, show_progress
         A wrapper over the chunker list, or a tqdm bar (``show_progress``).
     placement : {"exact", "report"}
