@@ -49,7 +49,7 @@ def test_share_under_floor_and_percentiles():
 
 def test_report_html_shows_each_question_and_marks_the_gold(tmp_path):
     from chunkwise.evaluation.grid import GridConfig, run_grid
-    from chunkwise.report import report_html
+    from chunkwise.figures import report_html
 
     docs = {"a.txt": "Kale wants 45 cm. Beans climb the fence.", "b.txt": "Leeks need <deep> soil."}
     import pandas as pd

@@ -1,4 +1,4 @@
-"""Tests for chunkwise.evaluation.grid (the chunker x retriever x top_k engine) and chunkwise.report.
+"""Tests for chunkwise.evaluation.grid (the chunker x retriever x top_k engine) and chunkwise.figures.
 
 The hand example: two documents cut by TokenText:2 (two cl100k_base tokens per chunk):
 
@@ -25,7 +25,7 @@ import pytest
 
 from chunkwise.embeddings import CachedEmbedder
 from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, format_table, run_grid
-from chunkwise.report import chunk_boundaries_html
+from chunkwise.figures import chunk_boundaries_html
 
 WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
 DOCS = {"a.txt": "one two three four five six", "b.txt": "seven eight nine ten"}

@@ -1257,7 +1257,7 @@ def html_frame(page: str, height: int = 600, title: str = "figure") -> str:
     """Wrap a standalone HTML page in an ``<iframe srcdoc=...>`` for a notebook output.
 
     A chapter shows a complete HTML document (for example
-    :func:`chunkwise.report.chunk_boundaries_html`) with ``IPython.display.HTML(html_frame(page))``:
+    :func:`chunkwise.figures.chunk_boundaries_html`) with ``IPython.display.HTML(html_frame(page))``:
     the frame keeps the page's own ``<style>`` from restyling the book around it, and as the
     page travels inside the attribute, the static book needs no file, script or server for it.
 

@@ -611,10 +611,10 @@ class GridResult:
 
         Files: ``table.csv`` (one row per cell), ``per_question.csv``, ``report.json``,
         ``recall_vs_tokens.png`` and ``recall_by_k.png`` (figures, see
-        :mod:`chunkwise.report`), and with ``docs`` given ``diagnostics.csv`` (:meth:`diagnostics`),
+        :mod:`chunkwise.figures`), and with ``docs`` given ``diagnostics.csv`` (:meth:`diagnostics`),
         ``report.html`` (the table, the diagnostics and a per-question view: which cells found
         each question, the best cell's retrieved chunks with the gold marked;
-        :func:`chunkwise.report.report_html`) and ``boundaries.html``: one document
+        :func:`chunkwise.figures.report_html`) and ``boundaries.html``: one document
         (``document``, default the one with the most questions) with every chunker's boundaries
         and the gold excerpts; a document longer than ``max_chars`` characters is drawn from a
         quarter window before its first excerpt, ``max_chars`` characters long.
@@ -624,7 +624,7 @@ class GridResult:
         dict of str -> Path
             What was written.
         """
-        from chunkwise import report
+        from chunkwise import figures
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -636,10 +636,10 @@ class GridResult:
         paths["report"] = out / "report.json"
         paths["report"].write_text(json.dumps(self.to_dict(boot), indent=2, ensure_ascii=False), encoding="utf-8")
         metric = boot.metric if boot is not None else "recall"
-        fig = report.plot_metric_vs_cost(self.table, boot, metric=metric)
+        fig = figures.plot_metric_vs_cost(self.table, boot, metric=metric)
         paths["figure_cost"] = out / f"{metric}_vs_tokens.png"
         fig.savefig(paths["figure_cost"], dpi=120, bbox_inches="tight")
-        fig2 = report.plot_metric_by_k(self.table, metric=metric)
+        fig2 = figures.plot_metric_by_k(self.table, metric=metric)
         paths["figure_k"] = out / f"{metric}_by_k.png"
         fig2.savefig(paths["figure_k"], dpi=120, bbox_inches="tight")
         import matplotlib.pyplot as plt
@@ -661,14 +661,14 @@ class GridResult:
                 first = min((s for s, _ in refs), default=0)
                 lo = max(0, first - max_chars // 4)
                 window = (lo, min(len(text), lo + max_chars))
-            html = report.chunk_boundaries_html(text, chunkings, refs, title=document, window=window)
+            html = figures.chunk_boundaries_html(text, chunkings, refs, title=document, window=window)
             paths["boundaries"] = out / "boundaries.html"
             paths["boundaries"].write_text(html, encoding="utf-8")
             paths["diagnostics"] = out / "diagnostics.csv"
             diag = self.diagnostics(docs)
             diag.to_csv(paths["diagnostics"])
             paths["html"] = out / "report.html"
-            paths["html"].write_text(report.report_html(self, docs, diag), encoding="utf-8")
+            paths["html"].write_text(figures.report_html(self, docs, diag), encoding="utf-8")
         return paths
 
     def diagnostics(self, docs: Mapping[str, str], floor_tokens: int = 32) -> pd.DataFrame:
@@ -680,7 +680,7 @@ class GridResult:
 
 
 def chunkings_of(result: GridResult, document: str) -> dict[str, list[tuple[int, int]]]:
-    """Each chunker's spans of one document (for :func:`chunkwise.report.chunk_boundaries_html`)."""
+    """Each chunker's spans of one document (for :func:`chunkwise.figures.chunk_boundaries_html`)."""
     return {label: spans.get(document, []) for label, spans in result.chunks.items()}
 
 

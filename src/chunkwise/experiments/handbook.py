@@ -740,7 +740,7 @@ def shift_marks(text: HandbookText) -> list[tuple[int, int]]:
     Each span runs from the last character of the sentence before a shift to the first
     character of the sentence after it, so a chunk boundary placed at the shift (anywhere in
     the whitespace between the two sentences) falls strictly inside the span. Passed as
-    ``references`` to :func:`chunkwise.report.chunk_boundaries_html`, whose "excerpts cut by a
+    ``references`` to :func:`chunkwise.figures.chunk_boundaries_html`, whose "excerpts cut by a
     boundary" count then reads as "shifts with a boundary on them".
 
     Returns
@@ -776,7 +776,7 @@ def boundary_chunkings(
 ) -> dict[str, list[tuple[int, int]]]:
     """Chunk spans of one text under named semantic settings and fixed token windows.
 
-    The input of :func:`chunkwise.report.chunk_boundaries_html` for the chapter's drawing.
+    The input of :func:`chunkwise.figures.chunk_boundaries_html` for the chapter's drawing.
 
     Parameters
     ----------

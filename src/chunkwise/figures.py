@@ -1,4 +1,8 @@
-"""Tables, figures and the chunk-boundary drawing shared by the chapters and ``chunkwise evaluate``.
+"""Figures and HTML drawings shared by the chapters and ``chunkwise evaluate``.
+
+In chunkwise "report" names two things only: Chroma's technical report (the published tables
+and the report code's chunk placement) and the *report folder* that ``chunkwise evaluate`` writes;
+this module (``chunkwise.report`` until the name was freed) draws for both.
 
 - :func:`plot_metric_vs_cost`: one point per grid cell, a metric against the mean number of
   retrieved tokens per question, with the bootstrap interval of the metric as an error bar.
