@@ -65,7 +65,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -78,6 +78,9 @@ from chunkwise.chunkers.hierarchical import merge_to_parents
 from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, chunk_hierarchy, parse_spec, span_cache_dir
 from chunkwise.retrieval.registry import RankInputs, Ranking, retriever_kind, retriever_names
 from chunkwise.tokens import get_encoding
+
+if TYPE_CHECKING:
+    from chunkwise.llm.protocol import ChatModel
 
 __all__ = [
     "DEFAULT_GRID",
@@ -789,7 +792,7 @@ def _first_relevant_rank(
     return 0
 
 
-def _llm_cost(spec: ChunkerSpec, chunks: Mapping[str, list[Any]], before: Any, llm: Any) -> dict[str, Any]:
+def _llm_cost(spec: ChunkerSpec, chunks: Mapping[str, list[Any]], before: Any, llm: ChatModel | None) -> dict[str, Any]:
     """LLM cost columns of one chunking: ``llm_calls``, ``llm_cache_hits``, ``llm_seconds``,
     ``llm_prompt_tokens`` and ``llm_completion_tokens``.
 
@@ -871,7 +874,7 @@ def run_grid(
     embedder: Any = None,
     *,
     query_embedder: Any = None,
-    llm: Any = None,
+    llm: ChatModel | None = None,
     late_embedder: Any = None,
     cache_dir: str | Path | None = None,
     show_progress: bool = True,
@@ -895,7 +898,7 @@ def run_grid(
         reruns embed nothing. Needed by dense / hybrid retrieval and the semantic chunkers.
     query_embedder : Embedder, optional
         For models with distinct query and passage encoders (e5's prefixes).
-    llm : LLMClient, optional
+    llm : ChatModel, optional
         For ``LLM`` and ``Contextual`` chunker specs (a cached client: a rerun makes no request).
     late_embedder : LateChunkingEmbedder, optional
         Chunk vectors of ``Late`` specs (default: a
