@@ -9,6 +9,7 @@ arrives, so an interrupted run resumes; a larger ``n`` asks only for the new can
     PYTHONPATH=src python benchmarks/own_questions_cache.py 27 2 200   # the same passages, 2 repairs, 200-char margin
     PYTHONPATH=src python benchmarks/own_questions_cache.py 120 2 200  # more candidates
     PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0 0 sentence_numbers  # numbered sentences
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 2 0 sentence_numbers 0  # no earlier questions shown
 
 Prints the keep rate and the drops by reason, and appends one line to ``data/own/generation_runs.csv``.
 """
@@ -32,7 +33,7 @@ CORPORA = ["state_of_the_union", "wikitexts", "chatlogs", "finance", "pubmed"]
 LOG = ROOT / "data" / "own" / "generation_runs.csv"
 
 
-def main(n: int, content_repairs: int, margin: int, excerpt_mode: str = "copy") -> None:
+def main(n: int, content_repairs: int, margin: int, excerpt_mode: str = "copy", n_previous: int = 3) -> None:
     texts = load_chroma_corpora(CORPORA)
     embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2", show_progress_bar=False)
     t0 = time.perf_counter()
@@ -41,13 +42,14 @@ def main(n: int, content_repairs: int, margin: int, excerpt_mode: str = "copy") 
         result = generate_questions(texts, n, llm, embedder, seed=0, window_chars=1000, allocation="equal",
                                     dedup_threshold=0.85, content_repairs=content_repairs,
                                     excerpt_margin_chars=margin, excerpt_mode=excerpt_mode,
+                                    n_previous=n_previous,
                                     progress=lambda line: print(line, flush=True))
     wall = time.perf_counter() - t0
     st = result.llm_stats
     print(result.describe(), flush=True)
     row = {"finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "candidates": n,
            "content_repairs": content_repairs, "excerpt_margin_chars": margin,
-           "excerpt_mode": excerpt_mode, "kept": len(result.questions),
+           "excerpt_mode": excerpt_mode, "n_previous": n_previous, "kept": len(result.questions),
            **{f"dropped_{k}": v for k, v in result.dropped.items()},
            "llm_calls": st["calls"], "cache_hits": st["cache_hits"], "model_seconds": round(st["latency_s"], 1),
            "wall_seconds": round(wall, 1)}
@@ -58,13 +60,14 @@ def main(n: int, content_repairs: int, margin: int, excerpt_mode: str = "copy") 
             rows = list(csv.DictReader(fh))
     for old in rows:  # lines written before the column existed were all made in copy mode
         old.setdefault("excerpt_mode", "copy")
+        old.setdefault("n_previous", 3)
     with LOG.open("w", newline="") as fh:
         w = csv.DictWriter(fh, list(row))
         w.writeheader()
         w.writerows([{k: old.get(k, "") for k in row} for old in rows] + [row])
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4, 5):
+    if len(sys.argv) not in (3, 4, 5, 6):
         sys.exit(__doc__)
     main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) >= 4 else 0,
-         sys.argv[4] if len(sys.argv) == 5 else "copy")
+         sys.argv[4] if len(sys.argv) >= 5 else "copy", int(sys.argv[5]) if len(sys.argv) == 6 else 3)

@@ -40,6 +40,10 @@ TEXT_B = (
 )
 DOCS = {"b.txt": TEXT_B, "a.txt": TEXT_A}  # generation sorts names: candidate i uses a, b, a, b, ...
 IDENTITY = "scripted-model@sha256:test"
+#: Chroma's method (the model copies excerpts, earlier questions shown, no content re-asks): the
+#: settings every hand-checked script below was written for; the defaults are tested in
+#: test_questions_numbered.py.
+COPY = {"excerpt_mode": "copy", "n_previous": 3, "content_repairs": 0}
 
 
 class _Completions:
@@ -119,7 +123,7 @@ class VectorEmbedder:
 def run(tmp_path, script, n=9, embedder="default", **kw):
     llm = ScriptedLLM(script, tmp_path / "llm.sqlite")
     emb = VectorEmbedder() if embedder == "default" else embedder
-    return generate_questions(DOCS, n, llm, emb, window_chars=200, **kw), llm
+    return generate_questions(DOCS, n, llm, emb, window_chars=200, **{**COPY, **kw}), llm
 
 
 def test_every_candidate_outcome_is_hand_checked(tmp_path):
@@ -216,9 +220,9 @@ def test_failed_requests_are_counted_then_the_run_stops(tmp_path):
 
     llm = Dead([], tmp_path / "llm.sqlite")
     with pytest.raises(LLMRequestError):
-        generate_questions(DOCS, 5, llm, None, window_chars=200, max_consecutive_failures=2)
+        generate_questions(DOCS, 5, llm, None, window_chars=200, max_consecutive_failures=2, **COPY)
     llm = Dead([], tmp_path / "llm.sqlite")
-    res = generate_questions(DOCS, 2, llm, None, window_chars=200, max_consecutive_failures=3)
+    res = generate_questions(DOCS, 2, llm, None, window_chars=200, max_consecutive_failures=3, **COPY)
     assert res.dropped["request_failed"] == 2 and res.questions == []
 
 
@@ -260,7 +264,7 @@ def test_sample_window_is_seeded_and_trimmed_to_words():
 def test_proportional_allocation_follows_document_length(tmp_path):
     docs = {"long.txt": "word " * 2000, "short.txt": "word " * 100}
     llm = ScriptedLLM([reply("What is this?", "word word word word word")] * 60, tmp_path / "l.sqlite")
-    res = generate_questions(docs, 60, llm, None, window_chars=200, allocation="proportional")
+    res = generate_questions(docs, 60, llm, None, window_chars=200, allocation="proportional", **COPY)
     share = (res.candidates["document"] == "long.txt").mean()
     assert 0.85 <= share <= 1.0  # expected 2000/2100 = 0.95
 
@@ -281,7 +285,8 @@ def test_cli_generate_writes_the_file_and_reports_the_drops(tmp_path, monkeypatc
     monkeypatch.setattr(qg, "llm_for_generation", lambda **kw: llm)
     out = tmp_path / "q.jsonl"
     code = cli.main(["questions", "generate", "--docs", str(docs), "-n", "9", "--out", str(out),
-                     "--window-chars", "200", "--no-dedup", "--quiet", "--content-repairs", "0"])
+                     "--window-chars", "200", "--no-dedup", "--quiet", "--content-repairs", "0",
+                     "--excerpt-mode", "copy", "--previous", "3"])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "4 of 9 candidate questions kept" in printed.out

@@ -26,7 +26,7 @@ def numbered(question, *numbers):
 
 def run(tmp_path, script, n, **kw):
     llm = ScriptedLLM(script, tmp_path / "llm.sqlite")
-    kw.setdefault("excerpt_mode", "sentence_numbers")
+    kw.setdefault("content_repairs", 0)  # the scripts below answer each candidate once
     return generate_questions(DOCS, n, llm, None, window_chars=200, **kw), llm
 
 
@@ -110,3 +110,14 @@ def test_a_long_lower_case_sentence_is_split_at_its_full_stops():
     assert passage_sentences(text, 0, len(text), max_chars=20) == [(0, 13), (14, 42), (43, 61)]
     assert [text[a:b] for a, b in passage_sentences(text, 0, len(text), max_chars=20)] == [
         "revenue grew.", "these increases were offset.", "fees rose in 2007."]
+
+
+def test_the_defaults_are_the_measured_best_settings(tmp_path):
+    # numbered sentences, two content re-asks, no earlier questions shown (data/own/generation_runs.csv)
+    llm = ScriptedLLM([numbered("Where does the Elbe rise?", 9), numbered("Where does the Elbe rise?", 1)],
+                      tmp_path / "llm.sqlite")
+    result = generate_questions(DOCS, 1, llm, None, window_chars=200)
+    assert (result.settings["excerpt_mode"], result.settings["content_repairs"], result.settings["n_previous"]) == (
+        "sentence_numbers", 2, 0)
+    assert result.questions[0]["references"] == [{"content": TEXT_A[0:47], "start_index": 0, "end_index": 47}]
+    assert "Earlier questions about this document:\n(none)" in llm.requests[0]["messages"][1]["content"]

@@ -272,7 +272,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                 docs, args.n, llm, embedder, seed=args.seed, window_chars=args.window_chars,
                 allocation=args.allocation, dedup_threshold=None if args.no_dedup else args.dedup_threshold,
                 content_repairs=args.content_repairs, excerpt_margin_chars=args.excerpt_margin,
-                excerpt_mode=args.excerpt_mode,
+                excerpt_mode=args.excerpt_mode, n_previous=args.previous,
                 progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
             )
         finally:
@@ -362,10 +362,13 @@ def add_parsers(sub: Any) -> None:
                           "on each side (default 200; 0 = the passage only)")
     from chunkwise.experiments.questions import EXCERPT_MODES
 
-    gen.add_argument("--excerpt-mode", choices=EXCERPT_MODES, default="copy",
-                     help="copy (default): the model copies the answering sentences (Chroma's method; a reworded "
-                          "copy is dropped); sentence_numbers: the passage is shown with numbered sentences and "
-                          "the model names their numbers, so references are verbatim by construction")
+    gen.add_argument("--excerpt-mode", choices=EXCERPT_MODES, default="sentence_numbers",
+                     help="sentence_numbers (default): the passage is shown with numbered sentences and the model "
+                          "names the ones that answer, so references are verbatim by construction; copy: the model "
+                          "copies the answering sentences (Chroma's method; a reworded copy is dropped)")
+    gen.add_argument("--previous", type=int, default=0, metavar="N",
+                     help="show the model the last N questions kept for the same document (default 0: the local "
+                          "model copied them more often than it avoided them)")
     gen.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of the near-duplicate filter")
     gen.add_argument("--llm-cache", default=None, metavar="SQLITE",
                      help="LLM response cache file (default chunkwise's cache, ~/.cache/chunkwise/llm.sqlite)")
