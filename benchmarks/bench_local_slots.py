@@ -36,7 +36,7 @@ from chunkwise.llm.weights import resolve_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "data" / "crud" / "llm_cache.sqlite"
-#: The FCI extraction prompt's system message starts so (chunkwise.pgrag.extract).
+#: The FCI extraction prompt's system message starts so (chunkwise.crud.pgrag.extract).
 FCI_SYSTEM = "You turn a news article into verifiable facts"
 
 

@@ -33,7 +33,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from chunkwise.pgrag.walk import (  # noqa: E402
+from chunkwise.crud.pgrag.walk import (  # noqa: E402
     AMBIGUOUS_THRESHOLD_CODE,
     AMBIGUOUS_THRESHOLD_PAPER,
     SUPPORT_THRESHOLD_CODE,

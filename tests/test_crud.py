@@ -1,4 +1,4 @@
-"""Tests for the CRUD-RAG data layer (chunkwise.datasets.crud) and baselines (chunkwise.rag).
+"""Tests for the CRUD-RAG data layer (chunkwise.crud.data) and baselines (chunkwise.crud.rag).
 
 Nothing here touches the network: downloads are simulated by monkeypatching
 :func:`pooch.retrieve`. Tests that read the real mirror (``$CHUNKWISE_DATA_MIRROR``) are skipped
@@ -19,10 +19,10 @@ import pandas as pd
 import pooch
 import pytest
 
-from chunkwise.datasets import crud
+from chunkwise.crud import data as crud
 from chunkwise.datasets import fetch as fetch_mod
 from chunkwise.datasets.fetch import ManifestEntry
-from chunkwise.rag import (
+from chunkwise.crud.rag import (
     CRUD_CHUNK_SIZE,
     RESULT_COLUMNS,
     CorpusChunk,
@@ -30,7 +30,7 @@ from chunkwise.rag import (
     answer,
     build_prompt,
     build_retrievers,
-    chunk_corpus,
+    chunk_articles,
     parse_response,
     run_baselines,
 )
@@ -126,7 +126,7 @@ def test_mirror_source_has_the_first_50_one_document_items(source, cache, monkey
 def test_items_without_gold_news_and_a_pool_without_gold(tmp_path):
     """Items without news are accepted by the mirror route only; pooled_corpus(add_gold=False)
     keeps the pool to what BM25 finds, and the file round-trips that setting."""
-    from chunkwise.datasets.crud import _normalise_item
+    from chunkwise.crud.data import _normalise_item
 
     with pytest.raises(ValueError, match="lacks fields"):
         _normalise_item({"ID": "a", "questions": "q", "answers": "x"}, "questanswer_1doc", "upstream")
@@ -370,13 +370,13 @@ def test_sentence_chunker_is_exact_and_cuts_at_chinese_full_stops():
 
 
 def test_chunk_corpus_ids_and_splitters():
-    chunks = chunk_corpus(["甲。" * 200, "乙"], ["d1", "d2"])
+    chunks = chunk_articles(["甲。" * 200, "乙"], ["d1", "d2"])
     assert chunks[0].chunk_id == "d1#0" and chunks[-1] == CorpusChunk("d2#0", "d2", "乙", 0, 1, count_tokens("乙"))
     assert {c.doc_id for c in chunks} == {"d1", "d2"}
-    fixed = chunk_corpus(["甲。" * 200], splitter="fixed")
+    fixed = chunk_articles(["甲。" * 200], splitter="fixed")
     assert all(c.n_tokens <= 128 for c in fixed) and fixed[0].chunk_id == "doc0#0"
     with pytest.raises(ValueError):
-        chunk_corpus(["a"], splitter="semantic")
+        chunk_articles(["a"], splitter="semantic")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -662,7 +662,7 @@ def test_checkpoint_reuses_an_answer_only_for_the_same_request(tmp_path):
 
 
 def test_default_checkpoint_follows_chunkwise_cache_dir(tmp_path, monkeypatch):
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "c"))
     assert cx.default_checkpoint() == tmp_path / "c" / "crud_answers.jsonl"
@@ -734,7 +734,7 @@ def test_load_pool_names_another_items_gold_article_retrieved_for_the_subset(tmp
 def test_build_pool_takes_any_subset_of_the_committed_pool(tasks, n_items, top_n):
     import warnings
 
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     root = Path(__file__).resolve().parents[1]
     tasks = tasks or ["questanswer_1doc", "questanswer_2docs", "questanswer_3docs"]
@@ -781,7 +781,7 @@ def test_build_retrievers_with_given_embedders_and_reranker():
 def test_id_text_pairs_accepts_every_chunk_form_and_rejects_bad_input():
     from types import SimpleNamespace
 
-    from chunkwise.rag.chunking import CorpusChunk, id_text_pairs
+    from chunkwise.crud.rag.chunking import CorpusChunk, id_text_pairs
 
     chunks = [CorpusChunk("d#0", "d", "甲乙", 0, 2, 2), SimpleNamespace(id="x", text="丙"), ("p", "丁"), "戊"]
     assert id_text_pairs(chunks) == (["d#0", "x", "p", "3"], ["甲乙", "丙", "丁", "戊"])
@@ -840,7 +840,7 @@ def _scores_frame(values: dict[str, list[float]], task: str = "questanswer_1doc"
 
 def test_paired_with_reports_the_bootstrap_interval_of_the_shared_questions():
     from chunkwise.evaluation.stats import paired_difference_ci
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     nan = float("nan")
     scores = _scores_frame({"dense": [0.5, 0.4, 0.9, 0.1, 0.3], "pg_rag": [0.6, nan, 0.7, 0.3, 0.5],
@@ -860,7 +860,7 @@ def test_paired_with_reports_the_bootstrap_interval_of_the_shared_questions():
 
 
 def test_answer_counts_never_zero_fill():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     nan = float("nan")
     scores = _scores_frame({"dense": [0.5, nan, nan], "bm25": [0.1, 0.2, 0.3]})
@@ -874,7 +874,7 @@ def test_answer_counts_never_zero_fill():
 
 
 def test_rank_correlation_with_paper_resamples_our_questions():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     paper = pd.DataFrame({"doc1_f1qe": [10.0, 20.0, 30.0, 40.0]}, index=["w/o RAG", "BM25", "DPR", "PG-RAG"])
     same_order = _scores_frame({"none": [0.1, 0.1, 0.2], "bm25": [0.2, 0.3, 0.3], "dense": [0.4, 0.4, 0.5],
@@ -895,7 +895,7 @@ def test_rank_correlation_with_paper_resamples_our_questions():
 
 
 def test_pool_variant_effect_pairs_the_same_questions_across_runs():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     nan = float("nan")
     default = pd.concat([_scores_frame({"dense": [0.5, 0.4, 0.2]}),
@@ -912,7 +912,7 @@ def test_pool_variant_effect_pairs_the_same_questions_across_runs():
 
 
 def test_describe_difference_says_what_the_interval_supports():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     idx = pd.MultiIndex.from_tuples([("dense", "t", "a"), ("dense", "t", "b"), ("dense", "t", "c"), ("dense", "t", "d")],
                                     names=["reference", "task", "method"])
@@ -933,7 +933,7 @@ def _paired_rows(rows):
 
 
 def test_headline_verdict_claims_only_what_the_intervals_support():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     nan = float("nan")
     rank_pos = {"spearman": 0.61, "ci_low": 0.12, "ci_high": 0.88, "n_questions": 50}
@@ -967,7 +967,7 @@ def test_headline_verdict_claims_only_what_the_intervals_support():
 
 
 def test_same_context_share_compares_retrieved_sets():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     answers = pd.DataFrame({
         "task": ["t"] * 6, "ID": ["1", "1", "2", "2", "3", "3"],
@@ -980,7 +980,7 @@ def test_same_context_share_compares_retrieved_sets():
 
 
 def test_ordering_result_compares_pg_rag_with_the_best_baseline_on_shared_questions():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     n = 12
     scores = _scores_frame({
@@ -1000,7 +1000,7 @@ def test_ordering_result_compares_pg_rag_with_the_best_baseline_on_shared_questi
 
 
 def test_format_stat_prints_counts_as_integers_and_shares_as_percent():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     assert cx.format_stat("nodes", 1290.0) == "1,290" and cx.format_stat("documents", 103) == "103"
     assert cx.format_stat("compression_ratio", 1.8507) == "1.85"
@@ -1017,7 +1017,7 @@ def test_format_stat_prints_counts_as_integers_and_shares_as_percent():
 
 
 def test_readable_paired_puts_the_interval_in_brackets():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     nan = float("nan")
     idx = pd.MultiIndex.from_tuples([("t", "a"), ("t", "b")], names=["task", "method"])
@@ -1031,7 +1031,7 @@ def test_readable_paired_puts_the_interval_in_brackets():
 
 
 def test_chapter_answer_states_the_differences_their_intervals_and_the_verdict():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     paired = _paired_rows([("dense", 2.34, -4.41, 9.26), ("bm25", 1.04, -6.53, 9.19)])
     paired["n_shared"] = [46, 45]

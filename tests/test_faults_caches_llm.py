@@ -98,7 +98,7 @@ class _NaNEngine:
 
 
 def _find(name: str) -> Any:
-    for module in ("chunkwise.embeddings", "chunkwise.retrieval", "chunkwise.rag.retrievers"):
+    for module in ("chunkwise.embeddings", "chunkwise.retrieval", "chunkwise.crud.rag.retrievers"):
         found = getattr(importlib.import_module(module), name, None)
         if found is not None:
             return found
@@ -497,7 +497,7 @@ def test_llm_weights_model_path_that_is_a_directory(tmp_path: Path, capsys: pyte
 def test_a_saved_kgp_graph_with_nan_embeddings_is_refused_on_load(tmp_path: Path) -> None:
     from fakes import CharEmbedder
 
-    from chunkwise.rag.kgp import PassageGraph
+    from chunkwise.crud.rag.kgp import PassageGraph
 
     corpus = [("A", "tea at noon"), ("B", "rain at night"), ("C", "tea in the rain")]
     graph = PassageGraph.build(corpus, CharEmbedder([t for _, t in corpus]), lexical_threshold=0.2, semantic_k=1)
@@ -511,7 +511,7 @@ def test_a_saved_kgp_graph_with_nan_embeddings_is_refused_on_load(tmp_path: Path
 
 
 def test_a_saved_pseudo_graph_with_nan_embeddings_is_refused_on_load(tmp_path: Path) -> None:
-    from chunkwise.pgrag.graph import GraphNode, PseudoGraph
+    from chunkwise.crud.pgrag.graph import GraphNode, PseudoGraph
 
     nodes = [GraphNode(0, "d", "topic", "topic", -1, 0, "topic"), GraphNode(1, "d", "fact", "fact", 0, 1, "topic > fact")]
     graph = PseudoGraph(nodes, [[0, 1]], np.eye(2, dtype=np.float32), [], {})

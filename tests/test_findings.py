@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from chunkwise import findings as fd
-from chunkwise.experiments import crud
+from chunkwise.crud import experiment as crud
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = ROOT / "data" / "findings" / "claims.csv"

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from chunkwise.evaluation.generation import (
+from chunkwise.crud.answer_metrics import (
     METRIC_LABELS,
     UNANSWERABLE,
-    GenerationMetricError,
+    AnswerMetricError,
     MetricResult,
     QuestEval,
     bert_score,
@@ -23,10 +23,10 @@ from chunkwise.evaluation.generation import (
     bleu_stats,
     embedding_cosine_score,
     is_unanswerable,
-    load_quest_gt,
+    validate_quest_gt,
     rouge_l,
-    score_generation,
-    summarize_generation,
+    score_answer_texts,
+    summarize_answer_scores,
     token_f1,
     tokenize,
 )
@@ -164,9 +164,9 @@ def test_bleu_bp_zero_pin_and_empty_inputs():
     assert bleu_stats("a b c d", ref2).brevity_penalty > 0
     assert bleu("a b c d", ref2, "crud") == pytest.approx(1.0)
     # Empty reference: undefined -> raises.
-    with pytest.raises(GenerationMetricError):
+    with pytest.raises(AnswerMetricError):
         bleu(B22, "  ")
-    with pytest.raises(GenerationMetricError):
+    with pytest.raises(AnswerMetricError):
         rouge_l(B22, "")
     assert rouge_l("", B22) == 0.0
     with pytest.raises(ValueError):
@@ -311,7 +311,7 @@ def test_quest_eval_cache_hit_from_benchmark_file():
     path = _quest_dir() / "QuestAnswer1Doc_quest_gt_save.json"
     if not path.is_file():
         pytest.skip("CRUD-RAG quest_eval files not in the data mirror")
-    gt = load_quest_gt(path)
+    gt = validate_quest_gt(path)
     assert len(gt) == 800
     assert sum(len(e["question"]) != len(e["answers"]) for e in gt.values()) == 40
     entry = gt[QUEST_ID_1DOC]
@@ -422,13 +422,13 @@ def test_quest_eval_unanswerable_cases():
 def test_quest_eval_wrong_answer_count_raises_and_batch_records_it():
     cache = {"ok": {"key_info": [], "question": ["q1", "q2"], "answers": ["北京", "2023年"]}}
     llm = quest_llm(answers={"回答": ["北京"]}, check_schema=False)  # the reply reaches the parser
-    with pytest.raises(GenerationMetricError, match="1 answers for 2 questions"):
+    with pytest.raises(AnswerMetricError, match="1 answers for 2 questions"):
         QuestEval(llm, cache).score("回答", "参考", id="ok")
-    df = score_generation(["回答"], ["参考"], ["ok"], metrics=["quest_eval"], quest_eval=QuestEval(llm, cache))
+    df = score_answer_texts(["回答"], ["参考"], ["ok"], metrics=["quest_eval"], quest_eval=QuestEval(llm, cache))
     assert np.isnan(df.loc[0, "quest_recall"]) and np.isnan(df.loc[0, "quest_avg_f1"])
     assert any("1 answers for 2 questions" in m for m in df.loc[0, "missing"])
-    with pytest.raises(GenerationMetricError):
-        score_generation(["回答"], ["参考"], ["ok"], metrics=["quest_eval"], quest_eval=QuestEval(llm, cache), errors="raise")
+    with pytest.raises(AnswerMetricError):
+        score_answer_texts(["回答"], ["参考"], ["ok"], metrics=["quest_eval"], quest_eval=QuestEval(llm, cache), errors="raise")
 
 
 def test_token_f1_and_unanswerable_forms():
@@ -446,7 +446,7 @@ def test_token_f1_and_unanswerable_forms():
 
 def test_score_generation_dataframe():
     emb = FakeEmbedder({B22: [1, 0], ZH_CAND: [1, 1], ZH_REF: [0, 1]})
-    df = score_generation(
+    df = score_answer_texts(
         [B22, ZH_CAND, None, "x"],
         [B22, ZH_REF, B22, ""],
         ids=["a", "b", "c", "d"],
@@ -467,7 +467,7 @@ def test_score_generation_dataframe():
     assert df.attrs["labels"]["bleu_standard"] == "BLEU (standard)"
     assert METRIC_LABELS["embedding_cosine"].startswith("Embedding cosine")
 
-    summary = summarize_generation(df).set_index("metric")
+    summary = summarize_answer_scores(df).set_index("metric")
     assert summary.loc["rouge_l", "n"] == 2 and summary.loc["rouge_l", "n_missing"] == 2
     assert summary.loc["rouge_l", "mean"] == pytest.approx((1 + 7 / 9) / 2)
 
@@ -475,16 +475,16 @@ def test_score_generation_dataframe():
 def test_score_generation_with_quest_eval_and_validation():
     cache = {"a": {"key_info": [], "question": ["天气如何？"], "answers": ["晴转多云"]}}
     llm = quest_llm(answers={B22: ["晴转多云"]})
-    df = score_generation([B22], [B22], ["a"], metrics=["rouge_l", "quest_eval"], quest_eval=QuestEval(llm, cache))
+    df = score_answer_texts([B22], [B22], ["a"], metrics=["rouge_l", "quest_eval"], quest_eval=QuestEval(llm, cache))
     assert df.loc[0, ["rouge_l", "quest_recall", "quest_avg_f1"]].tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(ValueError, match="unknown metrics"):
-        score_generation([B22], [B22], metrics=["meteor"])
+        score_answer_texts([B22], [B22], metrics=["meteor"])
     with pytest.raises(ValueError, match="needs quest_eval"):
-        score_generation([B22], [B22], metrics=["quest_eval"])
+        score_answer_texts([B22], [B22], metrics=["quest_eval"])
     with pytest.raises(ValueError, match="needs embedder"):
-        score_generation([B22], [B22], metrics=["embedding_cosine"])
+        score_answer_texts([B22], [B22], metrics=["embedding_cosine"])
     with pytest.raises(ValueError):
-        score_generation([B22], [B22, B22])
+        score_answer_texts([B22], [B22, B22])
     with pytest.raises(TypeError):
         QuestEval(object())
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from chunkwise.llm.client import LLMJSONError, LLMResponse
-from chunkwise.rag.chunking import CorpusChunk
-from chunkwise.rag.graphrag import (
+from chunkwise.crud.rag.chunking import CorpusChunk
+from chunkwise.crud.rag.graphrag import (
     COMMUNITY_SCHEMA,
     EXTRACTION_SCHEMA,
     GraphIndex,

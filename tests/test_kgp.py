@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from chunkwise.rag.kgp import NEXT_EVIDENCE_PROMPT, KGPRetriever, PassageGraph
+from chunkwise.crud.rag.kgp import NEXT_EVIDENCE_PROMPT, KGPRetriever, PassageGraph
 from chunkwise.retrieval import Hit, Retriever, tokenize_zh
 from fakes import CharEmbedder, FakeChatModel
 

@@ -323,7 +323,7 @@ def _quest_reply(body: dict[str, Any]) -> str:
     """Answers each listed question with the word after 'ans:' in the text, else the unanswerable marker."""
     import re
 
-    from chunkwise.evaluation.generation import UNANSWERABLE
+    from chunkwise.crud.answer_metrics import UNANSWERABLE
 
     prompt = body["messages"][-1]["content"]
     text = prompt.split("<<<", 1)[1].split(">>>", 1)[0]
@@ -334,7 +334,7 @@ def _quest_reply(body: dict[str, Any]) -> str:
 
 
 def test_quest_eval_score_many_equals_score_and_holds_errors(tmp_path: Path) -> None:
-    from chunkwise.evaluation.generation import QuestEval, score_generation
+    from chunkwise.crud.answer_metrics import QuestEval, score_answer_texts
 
     gt = {
         "a": {"key_info": [], "question": ["q1", "q2"], "answers": ["x", "y"]},
@@ -358,8 +358,8 @@ def test_quest_eval_score_many_equals_score_and_holds_errors(tmp_path: Path) -> 
             assert (one.recall.value, one.avg_f1.value, one.candidate_answers) == (
                 many[i].recall.value, many[i].avg_f1.value, many[i].candidate_answers)
         assert server.chat_count == 0
-        # score_generation records the failed item as missing, never 0
-        df = score_generation(cands, ["r"] * 5, ids=ids, metrics=["quest_eval"], quest_eval=qe)
+        # score_answer_texts records the failed item as missing, never 0
+        df = score_answer_texts(cands, ["r"] * 5, ids=ids, metrics=["quest_eval"], quest_eval=qe)
         assert df["quest_recall"].tolist()[:3] == [1.0, 0.5, 0.0] and df["quest_recall"].isna().tolist()[3]
         assert "LLMRequestError" in df["missing"][3][0]
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from chunkwise.pgrag import (
+from chunkwise.crud.pgrag import (
     PGIndexer,
     PGRetriever,
     PseudoGraph,
@@ -20,7 +20,7 @@ from chunkwise.pgrag import (
     similarity_clusters,
     verify_fcis,
 )
-from chunkwise.pgrag.retrieve import key_points
+from chunkwise.crud.pgrag.retrieve import key_points
 from fakes import FakeChatModel
 
 # -- test doubles ----------------------------------------------------------------------------
@@ -203,7 +203,7 @@ class TableEmbedder:
 
 
 def test_fitted_fusion_threshold_is_a_quantile_of_cross_document_pairs():
-    from chunkwise.pgrag.graph import cross_document_similarities, fit_fusion_threshold
+    from chunkwise.crud.pgrag.graph import cross_document_similarities, fit_fusion_threshold
 
     e = np.array([[1, 0], [1, 0], [0.8, 0.6], [0, 1]], dtype=float)
     docs = ["a", "a", "b", "c"]  # the pair (0, 1) is inside document a and never counts
@@ -223,7 +223,7 @@ def test_fitted_fusion_threshold_is_a_quantile_of_cross_document_pairs():
 
 
 def test_graph_with_fitted_thresholds_records_the_rule_and_its_statistics():
-    from chunkwise.pgrag import super_node_stats
+    from chunkwise.crud.pgrag import super_node_stats
 
     # four one-fact documents; topics T0..T3 and facts at chosen angles
     maps = [(f"d{i}", parse_mindmap({f"T{i}": {"facts": [f"F{i}"]}})) for i in range(4)]
@@ -360,7 +360,7 @@ def test_real_local_model_indexes_resumes_and_walks(tmp_path):
     from chunkwise.llm import LLMClient
     from chunkwise.llm.local import LocalLLMServer, llama_cpp_available
     from chunkwise.llm.weights import WeightsNotFoundError, default_models_dir, resolve_gguf
-    from chunkwise.pgrag import PGIndexer, PGRetriever
+    from chunkwise.crud.pgrag import PGIndexer, PGRetriever
     from chunkwise.embeddings import make_dense_embedders
 
     if not llama_cpp_available():

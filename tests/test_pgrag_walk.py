@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunkwise.pgrag import walk
-from chunkwise.pgrag.walk import (
+from chunkwise.crud.pgrag import walk
+from chunkwise.crud.pgrag.walk import (
     AMBIGUOUS_THRESHOLD,
     AMBIGUOUS_THRESHOLD_CODE,
     AMBIGUOUS_THRESHOLD_PAPER,

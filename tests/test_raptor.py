@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from chunkwise.rag.chunking import CorpusChunk
-from chunkwise.rag.raptor import (
+from chunkwise.crud.rag.chunking import CorpusChunk
+from chunkwise.crud.rag.raptor import (
     CollapsedTreeRetriever,
     RaptorTree,
     TreeTraversalRetriever,

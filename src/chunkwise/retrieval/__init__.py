@@ -20,7 +20,7 @@ The evaluation grid's retrievers (``"dense"``, ``"bm25"``, ``"hybrid"``, and any
 are registered in :mod:`~chunkwise.retrieval.registry`, each a ranking function over these parts.
 
 Embedders live in :mod:`chunkwise.embeddings`; the CRUD-RAG baselines are wired from these parts
-in :mod:`chunkwise.rag.retrievers`.
+in :mod:`chunkwise.crud.rag.retrievers`.
 """
 
 from chunkwise.retrieval.base import DEFAULT_TOP_K, Hit, NoRetriever, Retriever, as_pairs, check_top_k

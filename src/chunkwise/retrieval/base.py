@@ -2,7 +2,7 @@
 
 A retriever has a ``name`` and ``retrieve(question, top_k) -> list[Hit]``, a hit being the
 tuple ``(chunk_id, text, score)``, best first. Chunks are given as objects with ``chunk_id`` and
-``text`` attributes (e.g. :class:`chunkwise.rag.chunking.CorpusChunk`), ``(id, text)`` pairs,
+``text`` attributes (e.g. :class:`chunkwise.crud.rag.chunking.CorpusChunk`), ``(id, text)`` pairs,
 or plain strings (their position is the id).
 """
 

@@ -1,4 +1,4 @@
-"""Generation metrics of the CRUD-RAG benchmark: BLEU, ROUGE-L, BERTScore, RAGQuestEval.
+"""Answer metrics of the CRUD-RAG benchmark: BLEU, ROUGE-L, BERTScore, RAGQuestEval.
 
 CRUD-RAG (Lyu et al., 2024) scores a generated answer (the *candidate*) against the
 benchmark's reference answer with n-gram overlap (BLEU, ROUGE-L), a semantic similarity,
@@ -74,7 +74,7 @@ N is the *effective order*, set by ``effective_order``:
 
 An empty candidate scores a real 0.0 in both variants (no n-gram matches; ``BP = 0``). An
 empty reference is undefined (CRUD-RAG's code returns 0.0): it raises
-:class:`GenerationMetricError`.
+:class:`AnswerMetricError`.
 
 ROUGE-L
 -------
@@ -140,7 +140,7 @@ for exactly one answer per question, so no reply is ever aligned by position gue
 
 Batch scoring
 -------------
-:func:`score_generation` returns one row per item: ``id``, one column per metric value
+:func:`score_answer_texts` returns one row per item: ``id``, one column per metric value
 (``NaN`` when missing) and ``missing``, a list of ``"column: reason"`` strings. A metric that
 fails for one item is recorded there; nothing becomes a silent 0. ``df.attrs["labels"]``
 maps columns to the labels in :data:`METRIC_LABELS`.
@@ -192,8 +192,8 @@ __all__ = [
     "METRIC_LABELS",
     "QUESTEVAL_MAX_TOKENS",
     "UNANSWERABLE",
+    "AnswerMetricError",
     "BleuStats",
-    "GenerationMetricError",
     "MetricResult",
     "QuestEval",
     "QuestEvalResult",
@@ -203,12 +203,12 @@ __all__ = [
     "bleu_stats",
     "embedding_cosine_score",
     "is_unanswerable",
-    "load_quest_gt",
     "rouge_l",
-    "score_generation",
-    "summarize_generation",
+    "score_answer_texts",
+    "summarize_answer_scores",
     "token_f1",
     "tokenize",
+    "validate_quest_gt",
 ]
 
 #: CRUD-RAG's marker for a question the text cannot answer ("cannot be inferred").
@@ -222,7 +222,7 @@ BLEU_VARIANTS = ("crud", "standard")
 #: Values of ``effective_order`` in :func:`bleu`.
 EFFECTIVE_ORDERS = ("reference", "candidate", "fixed")
 
-#: Metric names accepted by :func:`score_generation` and the columns each one fills.
+#: Metric names accepted by :func:`score_answer_texts` and the columns each one fills.
 METRICS: dict[str, tuple[str, ...]] = {
     "bleu_crud": ("bleu_crud",),
     "bleu_standard": ("bleu_standard",),
@@ -253,7 +253,7 @@ _UNANSWERABLE_FORMS = frozenset(
 _ANSWER_STRIP = " \t\r\n\u3000。.！!？?\"'“”‘’「」"
 
 
-class GenerationMetricError(ValueError):
+class AnswerMetricError(ValueError):
     """A metric is undefined for an input (e.g. an empty reference) or could not be computed."""
 
 
@@ -415,7 +415,7 @@ def bleu_stats(
 
     Raises
     ------
-    GenerationMetricError
+    AnswerMetricError
         If the reference has no tokens.
     TypeError, ValueError
         For non-string inputs or bad options.
@@ -428,12 +428,12 @@ def bleu_stats(
     cand = tokenize(candidate, lowercase)
     ref = tokenize(reference, lowercase)
     if not ref:
-        raise GenerationMetricError("BLEU is undefined for an empty reference.")
+        raise AnswerMetricError("BLEU is undefined for an empty reference.")
     score = _sacrebleu_scorer(max_order).corpus_score([" ".join(cand)], [[" ".join(ref)]])
     matches = tuple(int(x) for x in score.counts)
     totals = tuple(int(x) for x in score.totals)
     if (int(score.sys_len), int(score.ref_len)) != (len(cand), len(ref)):  # pragma: no cover - guard
-        raise GenerationMetricError("sacrebleu re-split the tokens differently; this is a bug.")
+        raise AnswerMetricError("sacrebleu re-split the tokens differently; this is a bug.")
     # Precisions and the combination exactly as tensorflow/nmt's compute_bleu (HF evaluate).
     precisions = tuple(m / t if t > 0 else 0.0 for m, t in zip(matches, totals))
     if effective_order == "reference":
@@ -489,7 +489,7 @@ def bleu(
 
     Raises
     ------
-    GenerationMetricError
+    AnswerMetricError
         If the reference is empty (no tokens).
 
     Examples
@@ -531,7 +531,7 @@ def rouge_l(candidate: str, reference: str, lowercase: bool = False) -> float:
 
     Raises
     ------
-    GenerationMetricError
+    AnswerMetricError
         If the reference is empty (no tokens). An empty candidate scores 0.0.
 
     Examples
@@ -541,7 +541,7 @@ def rouge_l(candidate: str, reference: str, lowercase: bool = False) -> float:
     """
     _check_pair(candidate, reference)
     if not tokenize(reference, lowercase):
-        raise GenerationMetricError("ROUGE-L is undefined for an empty reference.")
+        raise AnswerMetricError("ROUGE-L is undefined for an empty reference.")
     scores = _rouge_scorer(lowercase).score(reference, candidate)  # (target, prediction)
     return float(scores["rougeL"].fmeasure)
 
@@ -807,7 +807,7 @@ def _validate_gt_entry(key: str, entry: Any) -> dict[str, list[Any]]:
     return out
 
 
-def load_quest_gt(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, dict[str, list[Any]]]:
+def validate_quest_gt(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, dict[str, list[Any]]]:
     """Read and check a RAGQuestEval ground-truth cache (CRUD-RAG's ``*_quest_gt_save.json``).
 
     Parameters
@@ -889,7 +889,7 @@ def _answer_schema(n: int) -> dict[str, Any]:
     }
 
 
-class _Undefined(GenerationMetricError):
+class _Undefined(AnswerMetricError):
     """RAGQuestEval is undefined for this item (recorded as missing, not raised by score())."""
 
 
@@ -942,7 +942,7 @@ class QuestEval:
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
             raise ValueError(f"max_tokens must be an int >= 1 or None (no limit), got {max_tokens!r}.")
         self.llm = llm
-        self.cache = load_quest_gt(gt_cache) if gt_cache is not None else {}
+        self.cache = validate_quest_gt(gt_cache) if gt_cache is not None else {}
         self.on_mismatch = on_mismatch
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -968,14 +968,14 @@ class QuestEval:
 
         Raises
         ------
-        GenerationMetricError
+        AnswerMetricError
             If the reply has no usable questions.
         """
         value = self._ask(_GEN_PROMPT.format(text=reference.strip()), _GEN_SCHEMA)
         questions = value.get("question") if isinstance(value, Mapping) else None
         usable = isinstance(questions, list) and bool(questions)
         if not usable or not all(isinstance(q, str) and q.strip() for q in questions):  # type: ignore[union-attr]
-            raise GenerationMetricError(f"question generation returned no usable questions: {value!r:.300}")
+            raise AnswerMetricError(f"question generation returned no usable questions: {value!r:.300}")
         key_info = value.get("key_info") or []
         if not isinstance(key_info, list):
             key_info = []
@@ -986,7 +986,7 @@ class QuestEval:
 
         Raises
         ------
-        GenerationMetricError
+        AnswerMetricError
             If the reply does not hold exactly one answer per question.
         """
         n = len(questions)
@@ -1013,7 +1013,7 @@ class QuestEval:
         answers = value.get("answers") if isinstance(value, Mapping) else None
         if not isinstance(answers, list) or len(answers) != n:
             got = len(answers) if isinstance(answers, list) else type(answers).__name__
-            raise GenerationMetricError(f"the LLM returned {got} answers for {n} questions: {value!r:.300}")
+            raise AnswerMetricError(f"the LLM returned {got} answers for {n} questions: {value!r:.300}")
         out: list[str | None] = []
         for a in answers:
             if a is None or isinstance(a, str):
@@ -1021,7 +1021,7 @@ class QuestEval:
             elif isinstance(a, (int, float)) and not isinstance(a, bool):
                 out.append(str(a))
             else:
-                raise GenerationMetricError(f"answer {a!r} is not a string.")
+                raise AnswerMetricError(f"answer {a!r} is not a string.")
         return out
 
     # -- ground truth ------------------------------------------------------------------
@@ -1031,7 +1031,7 @@ class QuestEval:
 
         Raises
         ------
-        GenerationMetricError
+        AnswerMetricError
             When the ground truth cannot be had (empty reference where one is needed, or a
             mismatched cached entry with ``on_mismatch="missing"``).
         LLMError
@@ -1102,7 +1102,7 @@ class QuestEval:
         ------
         LLMError
             When a request fails (so failures are never scored 0).
-        GenerationMetricError
+        AnswerMetricError
             When the LLM's reply cannot be used (wrong number of answers, no questions).
 
         Notes
@@ -1197,7 +1197,7 @@ class QuestEval:
                 continue
             try:
                 answers = self._parse_answers(res.value, len(gts[i].questions))
-            except GenerationMetricError as exc:
+            except AnswerMetricError as exc:
                 out[i] = exc
                 continue
             out[i] = self._result(keys[i], gts[i], answers)
@@ -1233,7 +1233,7 @@ def _nonempty(text: Any) -> bool:
 # -- batch --------------------------------------------------------------------------------
 
 
-def score_generation(
+def score_answer_texts(
     candidates: Sequence[str | None],
     references: Sequence[str | None],
     ids: Sequence[Any] | None = None,
@@ -1317,7 +1317,7 @@ def score_generation(
     def guarded(func: Any, *args: Any) -> MetricResult:
         try:
             return MetricResult(func(*args))
-        except GenerationMetricError as exc:
+        except AnswerMetricError as exc:
             if errors == "raise":
                 raise
             return MetricResult.missing(str(exc))
@@ -1369,8 +1369,8 @@ def score_generation(
     return df
 
 
-def summarize_generation(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean of each metric column of :func:`score_generation` over the items that have it.
+def summarize_answer_scores(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean of each metric column of :func:`score_answer_texts` over the items that have it.
 
     Returns
     -------

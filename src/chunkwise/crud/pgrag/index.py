@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chunkwise._jsonl import JSONLStore
-from chunkwise.pgrag.extract import (
+from chunkwise.crud.pgrag.extract import (
     ROUGE_THRESHOLD,
     SEMANTIC_THRESHOLD,
     Extraction,
     extract_verified_fcis_many,
 )
-from chunkwise.pgrag.graph import FACT_ALPHA, FACT_THRESHOLD, TOPIC_ALPHA, TOPIC_THRESHOLD, PseudoGraph, super_node_stats
-from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmaps, parse_mindmap
+from chunkwise.crud.pgrag.graph import FACT_ALPHA, FACT_THRESHOLD, TOPIC_ALPHA, TOPIC_THRESHOLD, PseudoGraph, super_node_stats
+from chunkwise.crud.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmaps, parse_mindmap
 
 if TYPE_CHECKING:
     from chunkwise.llm.protocol import ChatModel
@@ -73,7 +73,7 @@ class PGIndexer:
         FCI verification thresholds (the authors' 0.15 / 0.85).
     topic_threshold, fact_threshold : float or "fitted"
         Fusion thresholds (the authors' 0.92 / 0.98), or ``"fitted"`` to the embedding space
-        (:func:`chunkwise.pgrag.graph.fit_fusion_threshold`).
+        (:func:`chunkwise.crud.pgrag.graph.fit_fusion_threshold`).
     topic_alpha, fact_alpha : float in (0, 1)
         Shares of cross-document pairs the fitted thresholds fuse (defaults 1% and 0.1%).
 
@@ -150,8 +150,8 @@ class PGIndexer:
     def index_documents(self, docs: Sequence[tuple[str, str]]) -> tuple[list[DocumentRecord], Exception | None]:
         """Index several documents, each LLM stage as one batch.
 
-        Extraction rounds (:func:`~chunkwise.pgrag.extract.extract_verified_fcis_many`) and mind
-        maps (:func:`~chunkwise.pgrag.mindmap.generate_mindmaps`) go through the LLM's batch call
+        Extraction rounds (:func:`~chunkwise.crud.pgrag.extract.extract_verified_fcis_many`) and mind
+        maps (:func:`~chunkwise.crud.pgrag.mindmap.generate_mindmaps`) go through the LLM's batch call
         (cache first, the misses at most ``llm.max_concurrency`` at once). ``seconds`` of a
         record is its share of the stage's wall time (the stage time divided by the documents
         in it: with concurrent requests one document's own time is not observable);

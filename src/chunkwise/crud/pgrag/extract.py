@@ -6,7 +6,7 @@ list of *factual check items*: short, self-contained statements that could be ch
 the text (numbers, dates, places, but also opinions and policies). An FCI set is accepted only
 when it stays close to its source on two measures:
 
-- detail recall, as ROUGE-L F on jieba tokens (:func:`chunkwise.evaluation.generation.rouge_l`)
+- detail recall, as ROUGE-L F on jieba tokens (:func:`chunkwise.crud.answer_metrics.rouge_l`)
   of the joined FCIs against the document -- threshold 0.15 in the authors' code;
 - semantic similarity, as the cosine of the two texts' embeddings -- threshold 0.85 in the
   authors' code (they used BERTScore; we use the configured embedder, multilingual-e5-small
@@ -171,7 +171,7 @@ def verify_fcis(
     ValueError
         If ``facts`` is empty or the source is empty.
     """
-    from chunkwise.evaluation.generation import rouge_l
+    from chunkwise.crud.answer_metrics import rouge_l
 
     facts = [f for f in facts if f.strip()]
     if not facts:

@@ -1,7 +1,7 @@
 """The CRUD-RAG harness: every baseline answered and scored, one table per QA task.
 
-Glue between :mod:`chunkwise.rag` (retrieval + generation, checkpointed) and
-:mod:`chunkwise.evaluation.generation` (BLEU, ROUGE-L, BERTScore, RAGQuestEval). A cell that
+Glue between :mod:`chunkwise.crud.rag` (retrieval + answers, checkpointed) and
+:mod:`chunkwise.crud.answer_metrics` (BLEU, ROUGE-L, BERTScore, RAGQuestEval). A cell that
 could not be computed is NaN in the table and its reason is kept in the ``missing`` column of the
 per-item scores; nothing is turned into a silent 0.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from chunkwise.evaluation.generation import QuestEval, score_generation
+from chunkwise.crud.answer_metrics import QuestEval, score_answer_texts
 
 if TYPE_CHECKING:
     from chunkwise.llm.protocol import ChatModel
@@ -39,7 +39,7 @@ def chunkwise_cache_dir() -> Path:
 def default_checkpoint() -> Path:
     """Default answers checkpoint of the chapter: ``<chunkwise_cache_dir()>/crud_answers.jsonl``.
 
-    Its rows are keyed by the generation request (see :func:`chunkwise.rag.run_baselines`), so
+    Its rows are keyed by the generation request (see :func:`chunkwise.crud.rag.run_baselines`), so
     one file serves every parameter setting without mixing their answers.
     """
     return chunkwise_cache_dir() / "crud_answers.jsonl"
@@ -50,7 +50,7 @@ def load_items(
 ) -> list[dict[str, Any]]:
     """The first ``n_items`` QA items of each task (all when ``None``), each with its ``task``.
 
-    ``source`` is :func:`chunkwise.datasets.crud.load_crud_qa`'s: ``"auto"`` (upstream's split,
+    ``source`` is :func:`chunkwise.crud.data.load_crud_qa`'s: ``"auto"`` (upstream's split,
     else the offline mirror: 50 / 3 / 3 items), ``"upstream"``, ``"mirror"`` or ``"subset"``
     (only the 4 / 3 / 3 items that carry their gold news).
 
@@ -59,7 +59,7 @@ def load_items(
     ValueError
         If ``n_items`` is not a positive int or None, or ``source`` is unknown.
     """
-    from chunkwise.datasets.crud import load_crud_qa
+    from chunkwise.crud.data import load_crud_qa
 
     if n_items is not None and (isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 1):
         raise ValueError(f"n_items must be a positive int or None, got {n_items!r}")
@@ -82,27 +82,27 @@ def build_pool(
 ) -> Any:
     """The retrieval pool of the chapter: reuse ``pool_file`` when it matches, else search and save.
 
-    ``add_gold`` is :func:`chunkwise.datasets.crud.pooled_corpus`'s: whether the items' gold news
+    ``add_gold`` is :func:`chunkwise.crud.data.pooled_corpus`'s: whether the items' gold news
     join their BM25 documents; a pool file made with the other setting is not reused.
 
-    A pool file (:func:`chunkwise.datasets.crud.save_pool`) is reused when its ``top_n`` is at
+    A pool file (:func:`chunkwise.crud.data.save_pool`) is reused when its ``top_n`` is at
     least ``top_n`` and it holds every one of these items; for a subset of its items (fewer
     tasks, a smaller ``n_items``) or a smaller ``top_n``, only the documents those items pooled
-    are kept (:func:`chunkwise.datasets.crud.load_pool`). Otherwise the whole available corpus is
+    are kept (:func:`chunkwise.crud.data.load_pool`). Otherwise the whole available corpus is
     BM25-searched (minutes, ~1.2 GB; the index is kept under ``cache_dir``, default
     ``$CHUNKWISE_CACHE_DIR/bm25`` or ``~/.cache/chunkwise/bm25``) and the file is (re)written.
 
     Returns
     -------
-    chunkwise.datasets.crud.PooledCorpus
+    chunkwise.crud.data.PooledCorpus
 
     Raises
     ------
     ValueError
         If ``top_n`` is not a positive int, or the pool file does not match the data
-        (:func:`chunkwise.datasets.crud.load_pool`).
+        (:func:`chunkwise.crud.data.load_pool`).
     """
-    from chunkwise.datasets.crud import _item_key, load_crud_corpus, load_pool, pooled_corpus, save_pool
+    from chunkwise.crud.data import _item_key, load_crud_corpus, load_pool, pooled_corpus, save_pool
 
     if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
         raise ValueError(f"top_n (the chapter's pool_top_n) must be a positive int, got {top_n!r}")
@@ -144,8 +144,8 @@ def run_harness(
     """Answer and score every item with every baseline over a pooled corpus.
 
     The pool's documents are chunked as CRUD-RAG does (128 tokens, no overlap), the retrievers
-    built (:func:`chunkwise.rag.retrievers.build_retrievers`), every item answered
-    (:func:`chunkwise.rag.run_baselines`, checkpointed) and scored (:func:`score_answers`, with
+    built (:func:`chunkwise.crud.rag.retrievers.build_retrievers`), every item answered
+    (:func:`chunkwise.crud.rag.run_baselines`, checkpointed) and scored (:func:`score_answers`, with
     the benchmark's RAGQuestEval ground truth of each task).
 
     Parameters
@@ -157,13 +157,13 @@ def run_harness(
     llm : ChatModel
         Generator, LLM reranker and RAGQuestEval answerer.
     methods : sequence of str or mapping
-        Baseline names for :func:`chunkwise.rag.retrievers.build_retrievers`, or retrievers.
+        Baseline names for :func:`chunkwise.crud.rag.retrievers.build_retrievers`, or retrievers.
     top_k : int, default 8
         Contexts per question (CRUD-RAG's default).
     metrics : sequence of str
-        Metric names of :func:`chunkwise.evaluation.generation.score_generation`.
+        Metric names of :func:`chunkwise.crud.answer_metrics.score_answer_texts`.
     checkpoint : path, optional
-        JSONL checkpoint of the answers (see :func:`chunkwise.rag.run_baselines`).
+        JSONL checkpoint of the answers (see :func:`chunkwise.crud.rag.run_baselines`).
     dense : str or (query, passage) embedders
         The dense retriever's embedders.
     extra_retrievers : mapping, optional
@@ -177,14 +177,14 @@ def run_harness(
     (answers, scores) : two DataFrames
         ``run_baselines``' rows, and :func:`score_answers`' rows (one per item and method).
     """
-    from chunkwise.datasets.crud import load_quest_gt
-    from chunkwise.rag import chunk_corpus, run_baselines
-    from chunkwise.rag.retrievers import build_retrievers
+    from chunkwise.crud.data import load_quest_gt
+    from chunkwise.crud.rag import chunk_articles, run_baselines
+    from chunkwise.crud.rag.retrievers import build_retrievers
 
     if isinstance(methods, Mapping):
         retrievers = dict(methods)
     else:
-        chunks = chunk_corpus(pool.texts, pool.ids)
+        chunks = chunk_articles(pool.texts, pool.ids)
         retrievers = build_retrievers(chunks, list(methods), llm=llm, dense=dense)
     retrievers.update(dict(extra_retrievers or {}))
     answers = run_baselines(items, None, retrievers, llm, top_k=top_k, checkpoint=checkpoint, show_progress=show_progress)
@@ -210,7 +210,7 @@ def score_answers(
     embedder: Any = None,
     bert_score_kwargs: dict | None = None,
 ) -> pd.DataFrame:
-    """Score every row of :func:`chunkwise.rag.run_baselines`' output against its gold answer.
+    """Score every row of :func:`chunkwise.crud.rag.run_baselines`' output against its gold answer.
 
     Parameters
     ----------
@@ -218,7 +218,7 @@ def score_answers(
         Columns ``task``, ``ID``, ``method``, ``answer``, ``parse_ok``, ``gold_answer``,
         ``model_identity``.
     metrics : sequence of str
-        Names from :data:`chunkwise.evaluation.generation.METRICS`.
+        Names from :data:`chunkwise.crud.answer_metrics.METRICS`.
     llm : ChatModel, optional
         Needed for ``quest_eval`` (answers the questions from the generated text).
     quest_gt : dict, optional
@@ -239,7 +239,7 @@ def score_answers(
         raise ValueError("quest_eval needs an LLM client (it answers questions from the generated text).")
     qe = QuestEval(llm, gt_cache=quest_gt) if "quest_eval" in metrics else None
     candidates = [a if ok else None for a, ok in zip(answers["answer"], answers["parse_ok"])]
-    scores = score_generation(
+    scores = score_answer_texts(
         candidates,
         list(answers["gold_answer"]),
         ids=list(answers["ID"]),
@@ -793,7 +793,7 @@ def same_context_share(answers: pd.DataFrame, method: str, reference: str, task:
     Parameters
     ----------
     answers : DataFrame
-        :func:`chunkwise.rag.run_baselines`' rows (``task``, ``ID``, ``method``,
+        :func:`chunkwise.crud.rag.run_baselines`' rows (``task``, ``ID``, ``method``,
         ``retrieved_ids``).
     method, reference : str
     task : str, optional
@@ -820,7 +820,7 @@ def answer_counts(answers: pd.DataFrame, scores: pd.DataFrame, metric: str = "qu
     Parameters
     ----------
     answers : DataFrame
-        :func:`chunkwise.rag.run_baselines`' rows (``task``, ``ID``, ``method``, ``parse_ok``).
+        :func:`chunkwise.crud.rag.run_baselines`' rows (``task``, ``ID``, ``method``, ``parse_ok``).
     scores : DataFrame
         :func:`score_answers`' rows for the same answers.
     metric : str, default "quest_avg_f1"
@@ -1129,17 +1129,17 @@ def build_pg_retrievers(
     """Index the pool with PG-RAG (resumable) and build one retriever per variant.
 
     ``topic_threshold`` / ``fact_threshold`` are cosines (the authors' 0.92 / 0.98 by default)
-    or ``"fitted"`` (:func:`chunkwise.pgrag.graph.fit_fusion_threshold` with ``topic_alpha`` /
+    or ``"fitted"`` (:func:`chunkwise.crud.pgrag.graph.fit_fusion_threshold` with ``topic_alpha`` /
     ``fact_alpha``); the records do not depend on them, so either reuses the same index.
 
     Returns
     -------
     (retrievers, stats)
-        Variant name -> :class:`chunkwise.pgrag.PGRetriever`; the indexer's statistics
-        (:meth:`chunkwise.pgrag.PGIndexer.stats`) plus ``"folder"``.
+        Variant name -> :class:`chunkwise.crud.pgrag.PGRetriever`; the indexer's statistics
+        (:meth:`chunkwise.crud.pgrag.PGIndexer.stats`) plus ``"folder"``.
     """
-    from chunkwise.pgrag import PGIndexer, PGRetriever
-    from chunkwise.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD
+    from chunkwise.crud.pgrag import PGIndexer, PGRetriever
+    from chunkwise.crud.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD
 
     # the records depend on the extraction settings only; fusion happens when the graph is built,
     # so changing a fusion threshold reuses the records (no LLM call)
@@ -1179,7 +1179,7 @@ def fusion_comparison(
     Returns
     -------
     DataFrame
-        Index ``["fitted", "authors"]``; columns of :func:`chunkwise.pgrag.super_node_stats`
+        Index ``["fitted", "authors"]``; columns of :func:`chunkwise.crud.pgrag.super_node_stats`
         (thresholds, super nodes, largest super node, share of nodes fused, share of
         cross-document pairs at or above the threshold, per kind) and ``rule``.
 
@@ -1188,7 +1188,7 @@ def fusion_comparison(
     KeyError
         If a pooled article is not indexed yet.
     """
-    from chunkwise.pgrag import PGIndexer, super_node_stats
+    from chunkwise.crud.pgrag import PGIndexer, super_node_stats
 
     extraction = {"max_attempts": max_attempts, "rouge_threshold": rouge_threshold,
                   "semantic_threshold": semantic_threshold}
@@ -1236,7 +1236,7 @@ def build_tree_graph_retrievers(
     """Build the tree (RAPTOR) and graph (Graph RAG, KGP) baselines over the pool (resumable).
 
     RAPTOR and KGP work on the harness's chunks (CRUD-RAG's 128-token sentence chunks,
-    :func:`chunkwise.rag.chunk_corpus`), as the other baselines do. Graph RAG extracts entities
+    :func:`chunkwise.crud.rag.chunk_articles`), as the other baselines do. Graph RAG extracts entities
     from its own *text units*: the pool re-chunked at ``graphrag_unit_tokens`` tokens with
     ``graphrag_unit_overlap`` overlap (cl100k_base; Edge et al., 2024 use 600 / 100), which
     are also what its local search returns -- one extraction call per 128-token chunk would
@@ -1259,7 +1259,7 @@ def build_tree_graph_retrievers(
     methods : sequence of str, default all four
         Any of :data:`TREE_GRAPH_METHODS`; ``tree_traversal`` and ``collapsed_tree`` share one tree.
     raptor_max_levels, raptor_max_clusters, raptor_summary_tokens
-        :meth:`chunkwise.rag.raptor.RaptorTree.build`'s ``max_levels``, ``max_clusters`` and
+        :meth:`chunkwise.crud.rag.raptor.RaptorTree.build`'s ``max_levels``, ``max_clusters`` and
         ``max_summary_tokens``.
     collapsed_max_tokens : int, default 2000
         Token budget (cl100k_base) of the collapsed-tree context (the RAPTOR paper's 2000).
@@ -1270,9 +1270,9 @@ def build_tree_graph_retrievers(
     graphrag_top_entities : int, default 10
         Entities taken by similarity before the 1-hop expansion.
     kgp_lexical_threshold, kgp_semantic_k
-        :meth:`chunkwise.rag.kgp.PassageGraph.build`'s edge rules.
+        :meth:`chunkwise.crud.rag.kgp.PassageGraph.build`'s edge rules.
     kgp_n_seeds, kgp_max_steps, kgp_per_step
-        :class:`chunkwise.rag.kgp.KGPRetriever`'s traversal settings.
+        :class:`chunkwise.crud.rag.kgp.KGPRetriever`'s traversal settings.
     show_progress : bool, default False
 
     Returns
@@ -1287,10 +1287,10 @@ def build_tree_graph_retrievers(
         For ``methods`` given as one string or holding an unknown name, or a setting out of range
         (named as passed here) -- all checked before any index is built.
     """
-    from chunkwise.rag import chunk_corpus
-    from chunkwise.rag.graphrag import GraphIndex, GraphRAGLocalRetriever
-    from chunkwise.rag.kgp import KGPRetriever, PassageGraph
-    from chunkwise.rag.raptor import CollapsedTreeRetriever, RaptorTree, TreeTraversalRetriever
+    from chunkwise.crud.rag import chunk_articles
+    from chunkwise.crud.rag.graphrag import GraphIndex, GraphRAGLocalRetriever
+    from chunkwise.crud.rag.kgp import KGPRetriever, PassageGraph
+    from chunkwise.crud.rag.raptor import CollapsedTreeRetriever, RaptorTree, TreeTraversalRetriever
 
     if isinstance(methods, str):
         raise ValueError(f"methods must be a list of method names, e.g. [{methods!r}], got the string {methods!r}")
@@ -1324,7 +1324,7 @@ def build_tree_graph_retrievers(
     root = Path(store_root)
     retrievers: dict[str, Any] = {}
     stats: dict[str, dict[str, Any]] = {}
-    chunks = chunk_corpus(pool.texts, pool.ids) if any(m != "graph_rag" for m in methods) else []
+    chunks = chunk_articles(pool.texts, pool.ids) if any(m != "graph_rag" for m in methods) else []
 
     if "tree_traversal" in methods or "collapsed_tree" in methods:
         settings = {"method": "raptor", "max_levels": raptor_max_levels, "max_clusters": raptor_max_clusters,
@@ -1343,7 +1343,7 @@ def build_tree_graph_retrievers(
             retrievers["collapsed_tree"] = CollapsedTreeRetriever(tree, query_embedder, max_tokens=collapsed_max_tokens)
 
     if "graph_rag" in methods:
-        units = chunk_corpus(pool.texts, pool.ids, chunk_size=graphrag_unit_tokens, chunk_overlap=graphrag_unit_overlap)
+        units = chunk_articles(pool.texts, pool.ids, chunk_size=graphrag_unit_tokens, chunk_overlap=graphrag_unit_overlap)
         # min_community_size is not part of the key: it only decides which communities get a report,
         # and reports are stored under the hash of their prompt, so changing it reuses all extractions
         settings = {"method": "graph_rag", "unit_tokens": graphrag_unit_tokens, "unit_overlap": graphrag_unit_overlap}

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from chunkwise.rag.chunking import id_text_pairs
-from chunkwise.rag.retrievers import CRUD_TOP_K
+from chunkwise.crud.rag.chunking import id_text_pairs
+from chunkwise.crud.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, tokenize_zh, unit_rows
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class PassageGraph:
         Parameters
         ----------
         chunks : iterable
-            :class:`~chunkwise.rag.chunking.CorpusChunk` objects, objects with ``id`` and
+            :class:`~chunkwise.crud.rag.chunking.CorpusChunk` objects, objects with ``id`` and
             ``text``, ``(id, text)`` pairs, or strings (id = index).
         embedder : object with ``embed(texts) -> ndarray``
             Returns one vector per text, shape ``(n, d)``; rows are L2-normalised here.

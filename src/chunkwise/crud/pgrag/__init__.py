@@ -2,20 +2,20 @@
 
 The pipeline, one module per stage:
 
-- :mod:`chunkwise.pgrag.extract` -- main topic + factual check items (FCIs) per document,
+- :mod:`chunkwise.crud.pgrag.extract` -- main topic + factual check items (FCIs) per document,
   verified against the source (ROUGE-L and semantic similarity), regenerated on failure;
-- :mod:`chunkwise.pgrag.mindmap` -- the FCIs organised by the LLM into a mind map; fact paths;
-- :mod:`chunkwise.pgrag.graph` -- knowledge fusion: stitched-context node embeddings, topic and
+- :mod:`chunkwise.crud.pgrag.mindmap` -- the FCIs organised by the LLM into a mind map; fact paths;
+- :mod:`chunkwise.crud.pgrag.graph` -- knowledge fusion: stitched-context node embeddings, topic and
   fact clusters, super nodes and links; the pseudo-graph saved to disk;
-- :mod:`chunkwise.pgrag.index` -- :class:`PGIndexer`, resumable indexing of a corpus and its
+- :mod:`chunkwise.crud.pgrag.index` -- :class:`PGIndexer`, resumable indexing of a corpus and its
   statistics (time per document, compression ratio);
-- :mod:`chunkwise.pgrag.walk` -- template / control / path / dyeing matrices and the matrix walk,
+- :mod:`chunkwise.crud.pgrag.walk` -- template / control / path / dyeing matrices and the matrix walk,
   with a recursive DFS reference that selects the same paths;
-- :mod:`chunkwise.pgrag.retrieve` -- key points, seed topics, the walk, the mind-map context;
+- :mod:`chunkwise.crud.pgrag.retrieve` -- key points, seed topics, the walk, the mind-map context;
   the variants PG, PG w. KPs and PG-RAG.
 """
 
-from chunkwise.pgrag.extract import (
+from chunkwise.crud.pgrag.extract import (
     ROUGE_THRESHOLD,
     SEMANTIC_THRESHOLD,
     Extraction,
@@ -24,7 +24,7 @@ from chunkwise.pgrag.extract import (
     extract_verified_fcis,
     verify_fcis,
 )
-from chunkwise.pgrag.graph import (
+from chunkwise.crud.pgrag.graph import (
     FACT_ALPHA,
     FACT_THRESHOLD,
     TOPIC_ALPHA,
@@ -35,10 +35,10 @@ from chunkwise.pgrag.graph import (
     similarity_clusters,
     super_node_stats,
 )
-from chunkwise.pgrag.index import PGIndexer, compression_ratio
-from chunkwise.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmap, parse_mindmap
-from chunkwise.pgrag.retrieve import VARIANTS, PGRetriever, key_points, render_mindmap
-from chunkwise.pgrag.walk import PathTable, WalkResult, dfs_walk, matrix_walk
+from chunkwise.crud.pgrag.index import PGIndexer, compression_ratio
+from chunkwise.crud.pgrag.mindmap import MindMapNode, fact_paths, generate_mindmap, parse_mindmap
+from chunkwise.crud.pgrag.retrieve import VARIANTS, PGRetriever, key_points, render_mindmap
+from chunkwise.crud.pgrag.walk import PathTable, WalkResult, dfs_walk, matrix_walk
 
 __all__ = [
     "FACT_ALPHA",

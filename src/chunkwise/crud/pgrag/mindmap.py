@@ -201,7 +201,7 @@ def generate_mindmap(
     ----------
     topic : str
     facts : sequence of str
-        The verified FCIs (:func:`chunkwise.pgrag.extract.extract_verified_fcis`).
+        The verified FCIs (:func:`chunkwise.crud.pgrag.extract.extract_verified_fcis`).
     llm : chunkwise.llm.ChatModel
     max_repairs : int, default 2
         Re-asks (with the parse error) when the reply is not a usable mind map.

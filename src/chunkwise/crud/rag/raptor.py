@@ -43,8 +43,8 @@ import numpy as np
 
 from chunkwise._jsonl import JSONLStore
 
-from chunkwise.rag.chunking import id_text_pairs
-from chunkwise.rag.retrievers import CRUD_TOP_K
+from chunkwise.crud.rag.chunking import id_text_pairs
+from chunkwise.crud.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, unit_rows
 from chunkwise.tokens import DEFAULT_ENCODING, count_tokens
 
@@ -264,7 +264,7 @@ class RaptorTree:
         Parameters
         ----------
         chunks : iterable
-            :class:`~chunkwise.rag.chunking.CorpusChunk` objects (``chunk_id``, ``text``),
+            :class:`~chunkwise.crud.rag.chunking.CorpusChunk` objects (``chunk_id``, ``text``),
             objects with ``id`` and ``text``, ``(id, text)`` pairs, or strings (ids = index).
         embedder : object with ``embed(texts) -> ndarray (n, d)``
             For the leaves and the summaries (rows are L2-normalised here).
@@ -289,7 +289,7 @@ class RaptorTree:
             reuses the stored summaries and makes no LLM call for them. The key does not hold
             the model or ``max_summary_tokens``: a store belongs to one model and one summary
             length, so use a new folder when changing either
-            (:func:`chunkwise.experiments.crud.build_tree_graph_retrievers` keys its folders so).
+            (:func:`chunkwise.crud.experiment.build_tree_graph_retrievers` keys its folders so).
         show_progress : bool, default False
             Print one line per level to stderr.
 

@@ -24,7 +24,7 @@ held roughly 110 tokens of text. Its ``","`` is the ASCII comma: Chinese text is
 ``。？！`` but not at ``，`` or ``；``.
 
 :class:`CrudSentenceChunker` follows steps 1-3 (without punkt, which is a no-op on this corpus)
-and returns :class:`~chunkwise.chunk.Chunk` objects with exact spans. :func:`chunk_corpus`
+and returns :class:`~chunkwise.chunk.Chunk` objects with exact spans. :func:`chunk_articles`
 applies it **per article** (a chunk never spans two articles, unlike upstream's per-file
 documents) with the full 128 tokens for text (no metadata string).
 """
@@ -44,7 +44,7 @@ __all__ = [
     "CRUD_CHUNK_SIZE",
     "CorpusChunk",
     "CrudSentenceChunker",
-    "chunk_corpus",
+    "chunk_articles",
     "id_text_pairs",
 ]
 
@@ -224,7 +224,7 @@ class CrudSentenceChunker:
         return chunks
 
 
-def chunk_corpus(
+def chunk_articles(
     texts: Sequence[str],
     ids: Sequence[str] | None = None,
     *,
@@ -238,8 +238,8 @@ def chunk_corpus(
     Parameters
     ----------
     texts : sequence of str
-        Documents (e.g. :func:`chunkwise.datasets.crud.load_crud_corpus` or a
-        :class:`~chunkwise.datasets.crud.PooledCorpus`'s ``texts``).
+        Documents (e.g. :func:`chunkwise.crud.data.load_crud_corpus` or a
+        :class:`~chunkwise.crud.data.PooledCorpus`'s ``texts``).
     ids : sequence of str, optional
         Document ids; default ``texts.ids`` when present, else ``"doc<i>"``.
     chunk_size, chunk_overlap : int

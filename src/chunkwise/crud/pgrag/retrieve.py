@@ -7,7 +7,7 @@ reader flips through notes:
 2. *Seed topics*: topic nodes most similar to the query / KPs; in the full method the seeds are
    widened through the topic super nodes (similar topics of other documents).
 3. *Walk*: the fact paths under the seeds become the template matrices of
-   :mod:`chunkwise.pgrag.walk`; the walk keeps the paths whose nodes support the KPs.
+   :mod:`chunkwise.crud.pgrag.walk`; the walk keeps the paths whose nodes support the KPs.
 4. *Context*: in the full method, fact paths linked to the selected facts through fact super
    nodes (the same fact reported by another document) join the selection; the selected paths are
    rendered per topic as an indented mind map, which is what the generator reads.
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from chunkwise.pgrag.graph import PseudoGraph
-from chunkwise.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD, PathTable, matrix_walk
+from chunkwise.crud.pgrag.graph import PseudoGraph
+from chunkwise.crud.pgrag.walk import AMBIGUOUS_THRESHOLD, SUPPORT_THRESHOLD, PathTable, matrix_walk
 from chunkwise.retrieval import Hit
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class _Trace:
 
 
 class PGRetriever:
-    """PG-RAG retrieval over a :class:`~chunkwise.pgrag.graph.PseudoGraph` (one of :data:`VARIANTS`).
+    """PG-RAG retrieval over a :class:`~chunkwise.crud.pgrag.graph.PseudoGraph` (one of :data:`VARIANTS`).
 
     Parameters
     ----------
@@ -122,7 +122,7 @@ class PGRetriever:
     top_paths : int, default 24
         Fact paths kept by the walk.
     support, ambiguous : float
-        Walk thresholds (:mod:`chunkwise.pgrag.walk`; the authors' code's values by default).
+        Walk thresholds (:mod:`chunkwise.crud.pgrag.walk`; the authors' code's values by default).
     name : str, optional
         Label in result tables (default: the variant).
 

@@ -43,8 +43,8 @@ import numpy as np
 from chunkwise._jsonl import JSONLStore
 
 from chunkwise.llm.client import LLMJSONError
-from chunkwise.rag.chunking import id_text_pairs
-from chunkwise.rag.retrievers import CRUD_TOP_K
+from chunkwise.crud.rag.chunking import id_text_pairs
+from chunkwise.crud.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, unit_rows
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ class GraphIndex:
         Parameters
         ----------
         chunks : iterable
-            :class:`~chunkwise.rag.chunking.CorpusChunk` objects (``chunk_id``, ``text``),
+            :class:`~chunkwise.crud.rag.chunking.CorpusChunk` objects (``chunk_id``, ``text``),
             objects with ``id`` and ``text``, ``(id, text)`` pairs, or strings (ids = index).
         llm : ChatModel
             Returning ``(value, response)`` and raising

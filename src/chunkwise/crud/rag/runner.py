@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from chunkwise.rag.generation import CRUD_MAX_NEW_TOKENS, CRUD_TEMPERATURE, answer_many, build_prompt, model_identity
-from chunkwise.rag.retrievers import CRUD_TOP_K, build_retrievers
+from chunkwise.crud.rag.answer import CRUD_MAX_NEW_TOKENS, CRUD_TEMPERATURE, answer_many, build_prompt, model_identity
+from chunkwise.crud.rag.retrievers import CRUD_TOP_K, build_retrievers
 
 if TYPE_CHECKING:
     from chunkwise.llm.protocol import ChatModel
@@ -99,13 +99,13 @@ def run_baselines(
     ----------
     items : iterable of mapping
         QA items with ``ID``, ``questions`` and ``answers`` (and ``task``), e.g. the rows of
-        :func:`chunkwise.datasets.crud.load_crud_qa`.
+        :func:`chunkwise.crud.data.load_crud_qa`.
     corpus_chunks : sequence, optional
-        The chunks retrieved from (:func:`chunkwise.rag.chunking.chunk_corpus`); used to build
+        The chunks retrieved from (:func:`chunkwise.crud.rag.chunking.chunk_articles`); used to build
         the retrievers when ``retrievers`` is a list of method names.
     retrievers : mapping of str -> Retriever, or sequence of method names
         Method name -> retriever (``retrieve(question, top_k)``), or names for
-        :func:`chunkwise.rag.retrievers.build_retrievers` (``"none"``, ``"bm25"``, ``"dense"``,
+        :func:`chunkwise.crud.rag.retrievers.build_retrievers` (``"none"``, ``"bm25"``, ``"dense"``,
         ``"hybrid"``, ``"hybrid_rerank"``).
     llm : ChatModel
         The generator (:class:`chunkwise.llm.LLMClient`); also the rerank fallback when built here.
@@ -131,7 +131,7 @@ def run_baselines(
     pandas.DataFrame
         Columns :data:`RESULT_COLUMNS`, rows in item order then method order:
         ``retrieved_ids`` / ``retrieved_scores`` (lists, best first), ``answer`` (parsed),
-        ``parse_status`` / ``parse_ok`` (see :func:`chunkwise.rag.generation.parse_response`),
+        ``parse_status`` / ``parse_ok`` (see :func:`chunkwise.crud.rag.answer.parse_response`),
         ``raw`` (the reply), ``model_identity`` (the generator), ``retriever`` (name and model),
         ``gold_answer``, ``cached`` (reply from the LLM cache), ``retrieval_s``
         (seconds, this run) and ``generation_s`` (seconds the generation request took when the
@@ -141,7 +141,7 @@ def run_baselines(
     -----
     Retrieval runs first for every (item, method), in order; the answers not in the
     checkpoint are then generated through the LLM's batch call
-    (:func:`chunkwise.rag.generation.answer_many`: cache first, the misses at most
+    (:func:`chunkwise.crud.rag.answer.answer_many`: cache first, the misses at most
     ``llm.max_concurrency`` at once, sorted by prompt prefix) in blocks of
     ``4 * max_concurrency`` rows, each block checkpointed when done. An LLM error is raised
     after the rest of its block has finished; no row is written for it.

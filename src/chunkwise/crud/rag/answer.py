@@ -23,11 +23,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CRUD_MAX_NEW_TOKENS",
     "CRUD_TEMPERATURE",
-    "GenerationResult",
     "PARSE_STATUSES",
-    "ParsedResponse",
     "QA_PROMPT",
     "QA_PROMPT_NO_CONTEXT",
+    "AnswerResult",
+    "ParsedResponse",
     "answer",
     "answer_many",
     "build_prompt",
@@ -197,7 +197,7 @@ def model_identity(llm: ChatModel) -> str:
 
 
 @dataclass(frozen=True)
-class GenerationResult:
+class AnswerResult:
     """One generated answer.
 
     Attributes
@@ -242,7 +242,7 @@ def answer(
     temperature: float = CRUD_TEMPERATURE,
     max_tokens: int = CRUD_MAX_NEW_TOKENS,
     **chat_kw: Any,
-) -> GenerationResult:
+) -> AnswerResult:
     """Answer ``question`` from ``contexts`` with ``llm`` (one chat request, cached by the client).
 
     A batch of one through :func:`answer_many` (the step is written once).
@@ -262,7 +262,7 @@ def answer(
 
     Returns
     -------
-    GenerationResult
+    AnswerResult
         Parse failures are recorded in ``status``, never raised.
 
     Raises
@@ -273,7 +273,7 @@ def answer(
     return answer_many([(question, contexts)], llm, temperature=temperature, max_tokens=max_tokens, **chat_kw)[0]
 
 
-def _result(resp: Any, prompt: str, llm: ChatModel) -> GenerationResult:
+def _result(resp: Any, prompt: str, llm: ChatModel) -> AnswerResult:
     if isinstance(resp, str):
         raw, cached, usage, latency = resp, False, {}, float("nan")
     else:
@@ -283,7 +283,7 @@ def _result(resp: Any, prompt: str, llm: ChatModel) -> GenerationResult:
         latency = getattr(resp, "latency_s", None)
         latency = float(latency) if isinstance(latency, (int, float)) and not isinstance(latency, bool) else float("nan")
     parsed = parse_response(raw)
-    return GenerationResult(
+    return AnswerResult(
         text=parsed.text, raw=raw, model_identity=model_identity(llm), status=parsed.status,
         cached=cached, usage=usage, prompt=prompt, latency_s=latency,
     )
@@ -298,7 +298,7 @@ def answer_many(
     max_concurrency: int | None = None,
     order: str = "prefix",
     **chat_kw: Any,
-) -> list[GenerationResult]:
+) -> list[AnswerResult]:
     """:func:`answer` for many independent questions, through the LLM's batch call.
 
     The requests are exactly those :func:`answer` sends, so the replies (and the cache keys)
@@ -320,7 +320,7 @@ def answer_many(
 
     Returns
     -------
-    list of GenerationResult
+    list of AnswerResult
         In input order.
 
     Raises

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkwise.pgrag.mindmap import MindMapNode
+from chunkwise.crud.pgrag.mindmap import MindMapNode
 
 __all__ = [
     "FACT_ALPHA",

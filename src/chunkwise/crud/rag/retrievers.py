@@ -29,7 +29,7 @@ method             CRUD-RAG (commit 1aace38)                              here
 =================  ====================================================  ==============================================
 
 Defaults everywhere: top_k 8 (``--retrieve_top_k``), chunks of 128 tokens without overlap
-(:mod:`chunkwise.rag.chunking`). Elasticsearch's ``match`` query returns only documents that
+(:mod:`chunkwise.crud.rag.chunking`). Elasticsearch's ``match`` query returns only documents that
 share a term with the query, so :class:`BM25Retriever` drops zero scores too; ties are broken by
 corpus order everywhere (upstream leaves them to the backends and to Python's set order).
 """
@@ -78,7 +78,7 @@ def build_retrievers(
     Parameters
     ----------
     chunks : sequence
-        :class:`~chunkwise.rag.chunking.CorpusChunk` objects (or ``(id, text)`` pairs).
+        :class:`~chunkwise.crud.rag.chunking.CorpusChunk` objects (or ``(id, text)`` pairs).
     methods : sequence of str
         From ``("none", "bm25", "dense", "hybrid", "hybrid_rerank")``.
     llm : ChatModel, optional
