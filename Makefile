@@ -40,7 +40,7 @@ $(VENV)/.stamp: pyproject.toml
 	# Rapids) ggml's AMX matmul path segfaults on the first completion (seen on this project's CI
 	# machines). --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and would reuse a native build.
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir "llama-cpp-python[server]==0.3.36"
-	$(BIN)/pip install --quiet -e ".[test,book,llm]"
+	$(BIN)/pip install --quiet -e ".[test,book,llm,crud]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

@@ -16,6 +16,10 @@ language    tokenizer     tokens
 ``"zh"``    ``"char"``    one token per CJK character, like Elasticsearch's standard analyzer
 ==========  ============  =====================================================================
 
+jieba is not a core dependency: it comes with the ``crud`` extra (``pip install
+'chunkwise[crud]'``), and the ``"jieba"`` tokenizer raises an ImportError saying so when it is
+missing; ``"char"`` needs nothing.
+
 English tokens equal ``bm25s.tokenize(texts, stopwords="en", stemmer=...)``'s (a test checks
 the scores against bm25s used directly), with two documented differences: a chunk without any
 token stays empty (bm25s gives it one empty-string token, which counts in the average length),
@@ -52,10 +56,21 @@ _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CHAR_TOKEN_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+", re.UNICODE)
 
 
+def _import_jieba() -> Any:
+    """The ``jieba`` module, or an ImportError that says which extra installs it."""
+    try:
+        import jieba
+    except ImportError as exc:
+        raise ImportError(
+            "Chinese BM25 tokens (tokenizer 'jieba') need the jieba package, which comes with the "
+            "crud extra: pip install 'chunkwise[crud]' (or use tokenizer 'char', which needs nothing)."
+        ) from exc
+    return jieba
+
+
 @functools.cache
 def _jieba() -> Any:
-    import jieba
-
+    jieba = _import_jieba()
     jieba.setLogLevel(logging.WARNING)
     jieba.initialize()
     return jieba
@@ -350,9 +365,7 @@ class BM25Retriever:
         else:
             settings = f"bm25s={bm25s.__version__}|lang={self.language}|tok={self.tokenizer}|k1={self.k1}|b={self.b}|lucene"
         if self.tokenizer == "jieba":
-            import jieba
-
-            settings += f"|jieba={jieba.__version__}"
+            settings += f"|jieba={_import_jieba().__version__}"
         elif self.tokenizer == "stem":
             import nltk
 
