@@ -1,4 +1,4 @@
-"""Public benchmark data: pinned, hash-checked, from a local mirror or downloaded.
+"""Benchmark data and a reader's own documents: pinned, hash-checked, from a local mirror or downloaded.
 
 - :mod:`chunkwise.datasets.fetch` -- :func:`data_path` resolves a file listed in the package's
   download manifest (``chunkwise/datasets/manifest.tsv``: relative path, sha256, upstream URL at
@@ -8,12 +8,18 @@
 - :mod:`chunkwise.datasets.chroma` -- the five corpora and 472 questions (790 gold reference
   spans, half-open character offsets) of Smith & Troynikov (2024), "Evaluating Chunking
   Strategies for Retrieval", Chroma technical report.
+- :mod:`chunkwise.datasets.local` -- a reader's own folder of documents and a questions file
+  (Chroma's CSV or verbatim excerpts), with :func:`validate_questions`.
+- :mod:`chunkwise.datasets.loaders` -- document loaders by file type (plain text, Markdown,
+  PDF, Word, HTML), one text per file.
+- :mod:`chunkwise.datasets.locate` -- candidate passages for hand-written questions (BM25 over
+  sentence windows).
+- :mod:`chunkwise.datasets.stitch` -- stitched, shuffled and real versions of a span-referenced
+  corpus, with the seams recorded (chapter 6).
 
-- :mod:`chunkwise.datasets.local` -- a reader's own folder of ``.txt`` / ``.md`` documents and
-  a questions file (Chroma's CSV or verbatim excerpts), with :func:`validate_questions`.
-
-Nothing is copied into the repository: the data stay upstream (or in a mirror), and
-``data/README.md`` in the repository describes the manifest, mirrors and licences.
+The CRUD-RAG benchmark's data are read by :mod:`chunkwise.crud.data` (through
+:func:`data_path`). Nothing is copied into the repository: the data stay upstream (or in a
+mirror), and ``data/README.md`` in the repository describes the manifest, mirrors and licences.
 """
 
 from chunkwise.datasets.chroma import (
