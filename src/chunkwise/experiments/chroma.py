@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -56,6 +56,9 @@ from chunkwise.evaluation.grid import (
 from chunkwise.evaluation.spans import MODES, PLACEMENTS, place_spans, score_questions
 from chunkwise.evaluation.stats import paired_bootstrap, paired_difference_ci
 from chunkwise.retrieval import hnsw_search  # noqa: F401 - re-exported: the report's index
+
+if TYPE_CHECKING:  # pragma: no cover
+    from chunkwise.llm.protocol import ChatModel
 
 METRIC_COLUMNS = ("recall", "precision", "precision_omega", "iou")
 
@@ -151,7 +154,7 @@ def score_retrieval(
     return score_questions(_with_corpus_id(questions), retrieved, placed, mode=mode)
 
 
-def _skip_llm(specs: Sequence[ChunkerSpec], llm: Any) -> list[ChunkerSpec]:
+def _skip_llm(specs: Sequence[ChunkerSpec], llm: ChatModel | None) -> list[ChunkerSpec]:
     """``specs`` without the LLM chunker when no LLM client is configured (with a printed note)."""
     out = []
     for spec in specs:
@@ -170,7 +173,7 @@ def run_chroma_grid(
     retrievers: Sequence[str] = ("dense",),
     top_k: Sequence[int] | int = (5,),
     mode: str = "chroma",
-    llm: Any = None,
+    llm: ChatModel | None = None,
     cache_dir: str | Path | None = None,
     progress: Callable[[Any], Any] | None = None,
     show_progress: bool = True,
