@@ -131,3 +131,21 @@ def test_the_old_span_cache_folder_is_renamed_with_its_files(tmp_path, monkeypat
     assert (tmp_path / "spans" / "state_of_the_union-Recursive-200-0-abc.json").read_text() == "[[0, 5]]"
     old.mkdir()  # a folder of the old name beside an existing new one is left alone
     assert span_cache_dir() == tmp_path / "spans" and old.is_dir()
+
+
+@pytest.mark.parametrize("text, label, key, spec_string", [
+    # the span cache keys of the published runs: moving the special cases into the registry kept them
+    ("Hierarchical:200:800:0.5", "Hierarchical 200/800 merge 0.5", "Hierarchical|200|0|800|0.5", "Hierarchical:200:800:0.5"),
+    ("Semantic:percentile:80:0:150", "Semantic percentile 80 buffer 0 min 150",
+     'Semantic|None|0|{"breakpoint_threshold_amount": 80.0, "breakpoint_threshold_type": "percentile", '
+     '"buffer_size": 0, "min_chunk_size": 150}', "Semantic:percentile:80:0:150"),
+    ("Recursive:200:0", "Recursive 200", "Recursive|200|0", "Recursive:200"),
+    ("TokenText:250:125", "TokenText 250 overlap 125", "TokenText|250|125", "TokenText:250:125"),
+    ("Kamradt", "Kamradt", "Kamradt|None|0", "Kamradt"),
+])
+def test_labels_keys_and_spec_strings_are_unchanged(text, label, key, spec_string):
+    from chunkwise.chunkers.specs import parse_spec
+
+    spec = parse_spec(text)
+    assert (spec.label, spec.key(), spec.spec_string()) == (label, key, spec_string)
+    assert parse_spec(spec.spec_string()) == spec

@@ -88,6 +88,14 @@ class ChunkerKind:
         (contextual chunking, whose contexts are cached per chunk).
     spec_help : str, optional
         The spec form for messages, e.g. ``"Recursive:size_tokens[:overlap_tokens]"``.
+    label, spec_string : callable ``spec -> str``, optional
+        For a kind with a grammar of its own (``parse``): its table row name (default ``"Name
+        size overlap n"``) and the spec text :func:`~chunkwise.chunkers.specs.parse_spec` reads
+        back (default ``Name[:size[:overlap]]``).
+    key_fields : callable ``spec -> str``, optional
+        Text appended to the spec's cache key (after ``name|size|overlap``) for settings held
+        outside ``options``; Hierarchical's parent size and merge rule. Part of every span cache
+        key of the kind: changing it invalidates the kind's cached spans.
     span_cache : bool, default True
         Whether chunk spans are cached on disk (keyed by the spec, the model a kind needs and
         the document's sha256). Plugins are not: chunkwise cannot see when their code changes.
@@ -108,6 +116,9 @@ class ChunkerKind:
     index: Literal["chunks", "parents", "late"] = "chunks"
     llm_cost: Literal["none", "calls", "per_chunk"] = "none"
     spec_help: str = ""
+    label: Callable[[ChunkerSpec], str] | None = None
+    spec_string: Callable[[ChunkerSpec], str] | None = None
+    key_fields: Callable[[ChunkerSpec], str] | None = None
     span_cache: bool = True
     plugin: bool = False
 
@@ -332,7 +343,8 @@ def _builtins() -> None:
                 StructureChunker(s.parent_size), RecursiveTokenChunker(s.size, 0, keep_separator="start")
             ),
             "children of size tokens indexed, parents returned (small-to-big)",
-            parse=S._parse_hierarchical, index="parents",
+            parse=S._parse_hierarchical, index="parents", label=S._hierarchical_label,
+            spec_string=S._hierarchical_spec_string, key_fields=S._hierarchical_key_fields,
             spec_help="Hierarchical:child_tokens:parent_tokens[:merge_threshold]",
         ),
         ChunkerKind(
@@ -347,6 +359,7 @@ def _builtins() -> None:
             "Semantic", lambda s, e, lm: SemanticChunker(e, **dict(s.options)),
             "LangChain's SemanticChunker with explicit settings", size="none", needs="embedder",
             parse=S._parse_semantic, spec_help="Semantic:threshold_type:amount:buffer_size[:min_chunk_size]",
+            label=S._semantic_label, spec_string=S._semantic_spec_string,
         ),
     ):
         register_chunker(kind)

@@ -82,15 +82,13 @@ class ChunkerSpec:
 
     @property
     def label(self) -> str:
-        if self.chunker == "Hierarchical":
-            return f"Hierarchical {self.size}/{self.parent_size} merge {self.merge_threshold:g}"
-        if self.options and self.kind.plugin:  # a user's chunker with keyword arguments
+        """The row name in tables (``"Recursive 200"``); a kind may format its own (``label``)."""
+        kind = self.kind
+        if kind.label is not None:
+            return kind.label(self)
+        if self.options and kind.plugin:  # a user's chunker with keyword arguments
             args = ", ".join(f"{k}={v!r}" for k, v in self.options)
             return f"{self.chunker.rsplit(':', 1)[-1]}({args})"
-        if self.chunker == "Semantic":
-            o = dict(self.options)
-            text = f"Semantic {o['breakpoint_threshold_type']} {o['breakpoint_threshold_amount']:g} buffer {o['buffer_size']}"
-            return text + (f" min {o['min_chunk_size']}" if o.get("min_chunk_size") else "")
         parts = [self.chunker]
         if self.size is not None:
             parts.append(str(self.size))
@@ -101,8 +99,8 @@ class ChunkerSpec:
     def key(self) -> str:
         """The cache key of the spec (unchanged for the specs chapter 2 cached)."""
         base = f"{self.chunker}|{self.size}|{self.overlap}"
-        if self.chunker == "Hierarchical":
-            base += f"|{self.parent_size}|{self.merge_threshold!r}"
+        if self.kind.key_fields is not None:  # a kind's own settings (Hierarchical's parents and merge rule)
+            base += self.kind.key_fields(self)
         if self.options:  # only specs with options (new kinds) carry them: older keys stay valid
             base += "|" + json.dumps(dict(self.options), sort_keys=True)
         return base
@@ -110,12 +108,8 @@ class ChunkerSpec:
     def spec_string(self) -> str:
         """The spec as :func:`parse_spec` reads it (``"Recursive:400:100"``, ``"Hierarchical:100:400:0.5"``)."""
         s = self.chunker
-        if self.chunker == "Hierarchical":
-            return f"{s}:{self.size}:{self.parent_size}:{self.merge_threshold!r}"
-        if self.chunker == "Semantic":
-            o = dict(self.options)
-            s += f":{o['breakpoint_threshold_type']}:{o['breakpoint_threshold_amount']:g}:{o['buffer_size']}"
-            return s + (f":{o['min_chunk_size']}" if o.get("min_chunk_size") else "")
+        if self.kind.spec_string is not None:
+            return self.kind.spec_string(self)
         if self.size is not None:
             s += f":{self.size}"
             if self.overlap:
@@ -244,6 +238,30 @@ def _registered() -> tuple[str, ...]:
     from chunkwise.chunkers.registry import chunker_names
 
     return chunker_names()
+
+
+def _semantic_label(spec: ChunkerSpec) -> str:
+    o = dict(spec.options)
+    text = f"Semantic {o['breakpoint_threshold_type']} {o['breakpoint_threshold_amount']:g} buffer {o['buffer_size']}"
+    return text + (f" min {o['min_chunk_size']}" if o.get("min_chunk_size") else "")
+
+
+def _semantic_spec_string(spec: ChunkerSpec) -> str:
+    o = dict(spec.options)
+    s = f"Semantic:{o['breakpoint_threshold_type']}:{o['breakpoint_threshold_amount']:g}:{o['buffer_size']}"
+    return s + (f":{o['min_chunk_size']}" if o.get("min_chunk_size") else "")
+
+
+def _hierarchical_label(spec: ChunkerSpec) -> str:
+    return f"Hierarchical {spec.size}/{spec.parent_size} merge {spec.merge_threshold:g}"
+
+
+def _hierarchical_spec_string(spec: ChunkerSpec) -> str:
+    return f"Hierarchical:{spec.size}:{spec.parent_size}:{spec.merge_threshold!r}"
+
+
+def _hierarchical_key_fields(spec: ChunkerSpec) -> str:
+    return f"|{spec.parent_size}|{spec.merge_threshold!r}"
 
 
 def _parse_hierarchical(parts: list[str], text: str) -> ChunkerSpec:
