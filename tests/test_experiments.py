@@ -13,6 +13,7 @@ from chunkwise.chunk import Chunk
 from chunkwise.evaluation.boundaries import boundaries_from_chunks
 from chunkwise.experiments import chroma as ch
 from chunkwise.experiments import handbook as hb
+from fakes import FakeChatModel
 from test_semantic import FakeEmbedder
 
 
@@ -209,46 +210,29 @@ def test_paired_with_compares_methods_on_shared_questions_only():
         cx.paired_with(scores, metric="rouge_l")
 
 
-class _TreeGraphStubLLM:
-    """RAPTOR summaries and KGP steps via ``chat``, Graph RAG JSON via ``chat_json``; counts calls."""
+def _tree_graph_reply(call):
+    """RAPTOR summaries and KGP steps (``chat``): fixed text; Graph RAG (``chat_json``): a community
+    report, or two entities and one relation of the text unit."""
+    from chunkwise.crud.rag.graphrag import COMMUNITY_SCHEMA
 
-    model_identity = "stub-tree-graph"
-
-    def __init__(self):
-        self.chat_calls = 0
-        self.json_calls = 0
-
-    def chat(self, messages, temperature=0.0, max_tokens=None):
-        from types import SimpleNamespace
-
-        self.chat_calls += 1
-        return SimpleNamespace(text="图书馆 阅读 活动")
-
-    def chat_json(self, messages, schema=None, temperature=None, max_tokens=None):
-        from types import SimpleNamespace
-
-        from chunkwise.crud.rag.graphrag import COMMUNITY_SCHEMA
-
-        self.json_calls += 1
-        prompt = messages[-1]["content"]
-        if schema is COMMUNITY_SCHEMA:
-            value = {"title": "报告", "summary": "社区报告。"}
-        else:
-            text = prompt.rsplit("Text:\n", 1)[1]
-            value = {"entities": [{"name": "杭州" if "杭州" in text else "图书馆", "type": "location", "description": "地点"},
-                                  {"name": "市民", "type": "person", "description": "居民"}],
-                     "relations": [{"source": "杭州" if "杭州" in text else "图书馆", "target": "市民",
-                                    "description": "服务"}]}
-        return value, SimpleNamespace(text=str(value))
+    if call.method == "chat":
+        return "图书馆 阅读 活动"
+    if call.schema is COMMUNITY_SCHEMA:
+        return {"title": "报告", "summary": "社区报告。"}
+    place = "杭州" if "杭州" in call.prompt.rsplit("Text:\n", 1)[1] else "图书馆"
+    return {"entities": [{"name": place, "type": "location", "description": "地点"},
+                         {"name": "市民", "type": "person", "description": "居民"}],
+            "relations": [{"source": place, "target": "市民", "description": "服务"}]}
 
 
-class _NoLLM:
-    model_identity = "stub-tree-graph"
+def _tree_graph_llm():
+    return FakeChatModel(_tree_graph_reply, model_identity="stub-tree-graph")
 
-    def chat(self, *a, **k):
-        raise AssertionError("no LLM call expected: everything is in the stores")
 
-    chat_json = chat
+def _no_llm():
+    """Fails every call: everything must come from the stores (same identity as the builder's model)."""
+    return FakeChatModel(fail=AssertionError("no LLM call expected: everything is in the stores"),
+                         model_identity="stub-tree-graph")
 
 
 def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores(tmp_path):
@@ -262,7 +246,7 @@ def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores
              "杭州西湖景区周末游客增多。市民出行请注意安全。" * 3]
     pool = SimpleNamespace(ids=["a", "b", "c"], texts=texts)
     emb = CharEmbedder(texts + ["图书馆 阅读 活动", "地点 居民 杭州 图书馆 市民"])
-    llm = _TreeGraphStubLLM()
+    llm = _tree_graph_llm()
     retrievers, stats = cx.build_tree_graph_retrievers(pool, llm, emb, emb, tmp_path, graphrag_unit_tokens=40,
                                                        graphrag_unit_overlap=0)
     assert list(retrievers) == ["tree_traversal", "collapsed_tree", "graph_rag", "kgp"]
@@ -277,7 +261,7 @@ def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores
     assert all(len(ids) >= 1 for ids in first.values())
     assert first["graph_rag"][0].startswith("community:")
     # a second build reads the stores: no RAPTOR or Graph RAG call, the same hits
-    again, stats2 = cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, methods=["tree_traversal",
+    again, stats2 = cx.build_tree_graph_retrievers(pool, _no_llm(), emb, emb, tmp_path, methods=["tree_traversal",
                                                    "collapsed_tree", "graph_rag"], graphrag_unit_tokens=40,
                                                    graphrag_unit_overlap=0)
     assert stats2["raptor"]["reused_summaries"] == stats["raptor"]["summaries"]
@@ -286,10 +270,10 @@ def test_tree_graph_builder_makes_all_four_baselines_and_resumes_from_its_stores
         m: first[m] for m in again}
     # a changed setting is a different store (and needs the LLM)
     with pytest.raises(AssertionError, match="no LLM call expected"):
-        cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, methods=["graph_rag"],
+        cx.build_tree_graph_retrievers(pool, _no_llm(), emb, emb, tmp_path, methods=["graph_rag"],
                                        graphrag_unit_tokens=30, graphrag_unit_overlap=0)
     # the report size floor acts after extraction: the same store, extractions reused, no call
-    _, stats3 = cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, methods=["graph_rag"],
+    _, stats3 = cx.build_tree_graph_retrievers(pool, _no_llm(), emb, emb, tmp_path, methods=["graph_rag"],
                                                graphrag_unit_tokens=40, graphrag_unit_overlap=0,
                                                graphrag_min_community_size=50)
     assert stats3["graph_rag"]["folder"] == g["folder"] and stats3["graph_rag"]["reports"] == 0
@@ -319,7 +303,7 @@ def test_tree_graph_builder_checks_every_setting_before_any_llm_call(tmp_path, k
     pool = SimpleNamespace(ids=["a"], texts=["市图书馆周六举办阅读活动。"])
     emb = CharEmbedder(pool.texts)
     with pytest.raises(ValueError, match=message):
-        cx.build_tree_graph_retrievers(pool, _NoLLM(), emb, emb, tmp_path, **kw)
+        cx.build_tree_graph_retrievers(pool, _no_llm(), emb, emb, tmp_path, **kw)
     assert not any(tmp_path.iterdir())  # nothing built
 
 
