@@ -172,6 +172,13 @@ def test_findings_results_of_chapter_5_hand_values():
     assert got["cost_order"].startswith("Fixed-size 10 s (lowest) < Recursive character 12 s (low) < Late chunking 40 s")
     cold.loc["Recursive:200", "cold_seconds"] = 45.0  # a low-cost strategy above a medium one
     assert S.findings_results(table, cold, labels, "Recursive 200", 1, "x")["cost_order_agrees"] == "no"
+    # the LLM chunker has no cold row: its model seconds in the small table place it (highest tier)
+    llm_table = pd.concat([table, pd.DataFrame({"recall_diff": [-7.0], "recall_low": [-9.0], "recall_high": [-5.0],
+                                                "llm_seconds": [600.0]}, index=["LLM"])])
+    cold.loc["Recursive:200", "cold_seconds"] = 12.0
+    got = S.findings_results(llm_table, cold, {**labels, "LLM": "LLM"}, "Recursive 200", 1, "x")
+    assert got["cost_order"].endswith("Semantic (cluster) 50 s (medium) < LLM-based (model time alone) 600 s (highest)")
+    assert got["cost_order_agrees"] == "yes"
     table.loc["Contextual 200", ["recall_low", "recall_high"]] = [-1.0, 5.9]
     assert S.findings_results(table, cold, labels, "Recursive 200", 1, "x")["contextual_vs_recursive"] == "cannot tell"
     assert S.findings_results(table.drop(index="Contextual 200"), cold, labels, "Recursive 200", 1,

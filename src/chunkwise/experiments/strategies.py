@@ -628,7 +628,9 @@ def findings_results(
         rates low-cost has fewer cold seconds than every one it rates medium, and any rated
         highest has more than all others; ``"no"`` otherwise; ``"not measured"`` with fewer than
         one measured strategy in two tiers) and ``cost_order`` (the measured order, cheapest first,
-        with the guide's word).
+        with the guide's word). A strategy without a cold-seconds row that made LLM calls in
+        ``table_small`` (the LLM chunker) enters with its model seconds there, a lower bound of
+        its cold cost on the same corpora.
     """
     from chunkwise.chunkers.specs import parse_spec
 
@@ -645,8 +647,15 @@ def findings_results(
     for st in STRATEGIES:
         spec = parse_spec(st.spec).spec_string()
         tier = COST_TIERS.get(st.guide_cost.split(":")[0].strip().lower())
-        if spec in cold.index and tier is not None:
+        if tier is None:
+            continue
+        lab = labels.get(spec)
+        if spec in cold.index:
             measured.append((float(cold.loc[spec, "cold_seconds"]), tier, st.name, st.guide_cost.split(":")[0]))
+        elif lab in table_small.index and float(table_small.loc[lab].get("llm_seconds", 0) or 0) > 0:
+            # an LLM strategy has no cold-seconds row: its model time on the same corpora is a lower bound
+            measured.append((float(table_small.loc[lab, "llm_seconds"]), tier, st.name + " (model time alone)",
+                             st.guide_cost.split(":")[0]))
     measured.sort()
     out["cost_order"] = " < ".join(f"{name} {sec:.0f} s ({word})" for sec, _, name, word in measured) or "-"
     tiers = {t for _, t, _, _ in measured}
