@@ -46,8 +46,47 @@ def test_builtin_kinds_keep_their_rules():
     assert CR.chunker_kind("Cluster").min_size == 50 and CR.chunker_kind("Cluster").needs == "embedder"
     assert CR.chunker_kind("Late").boundaries_from(ChunkerSpec("Late", 200)) == ChunkerSpec("Recursive", 200, 0)
     assert CR.chunker_kind("Hierarchical").index == "parents"
-    assert RR.retriever_names() == ("dense", "bm25", "hybrid")
+    assert RR.retriever_names(ranks=True) == ("dense", "bm25", "hybrid")
+    assert RR.retriever_names(ranks=False) == ("none", "hybrid_rerank")  # CRUD-RAG's harness builds them
     assert RR.retriever_kind("hybrid").uses == ("bm25", "dense")
+    assert RR.retriever_kind("hybrid_rerank").uses == ("hybrid",)
+
+
+def test_a_grid_refuses_a_retriever_that_only_builds():
+    with pytest.raises(ValueError, match=r"none only builds a per-question retriever.*ranks with dense, bm25, hybrid"):
+        GridConfig(chunkers=["Recursive:200"], retrievers=["none"])
+
+
+def test_a_retriever_set_builds_each_index_once_and_shares_it():
+    from chunkwise.retrieval import BM25Retriever, DenseRetriever, HybridRetriever, NoRetriever, RerankRetriever
+
+    class Scorer:  # a reranker: scores by how many words of the question a text holds
+        name = "overlap"
+
+        def score(self, question, texts):
+            return [float(sum(w in t for w in question.split())) for t in texts]
+
+    chunks = [("a", "seven eight nine"), ("b", "one two three"), ("c", "nine ten")]
+    emb = WordEmbedder()
+    got = RR.build_retriever_set(chunks, ["hybrid_rerank", "none", "bm25"], language="en", tokenizer="words",
+                                 dense=(emb, emb), reranker=Scorer())
+    assert list(got) == ["hybrid_rerank", "none", "bm25"]
+    assert isinstance(got["none"], NoRetriever) and isinstance(got["bm25"], BM25Retriever)
+    rr = got["hybrid_rerank"]
+    assert isinstance(rr, RerankRetriever) and isinstance(rr.base, HybridRetriever)
+    # the hybrid fuses the very BM25 retriever of the set (one index), and a dense one
+    assert rr.base.retrievers[0] is got["bm25"] and isinstance(rr.base.retrievers[1], DenseRetriever)
+    assert [h[0] for h in rr.retrieve("nine ten", 2)] == ["c", "a"]
+    with pytest.raises(ValueError, match="unknown retriever 'x'"):
+        RR.build_retriever_set(chunks, ["x"])
+    RR.register_retriever(RR.RetrieverKind("rank_only", lambda inputs, fused: None, "ranks a grid only"))
+    try:
+        with pytest.raises(ValueError, match="'rank_only' ranks a grid's chunks only"):
+            RR.build_retriever_set(chunks, ["rank_only"])
+    finally:
+        RR._KINDS.pop("rank_only")
+    with pytest.raises(ValueError, match="needs a rank function, a build function or both"):
+        RR.RetrieverKind("neither", None, "nothing")
 
 
 def test_a_registered_chunker_is_a_grid_row(word_kind, tmp_path):

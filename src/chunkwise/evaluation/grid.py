@@ -263,10 +263,13 @@ class GridConfig:
             raise ValueError(f"the grid lists a chunker twice: {[s.label for s in specs]}.")
         object.__setattr__(self, "chunkers", specs)
         rets = [self.retrievers] if isinstance(self.retrievers, str) else list(self.retrievers)
-        known = retriever_names()
+        known = retriever_names(ranks=True)
         bad = [r for r in rets if r not in known]
         if bad or not rets:
-            raise ValueError(f"unknown retriever(s) {bad or rets}; choose from {', '.join(known)}.")
+            builds_only = [r for r in bad if r in retriever_names(ranks=False)]
+            why = (f" ({', '.join(builds_only)} only builds a per-question retriever, for CRUD-RAG's harness)"
+                   if builds_only else "")
+            raise ValueError(f"unknown retriever(s) {bad or rets}{why}; a grid ranks with {', '.join(known)}.")
         object.__setattr__(self, "retrievers", tuple(dict.fromkeys(rets)))
         object.__setattr__(self, "top_k", _check_top_k(self.top_k))
         if self.mode not in ("chroma", "union"):

@@ -1,16 +1,24 @@
-"""The registry of retriever kinds the evaluation engine ranks chunks with.
+"""The registry of retriever kinds: the one place a retriever's name is given a meaning.
 
-A :class:`RetrieverKind` names a retriever of a grid (``"dense"``, ``"bm25"``, ``"hybrid"``)
-and holds its ranking function: given the indexed texts of one chunking, the questions and
-(lazily) the chunk and question vectors, it returns each question's ranked chunk positions
-with its own index and query time. A kind that fuses others (hybrid) names them in ``uses``
-and receives their rankings, so each ranking is computed once per chunking.
-:func:`chunkwise.evaluation.grid.run_grid` and :class:`~chunkwise.evaluation.grid.GridConfig`
-read this registry; adding a retriever is one function plus one :func:`register_retriever`
-call, after which its name works in a grid file and ``chunkwise evaluate``.
+A :class:`RetrieverKind` names a retriever (``"dense"``, ``"bm25"``, ``"hybrid"``, ...) and
+holds how it is made, in the two forms chunkwise uses:
+
+- ``rank``, for the evaluation engine: given the indexed texts of one chunking, the questions
+  and (lazily) the chunk and question vectors, each question's ranked chunk positions with its
+  own index and query time. :func:`chunkwise.evaluation.grid.run_grid` and
+  :class:`~chunkwise.evaluation.grid.GridConfig` read it; the name then works in a grid file and
+  ``chunkwise evaluate``;
+- ``build``, for a pipeline that retrieves question by question (CRUD-RAG's harness,
+  :func:`chunkwise.crud.rag.retrievers.build_retrievers`): a :class:`~chunkwise.retrieval.Retriever`
+  object over given chunks, from a :class:`BuildInputs`, through :func:`build_retriever_set`.
+
+A kind that fuses others (hybrid) names them in ``uses`` and receives their rankings, or their
+built retrievers, so each index is made once. Adding a retriever is one function (or two) plus
+one :func:`register_retriever` call.
 
 The built-in kinds are registered at the bottom of this module, from the parts in
-:mod:`chunkwise.retrieval` (exact cosine or HNSW search, bm25s' BM25, reciprocal rank fusion).
+:mod:`chunkwise.retrieval` (exact cosine or HNSW search, bm25s' BM25, reciprocal rank fusion,
+reranking); ``none`` and ``hybrid_rerank`` are CRUD-RAG's baselines and only build.
 """
 
 from __future__ import annotations
@@ -23,7 +31,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RankInputs", "Ranking", "RetrieverKind", "register_retriever", "retriever_kind", "retriever_names"]
+__all__ = [
+    "BuildInputs", "RankInputs", "Ranking", "RetrieverKind", "build_retriever_set", "register_retriever",
+    "retriever_kind", "retriever_names",
+]
 
 
 @dataclass
@@ -71,6 +82,43 @@ class Ranking:
     query_seconds: float
 
 
+@dataclass
+class BuildInputs:
+    """What a retriever builder gets: the chunks and the settings of one set of retrievers.
+
+    Attributes
+    ----------
+    chunks : list
+        ``(chunk_id, text)`` pairs or objects with ``chunk_id`` and ``text`` (e.g.
+        :class:`~chunkwise.crud.rag.chunking.CorpusChunk`).
+    built : dict of str -> Retriever
+        The retrievers of this set built so far (a fusing kind takes those it ``uses``).
+    language, tokenizer : str
+        BM25's text analysis (:class:`~chunkwise.retrieval.BM25Retriever`).
+    dense : str or (query_embedder, passage_embedder)
+        :func:`chunkwise.embeddings.make_dense_embedders`' model name, or the embedders.
+    reranker : str or object with ``score`` and ``name``
+        :func:`chunkwise.retrieval.make_reranker`'s name, or a reranker.
+    llm : ChatModel or None
+        For an LLM reranker.
+    cache_dir, bm25_cache_dir : path or None
+        Embedding cache; saved BM25 indexes.
+    n_jobs : int
+        Processes for BM25 tokenization.
+    """
+
+    chunks: list[Any]
+    built: dict[str, Any]
+    language: str = "zh"
+    tokenizer: str = "jieba"
+    dense: Any = "auto"
+    reranker: Any = "auto"
+    llm: Any = None
+    cache_dir: Any = None
+    bm25_cache_dir: Any = None
+    n_jobs: int = 1
+
+
 @dataclass(frozen=True)
 class RetrieverKind:
     """A retriever of the evaluation grid.
@@ -79,11 +127,14 @@ class RetrieverKind:
     ----------
     name : str
         The name in a grid (``retrievers = ["dense", "bm25"]``).
-    rank : callable ``(inputs, fused) -> Ranking``
+    rank : callable ``(inputs, fused) -> Ranking`` or None
         ``inputs`` a :class:`RankInputs`; ``fused`` maps each name in ``uses`` to its
-        :class:`Ranking` on the same chunking.
+        :class:`Ranking` on the same chunking. None: the kind cannot rank a grid's chunks.
     summary : str
         One line for listings.
+    build : callable ``BuildInputs -> Retriever``, optional
+        Builds the retriever as an object with ``name`` and ``retrieve(question, top_k)``; the
+        retrievers it ``uses`` are in ``inputs.built``.
     needs_embedder : bool, default False
         Whether it needs chunk and question vectors (then the grid needs an embedder).
     uses : tuple of str, default ()
@@ -92,16 +143,21 @@ class RetrieverKind:
     """
 
     name: str
-    rank: Callable[[RankInputs, Mapping[str, Ranking]], Ranking]
+    rank: Callable[[RankInputs, Mapping[str, Ranking]], Ranking] | None
     summary: str
     needs_embedder: bool = False
     uses: tuple[str, ...] = ()
+    build: Callable[[BuildInputs], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or not self.name.replace("_", "").isalnum():
             raise ValueError(f"a retriever kind's name must be letters, digits and '_', got {self.name!r}.")
-        if not callable(self.rank):
+        if self.rank is not None and not callable(self.rank):
             raise ValueError(f"retriever kind {self.name!r}: rank must be callable (inputs, fused) -> Ranking.")
+        if self.build is not None and not callable(self.build):
+            raise ValueError(f"retriever kind {self.name!r}: build must be callable (BuildInputs) -> Retriever.")
+        if self.rank is None and self.build is None:
+            raise ValueError(f"retriever kind {self.name!r} needs a rank function, a build function or both.")
 
 
 _KINDS: dict[str, RetrieverKind] = {}
@@ -127,9 +183,10 @@ def register_retriever(kind: RetrieverKind, *, replace: bool = False) -> Retriev
     return kind
 
 
-def retriever_names() -> tuple[str, ...]:
-    """The registered retrievers' names, in registration order."""
-    return tuple(_KINDS)
+def retriever_names(ranks: bool | None = None) -> tuple[str, ...]:
+    """The registered retrievers' names, in registration order (``ranks=True``: only those that
+    can rank a grid's chunks; ``False``: only those that cannot)."""
+    return tuple(n for n, k in _KINDS.items() if ranks is None or (k.rank is not None) == ranks)
 
 
 def retriever_kind(name: str) -> RetrieverKind:
@@ -144,6 +201,46 @@ def retriever_kind(name: str) -> RetrieverKind:
         return _KINDS[name]
     except (KeyError, TypeError):
         raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(retriever_names())}.") from None
+
+
+def build_retriever_set(chunks: Any, names: Any, **settings: Any) -> dict[str, Any]:
+    """Build the named retrievers over one set of chunks, each index once.
+
+    Parameters
+    ----------
+    chunks : sequence
+        See :class:`BuildInputs`.
+    names : sequence of str
+        Registered retriever names whose kinds have a ``build`` function.
+    **settings
+        The other fields of :class:`BuildInputs`.
+
+    Returns
+    -------
+    dict of str -> Retriever
+        In the order of ``names``; a retriever that another one fuses is built once and shared.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or a kind without a ``build`` function.
+    """
+    names = list(names)
+    for name in names:
+        if retriever_kind(name).build is None:
+            raise ValueError(f"retriever {name!r} ranks a grid's chunks only; a per-question set is built from "
+                             f"{', '.join(n for n in retriever_names() if _KINDS[n].build is not None)}.")
+    inputs = BuildInputs(list(chunks), {}, **settings)
+
+    def make(name: str) -> Any:
+        if name not in inputs.built:
+            kind = retriever_kind(name)
+            for used in kind.uses:
+                make(used)
+            inputs.built[name] = kind.build(inputs)
+        return inputs.built[name]
+
+    return {name: make(name) for name in names}
 
 
 # --------------------------------------------------------------------------------------
@@ -193,9 +290,56 @@ def _hybrid(inputs: RankInputs, fused: Mapping[str, Ranking]) -> Ranking:
     return Ranking(ranked, 0.0, (time.perf_counter() - t0) / len(inputs.questions))
 
 
-register_retriever(RetrieverKind("dense", _dense, "cosine similarity of chunk and question vectors", needs_embedder=True))
-register_retriever(RetrieverKind("bm25", _bm25, "BM25 (bm25s, Lucene variant) over the chunks' words"))
+def _build_dense(inputs: BuildInputs) -> Any:
+    from chunkwise.retrieval.dense import DenseRetriever
+
+    if isinstance(inputs.dense, tuple):
+        q_emb, p_emb = inputs.dense
+        label = getattr(q_emb, "name", "custom")
+    else:
+        from chunkwise.embeddings import make_dense_embedders
+
+        q_emb, p_emb, label = make_dense_embedders(inputs.dense, cache_dir=inputs.cache_dir)
+    retriever = DenseRetriever(inputs.chunks, q_emb, p_emb, name="dense")
+    retriever.model = label  # type: ignore[attr-defined]
+    return retriever
+
+
+def _build_bm25(inputs: BuildInputs) -> Any:
+    from chunkwise.retrieval.lexical import BM25Retriever
+
+    return BM25Retriever(inputs.chunks, language=inputs.language, tokenizer=inputs.tokenizer,
+                         cache_dir=inputs.bm25_cache_dir, n_jobs=inputs.n_jobs)
+
+
+def _build_hybrid(inputs: BuildInputs) -> Any:
+    from chunkwise.retrieval.hybrid import HybridRetriever
+
+    return HybridRetriever([inputs.built["bm25"], inputs.built["dense"]])
+
+
+def _build_none(inputs: BuildInputs) -> Any:
+    from chunkwise.retrieval.base import NoRetriever
+
+    return NoRetriever()
+
+
+def _build_hybrid_rerank(inputs: BuildInputs) -> Any:
+    from chunkwise.retrieval.rerank import RerankRetriever, make_reranker
+
+    rr = inputs.reranker if callable(getattr(inputs.reranker, "score", None)) else make_reranker(inputs.reranker, inputs.llm)
+    return RerankRetriever(inputs.built["hybrid"], rr)
+
+
+register_retriever(RetrieverKind("dense", _dense, "cosine similarity of chunk and question vectors", needs_embedder=True,
+                                 build=_build_dense))
+register_retriever(RetrieverKind("bm25", _bm25, "BM25 (bm25s, Lucene variant) over the chunks' words", build=_build_bm25))
 register_retriever(
     RetrieverKind("hybrid", _hybrid, "reciprocal rank fusion of BM25 and dense (weights 0.5 / 0.5)", needs_embedder=True,
-                  uses=("bm25", "dense"))
+                  uses=("bm25", "dense"), build=_build_hybrid)
+)
+register_retriever(RetrieverKind("none", None, "no retrieval (CRUD-RAG's closed-book baseline)", build=_build_none))
+register_retriever(
+    RetrieverKind("hybrid_rerank", None, "the hybrid union reranked by a cross-encoder or an LLM's yes/no (CRUD-RAG)",
+                  needs_embedder=True, uses=("hybrid",), build=_build_hybrid_rerank)
 )

@@ -3,7 +3,8 @@
 Every retriever has a ``name`` and ``retrieve(question, top_k) -> list[Hit]``, a hit being the
 tuple ``(chunk_id, text, score)``, best first. The retrievers themselves live in
 :mod:`chunkwise.retrieval`; this module only builds CRUD-RAG's set of them over one corpus
-(:func:`build_retrievers`). The baselines of CRUD-RAG (``src/retrievers/`` and
+(:func:`build_retrievers`, each method a kind of :mod:`chunkwise.retrieval.registry`, built by
+:func:`~chunkwise.retrieval.registry.build_retriever_set`). The baselines of CRUD-RAG (``src/retrievers/`` and
 ``quick_start.py --retriever_name``) and what we run in their place:
 
 =================  ====================================================  ==============================================
@@ -39,15 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from chunkwise.embeddings import make_dense_embedders
-from chunkwise.retrieval import (
-    BM25Retriever,
-    DenseRetriever,
-    HybridRetriever,
-    NoRetriever,
-    RerankRetriever,
-    make_reranker,
-)
+from chunkwise.retrieval.registry import build_retriever_set
 
 if TYPE_CHECKING:
     from chunkwise.llm.protocol import ChatModel
@@ -103,35 +96,7 @@ def build_retrievers(
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; expected names from {METHODS}")
-    chunks = list(chunks)
-    need_bm25 = any(m in ("bm25", "hybrid", "hybrid_rerank") for m in methods)
-    need_dense = any(m in ("dense", "hybrid", "hybrid_rerank") for m in methods)
-    bm25 = (
-        BM25Retriever(chunks, language="zh", tokenizer=bm25_tokenizer, cache_dir=bm25_cache_dir, n_jobs=n_jobs)
-        if need_bm25
-        else None
-    )
-    dense_r = None
-    if need_dense:
-        if isinstance(dense, tuple):
-            q_emb, p_emb = dense
-            label = getattr(q_emb, "name", "custom")
-        else:
-            q_emb, p_emb, label = make_dense_embedders(dense, cache_dir=cache_dir)
-        dense_r = DenseRetriever(chunks, q_emb, p_emb, name="dense")
-        dense_r.model = label  # type: ignore[attr-defined]
-    hybrid = HybridRetriever([bm25, dense_r]) if bm25 is not None and dense_r is not None else None
-    out: dict[str, Any] = {}
-    for m in methods:
-        if m == "none":
-            out[m] = NoRetriever()
-        elif m == "bm25":
-            out[m] = bm25
-        elif m == "dense":
-            out[m] = dense_r
-        elif m == "hybrid":
-            out[m] = hybrid
-        elif m == "hybrid_rerank":
-            rr = reranker if callable(getattr(reranker, "score", None)) else make_reranker(reranker, llm)
-            out[m] = RerankRetriever(hybrid, rr)
-    return out
+    # each method is a kind of the retriever registry (chunkwise.retrieval.registry), built there
+    return build_retriever_set(chunks, methods, language="zh", tokenizer=bm25_tokenizer, dense=dense,
+                               reranker=reranker, llm=llm, cache_dir=cache_dir, bm25_cache_dir=bm25_cache_dir,
+                               n_jobs=n_jobs)
