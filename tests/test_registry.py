@@ -188,3 +188,20 @@ def test_labels_keys_and_spec_strings_are_unchanged(text, label, key, spec_strin
     spec = parse_spec(text)
     assert (spec.label, spec.key(), spec.spec_string()) == (label, key, spec_string)
     assert parse_spec(spec.spec_string()) == spec
+
+
+def test_a_grid_table_takes_the_kinds_own_fields_in_order():
+    def spec(table):
+        return GridConfig(chunkers=[table], retrievers=["bm25"]).chunkers[0].spec_string()
+
+    assert spec({"chunker": "TokenText", "size": 250, "overlap": 125}) == "TokenText:250:125"
+    assert spec({"chunker": "Recursive", "size": 200, "overlap": 0}) == "Recursive:200"
+    assert spec({"chunker": "Hierarchical", "size": 200, "parent_size": 800, "merge_threshold": 0.5}) == (
+        "Hierarchical:200:800:0.5")
+    assert spec({"chunker": "Kamradt"}) == "Kamradt"
+    with pytest.raises(ValueError, match="has overlap but no size"):
+        spec({"chunker": "Recursive", "overlap": 5})
+    with pytest.raises(ValueError, match="Recursive takes the keys chunker, size, overlap, not parent_size"):
+        spec({"chunker": "Recursive", "size": 200, "parent_size": 800})
+    with pytest.raises(ValueError, match="has parent_size but no size"):
+        spec({"chunker": "Hierarchical", "parent_size": 800})

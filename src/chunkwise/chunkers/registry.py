@@ -92,6 +92,10 @@ class ChunkerKind:
         For a kind with a grammar of its own (``parse``): its table row name (default ``"Name
         size overlap n"``) and the spec text :func:`~chunkwise.chunkers.specs.parse_spec` reads
         back (default ``Name[:size[:overlap]]``).
+    table_fields : tuple of str, default ("size", "overlap")
+        The keys of a grid file's chunker table (``{chunker = "Recursive", size = 200}``) that
+        become the spec's fields after the name, in order (Hierarchical: ``size``,
+        ``parent_size``, ``merge_threshold``).
     key_fields : callable ``spec -> str``, optional
         Text appended to the spec's cache key (after ``name|size|overlap``) for settings held
         outside ``options``; Hierarchical's parent size and merge rule. Part of every span cache
@@ -119,6 +123,7 @@ class ChunkerKind:
     label: Callable[[ChunkerSpec], str] | None = None
     spec_string: Callable[[ChunkerSpec], str] | None = None
     key_fields: Callable[[ChunkerSpec], str] | None = None
+    table_fields: tuple[str, ...] = ("size", "overlap")
     span_cache: bool = True
     plugin: bool = False
 
@@ -345,6 +350,7 @@ def _builtins() -> None:
             "children of size tokens indexed, parents returned (small-to-big)",
             parse=S._parse_hierarchical, index="parents", label=S._hierarchical_label,
             spec_string=S._hierarchical_spec_string, key_fields=S._hierarchical_key_fields,
+            table_fields=("size", "parent_size", "merge_threshold"),
             spec_help="Hierarchical:child_tokens:parent_tokens[:merge_threshold]",
         ),
         ChunkerKind(

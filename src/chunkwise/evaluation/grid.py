@@ -144,38 +144,37 @@ def _as_spec(item: Any) -> ChunkerSpec:
     if isinstance(item, str):
         return parse_spec(item.strip())
     if isinstance(item, Mapping):
-        unknown = set(item) - {"chunker", "size", "overlap", "parent_size", "merge_threshold", "kwargs"}
-        if unknown or "chunker" not in item:
-            raise ValueError(
-                f"chunker {dict(item)!r}: use keys chunker, size, overlap (e.g. chunker = 'Recursive', size = 200); "
-                "Hierarchical also parent_size and merge_threshold; your own chunker ('package.module:ClassName') kwargs."
-            )
+        from chunkwise.chunkers.registry import chunker_kind
+
+        if "chunker" not in item:
+            raise ValueError(f"chunker {dict(item)!r}: name the kind, e.g. chunker = 'Recursive', size = 200.")
         text = str(item["chunker"])
+        kind = chunker_kind(text)
+        unknown = set(item) - {"chunker", "kwargs", *kind.table_fields}
+        if unknown:
+            raise ValueError(
+                f"chunker {dict(item)!r}: {text} takes the keys chunker, {', '.join(kind.table_fields)}"
+                + (" and kwargs" if kind.plugin else "") + f", not {', '.join(sorted(unknown))}."
+            )
         if "kwargs" in item:
             import dataclasses
 
             kwargs = item["kwargs"]
             if not isinstance(kwargs, Mapping):
                 raise ValueError(f"chunker {dict(item)!r}: kwargs must be a table of keyword arguments.")
-            from chunkwise.chunkers.registry import chunker_kind
-
-            if not chunker_kind(text).plugin:
+            if not kind.plugin:
                 raise ValueError(f"chunker {text!r}: kwargs are for your own chunkers ('package.module:ClassName'), "
                                  "built-in kinds take their settings in the spec.")
             spec = parse_spec(text)
             return dataclasses.replace(spec, options=tuple(sorted((str(k), v) for k, v in kwargs.items())))
-        if text == "Hierarchical":
-            text += f":{item.get('size')}:{item.get('parent_size')}"
-            if item.get("merge_threshold") is not None:
-                text += f":{item['merge_threshold']}"
-            return parse_spec(text)
-        if item.get("size") is not None:
-            text += f":{item['size']}"
-            if item.get("overlap"):
-                text += f":{item['overlap']}"
-        elif item.get("overlap"):
-            raise ValueError(f"chunker {dict(item)!r} has an overlap but no size.")
-        return parse_spec(text)
+        # the kind's table keys, in order, become the spec's fields; an overlap of 0 is no overlap
+        values = [(key, item.get(key)) for key in kind.table_fields]
+        given = [(key, v) for key, v in values if v is not None and not (key == "overlap" and not v)]
+        fields = [v for _, v in values[:len(given)]]
+        if any(v is None or (key == "overlap" and not v) for key, v in values[:len(given)]):
+            missing = next(key for key, v in values if v is None)
+            raise ValueError(f"chunker {dict(item)!r} has {given[-1][0]} but no {missing}.")
+        return parse_spec(":".join([text, *(str(v) for v in fields)]))
     raise ValueError(f"chunker {item!r} must be a spec string such as 'Recursive:200' or a table.")
 
 
