@@ -1,4 +1,4 @@
-"""Fill the committed LLM cache of the LLM-based rows (chapters 2 and 5), one resumable stage at a time.
+"""Fill the committed LLM cache of the LLM-based rows (chapter 5; chapter 2's once all five corpora are cached), one resumable stage at a time.
 
 A stage is one spec on some of Chroma's corpora: ``LLM`` (Chroma's LLMSemanticChunker protocol:
 50-token recursive pieces, windows of about 800 tokens, the model names the split points) or

@@ -1,15 +1,17 @@
 """Fill chapter 4's committed LLM cache: generated questions over Chroma's five corpora.
 
-Runs :func:`chunkwise.experiments.questions.generate_questions` exactly as chapter 4 does (seed 0,
+Runs :func:`chunkwise.experiments.questions.generate_questions` on chapter 4's passages (seed 0,
 1,000-character passages, round robin over the corpora, all-MiniLM-L6-v2 near-duplicate filter at
-0.85), through the local model and ``data/own/llm_cache.sqlite``. Every reply is cached as it
+0.85), through the local model and ``data/own/llm_cache.sqlite``. Arguments: N REPAIRS [MARGIN [MODE
+[PREVIOUS]]]; MODE defaults to copy and PREVIOUS to 3 (Chroma's method, the first rows of the
+keep-rate table in ``data/own/README.md``); chapter 4's run is ``95 2 0 sentence_numbers 0``. Every reply is cached as it
 arrives, so an interrupted run resumes; a larger ``n`` asks only for the new candidates.
 
-    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0       # n=27, no content repairs, no margin
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0       # copy mode, 3 earlier questions shown
     PYTHONPATH=src python benchmarks/own_questions_cache.py 27 2 200   # the same passages, 2 repairs, 200-char margin
-    PYTHONPATH=src python benchmarks/own_questions_cache.py 120 2 200  # more candidates
     PYTHONPATH=src python benchmarks/own_questions_cache.py 27 0 0 sentence_numbers  # numbered sentences
     PYTHONPATH=src python benchmarks/own_questions_cache.py 27 2 0 sentence_numbers 0  # no earlier questions shown
+    PYTHONPATH=src python benchmarks/own_questions_cache.py 95 2 0 sentence_numbers 0  # chapter 4's run: 74 kept
 
 Prints the keep rate and the drops by reason, and appends one line to ``data/own/generation_runs.csv``.
 """

@@ -369,7 +369,7 @@ def test_sentence_chunker_is_exact_and_cuts_at_chinese_full_stops():
     assert [c.metadata["n_tokens"] for c in small] == [8, 8, 2]
 
 
-def test_chunk_corpus_ids_and_splitters():
+def test_chunk_articles_ids_and_splitters():
     chunks = chunk_articles(["甲。" * 200, "乙"], ["d1", "d2"])
     assert chunks[0].chunk_id == "d1#0" and chunks[-1] == CorpusChunk("d2#0", "d2", "乙", 0, 1, count_tokens("乙"))
     assert {c.doc_id for c in chunks} == {"d1", "d2"}

@@ -7,6 +7,7 @@ Usage::
 
     chunkwise questions validate --docs D --questions Q [--encoding E]
     chunkwise questions generate --docs D -n N [--out Q.jsonl] [--seed S] [--llm-cache F]
+                                 [--excerpt-mode M] [--previous N] [--content-repairs N]
     chunkwise evaluate --docs D --questions Q [--config grid.toml] [--out DIR] [--embedder NAME]
                        [--metric recall] [--baseline CELL] [--resamples N] [--seed S]
 
@@ -336,8 +337,10 @@ def add_parsers(sub: Any) -> None:
         "generate",
         help="write a question set with an LLM (Chroma's synthetic method), marked as not reviewed",
         description=(
-            "Sample passages from the documents, ask an LLM for a question and verbatim excerpts that answer it "
-            "(JSON), keep the excerpts found in the document (true offsets recorded), drop near-duplicate "
+            "Sample passages from the documents, show each one numbered sentence per line, ask an LLM for a "
+            "question and the numbers of the sentences that answer it (JSON); the references are those "
+            "sentences, verbatim with their offsets (--excerpt-mode copy: the model copies excerpts, kept only "
+            "when found in the document); drop near-duplicate "
             "questions, and write a JSONL questions file that `chunkwise evaluate` reads. The LLM is the one "
             "configured with CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL, else the embedded local model "
             "(started only when a reply is not cached). Rerunning resumes from the LLM cache."
@@ -355,8 +358,9 @@ def add_parsers(sub: Any) -> None:
                      help="cosine above which a question is a near duplicate (default 0.85 with all-MiniLM-L6-v2)")
     gen.add_argument("--no-dedup", action="store_true", help="skip the embedding near-duplicate filter")
     gen.add_argument("--content-repairs", type=int, default=2, metavar="N",
-                     help="re-ask up to N times, stating the problem, when a question says 'the passage' or an "
-                          "excerpt is not in the passage (default 2; 0 drops such candidates at once)")
+                     help="re-ask up to N times, stating the problem, when a question says 'the passage' or names a "
+                          "sentence (copy mode: an excerpt) that is not in the passage (default 2; 0 drops such "
+                          "candidates at once)")
     gen.add_argument("--excerpt-margin", type=int, default=200, metavar="CHARS",
                      help="also find excerpts that cross the passage's edge, this many characters of the document "
                           "on each side (default 200; 0 = the passage only)")

@@ -6,7 +6,7 @@ chunks one document through a span cache on disk. The evaluation engine
 (:mod:`chunkwise.evaluation.grid`) and chapter 2's driver (:mod:`chunkwise.experiments.chroma`)
 both use them, so they live with the chunkers.
 
-The span cache (``$CHUNKWISE_CACHE_DIR/spans``, default ``~/.cache/chunkwise``) is keyed
+The span cache (``$CHUNKWISE_CACHE_DIR/spans``, default ``~/.cache/chunkwise/spans``) is keyed
 by the package version, the spec, the identity of the model a chunker uses (embedder or LLM)
 and the sha256 of the document text; a file holds only ``[start, end]`` pairs.
 """

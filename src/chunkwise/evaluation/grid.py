@@ -209,9 +209,12 @@ class GridConfig:
         ``"Semantic:percentile:80:0:150"`` (LangChain's semantic chunker with explicit settings),
         ``"Hierarchical:100:400:0.5"`` (children of 100 tokens indexed, their parent of up to 400
         returned when half of its children are retrieved), ``"Contextual:200"`` (needs ``llm``)
-        and ``"Late:200"`` (late-chunking vectors). A TOML table ``{chunker, size, overlap}``
-        also works.
-    retrievers : sequence of {"dense", "bm25", "hybrid"}
+        and ``"Late:200"`` (late-chunking vectors). A TOML table ``{chunker, ...}`` with the
+        kind's ``table_fields`` also works (``size``, ``overlap``; Hierarchical ``size``,
+        ``parent_size``, ``merge_threshold``); a key the kind does not take is an error.
+    retrievers : sequence of str
+        Registered retrievers that can rank a grid (``"dense"``, ``"bm25"``, ``"hybrid"``, and any a
+        user adds); build-only kinds (``"none"``, ``"hybrid_rerank"``) are refused.
     top_k : sequence of int >= 1
     mode : {"chroma", "union"}, default "chroma"
         Definition of recall / precision / IoU / precision_Ω (chapter 2 uses "chroma").

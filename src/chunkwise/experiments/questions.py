@@ -523,7 +523,7 @@ def generate_questions(
         Cosine similarity above which a question is a near duplicate of a kept one of the same
         document; ``None`` disables the embedding filter.
     max_repairs : int, default 1
-        Re-asks after a reply that is not valid JSON for :data:`RESPONSE_SCHEMA`.
+        Re-asks after a reply that is not valid JSON for the mode's schema (:data:`NUMBERED_RESPONSE_SCHEMA` by default, :data:`RESPONSE_SCHEMA` in copy mode).
     content_repairs : int, default 2
         Further re-asks after a reply whose content would drop the candidate: a question that
         talks about "the passage", an excerpt that is not in the passage, or excerpts that are

@@ -16,11 +16,11 @@ tuple ``(chunk_id, text, score)``, best first; ties go to the earlier chunk.
 - :mod:`~chunkwise.retrieval.rerank` -- :class:`RerankRetriever` with a cross-encoder or an LLM's
   yes/no judgement.
 
-The evaluation grid's retrievers (``"dense"``, ``"bm25"``, ``"hybrid"``, and any a user adds)
-are registered in :mod:`~chunkwise.retrieval.registry`, each a ranking function over these parts.
-
-Embedders live in :mod:`chunkwise.embeddings`; the CRUD-RAG baselines are wired from these parts
-in :mod:`chunkwise.crud.rag.retrievers`.
+Retriever kinds (``"dense"``, ``"bm25"``, ``"hybrid"``, ``"none"``, ``"hybrid_rerank"`` and any a
+user adds) are registered in :mod:`~chunkwise.retrieval.registry`, each with a ranking function
+over these parts for the evaluation grid and/or a build function for per-question retrieval;
+the CRUD-RAG baselines are built from these kinds by :mod:`chunkwise.crud.rag.retrievers`
+(``none`` and ``hybrid_rerank`` only build). Embedders live in :mod:`chunkwise.embeddings`.
 """
 
 from chunkwise.retrieval.base import DEFAULT_TOP_K, Hit, NoRetriever, Retriever, as_pairs, check_top_k

@@ -444,7 +444,7 @@ def test_token_f1_and_unanswerable_forms():
 # -- batch helper ---------------------------------------------------------------------------
 
 
-def test_score_generation_dataframe():
+def test_score_answer_texts_dataframe():
     emb = FakeEmbedder({B22: [1, 0], ZH_CAND: [1, 1], ZH_REF: [0, 1]})
     df = score_answer_texts(
         [B22, ZH_CAND, None, "x"],
@@ -472,7 +472,7 @@ def test_score_generation_dataframe():
     assert summary.loc["rouge_l", "mean"] == pytest.approx((1 + 7 / 9) / 2)
 
 
-def test_score_generation_with_quest_eval_and_validation():
+def test_score_answer_texts_with_quest_eval_and_validation():
     cache = {"a": {"key_info": [], "question": ["天气如何？"], "answers": ["晴转多云"]}}
     llm = quest_llm(answers={B22: ["晴转多云"]})
     df = score_answer_texts([B22], [B22], ["a"], metrics=["rouge_l", "quest_eval"], quest_eval=QuestEval(llm, cache))
