@@ -807,13 +807,12 @@ def _llm_cost(spec: ChunkerSpec, chunks: Mapping[str, list[Any]], before: Any, l
     when they were made (:meth:`chunkwise.llm.LLMClient.stats`' ``cached_*`` counters), so a
     run replayed from a committed cache reports the cold cost.
     """
+    from chunkwise.llm.client import model_cost
+
     after = llm.stats() if before is not None else None
 
     def grew(name: str) -> float:
-        if after is None:
-            return 0.0
-        return float(after.get(name, 0) - before.get(name, 0)) + float(
-            after.get("cached_" + name, 0) - before.get("cached_" + name, 0))
+        return 0.0 if after is None else model_cost(before, after, name)
 
     hits = int(after["cache_hits"] - before["cache_hits"]) if after is not None else 0
     tokens = {"llm_prompt_tokens": int(grew("prompt_tokens")), "llm_completion_tokens": int(grew("completion_tokens"))}

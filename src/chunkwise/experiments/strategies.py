@@ -96,6 +96,7 @@ def llm_chunker_runs(docs: Mapping[str, str], llm: ChatModel) -> pd.DataFrame:
         weighted by chunks).
     """
     from chunkwise.chunkers.specs import make_chunker, parse_spec
+    from chunkwise.llm.client import model_cost
     from chunkwise.tokens import count_tokens
 
     rows = {}
@@ -105,17 +106,14 @@ def llm_chunker_runs(docs: Mapping[str, str], llm: ChatModel) -> pd.DataFrame:
         chunks = chunker.split(text)
         after = llm.stats()
 
-        def grew(key: str) -> float:
-            return float(after.get(key, 0) - before.get(key, 0) + after.get("cached_" + key, 0)
-                         - before.get("cached_" + key, 0))
-
         st = chunker.last_stats
         rows[name] = {
             "pieces": st["pieces"], "windows": st["windows"], "repairs": st["repairs"],
             "windows_without_split": st["windows_without_split"], "chunks": len(chunks),
             "mean_chunk_tokens": sum(count_tokens(c.text) for c in chunks) / max(len(chunks), 1),
-            "llm_seconds": grew("latency_s"), "llm_prompt_tokens": int(grew("prompt_tokens")),
-            "llm_completion_tokens": int(grew("completion_tokens")),
+            "llm_seconds": model_cost(before, after, "latency_s"),
+            "llm_prompt_tokens": int(model_cost(before, after, "prompt_tokens")),
+            "llm_completion_tokens": int(model_cost(before, after, "completion_tokens")),
         }
     out = pd.DataFrame.from_dict(rows, orient="index")
     if len(out):

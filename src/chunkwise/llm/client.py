@@ -76,6 +76,7 @@ __all__ = [
     "LLMResponse",
     "LLMResult",
     "SequentialBatches",
+    "model_cost",
     "ENV_MAX_CONCURRENCY",
     "DEFAULT_MAX_CONCURRENCY",
     "extract_json",
@@ -1357,6 +1358,15 @@ class LLMClient:
             raise
         if failures:
             raise failures[0]
+
+
+def model_cost(before: Mapping[str, Any], after: Mapping[str, Any], what: str) -> float:
+    """The model cost ``what`` (``"latency_s"``, ``"prompt_tokens"``, ``"completion_tokens"``)
+    of the calls made between two :meth:`LLMClient.stats` snapshots, replies served from the
+    cache counted at what they cost when they were made (their ``cached_*`` counters), so a run
+    replayed from a committed cache reports the cold cost."""
+    return float(after.get(what, 0) - before.get(what, 0)
+                 + after.get("cached_" + what, 0) - before.get("cached_" + what, 0))
 
 
 # -- batches as loops ---------------------------------------------------------------------
