@@ -183,3 +183,24 @@ def test_findings_results_of_chapter_5_hand_values():
     assert S.findings_results(table, cold, labels, "Recursive 200", 1, "x")["contextual_vs_recursive"] == "cannot tell"
     assert S.findings_results(table.drop(index="Contextual 200"), cold, labels, "Recursive 200", 1,
                               "x")["contextual_vs_recursive"] == "not run"
+
+
+def test_llm_vs_report_puts_our_cost_beside_the_published_gpt4o_row():
+    from pathlib import Path
+
+    report = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "chroma" / "chroma_report_results.csv")
+    runs = pd.DataFrame(
+        {"pieces": [40, 10, 50], "windows": [3, 1, 4], "repairs": [1, 0, 1], "windows_without_split": [0, 1, 1],
+         "chunks": [5, 1, 6], "mean_chunk_tokens": [100.0, 160.0, 110.0], "llm_seconds": [30.0, 12.0, 42.0],
+         "llm_prompt_tokens": [3000, 900, 3900], "llm_completion_tokens": [40, 5, 45]},
+        index=["a", "b", "all"])
+    t = S.llm_vs_report(runs, 79.34, 17.56, report, "ours")
+    assert t["ours"].tolist() == ["110", "79.3", "17.6", "5", "1", "1", "3,900", "45", "42"]
+    gpt = t.columns[1]
+    assert gpt == "Chroma's report (GPT-4o, text-embedding-3-large, five corpora)"
+    assert t[gpt].tolist()[:3] == ["240", "91.9", "19.9"]   # the report's published row
+    assert set(t[gpt].tolist()[3:]) == {"not given"}
+    with pytest.raises(ValueError, match="no 'all' row"):
+        S.llm_vs_report(runs.drop(index="all"), 1.0, 1.0, report, "ours")
+    with pytest.raises(ValueError, match="GPT-4o"):
+        S.llm_vs_report(runs, 1.0, 1.0, report[report.chunker != "LLM (GPT-4o)"], "ours")

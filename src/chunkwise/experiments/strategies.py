@@ -125,6 +125,56 @@ def llm_chunker_runs(docs: Mapping[str, str], llm: ChatModel) -> pd.DataFrame:
     return out.round({"mean_chunk_tokens": 1, "llm_seconds": 0})
 
 
+REPORT_LLM_ROW = "LLM (GPT-4o)"
+
+
+def llm_vs_report(runs: pd.DataFrame, recall: float, precision_omega: float, report: pd.DataFrame, ours: str) -> pd.DataFrame:
+    """Our LLM-chunker row and its cost beside the report's GPT-4o row, for reading.
+
+    Parameters
+    ----------
+    runs : DataFrame
+        :func:`llm_chunker_runs` output; its ``all`` row gives the chunk size and the cost.
+    recall, precision_omega : float
+        Our row's means over the questions, in percent (from the chapter's table).
+    report : DataFrame
+        ``data/chroma/chroma_report_results.csv`` (the report's row :data:`REPORT_LLM_ROW`,
+        text-embedding-3-large: Smith & Troynikov, 2024).
+    ours : str
+        Our column's title (the model, the embedder and the corpora it covers).
+
+    Returns
+    -------
+    DataFrame of str
+        Rows: mean chunk tokens (cl100k_base), recall and precision_Ω (%), requests to the model
+        (windows plus re-asks), re-asks after an invalid reply, windows where the model named no
+        split, prompt and generated tokens, model seconds; columns ``ours`` and the report's.
+        The report gives no cost, so its cost cells say "not given".
+
+    Raises
+    ------
+    ValueError
+        If ``runs`` has no ``all`` row or ``report`` no GPT-4o row.
+    """
+    if "all" not in runs.index:
+        raise ValueError("runs has no 'all' row: pass llm_chunker_runs(...) output for at least one document.")
+    rows = report[report["chunker"] == REPORT_LLM_ROW]
+    if rows.empty:
+        raise ValueError(f"the report file has no {REPORT_LLM_ROW!r} row; pass data/chroma/chroma_report_results.csv.")
+    a, g = runs.loc["all"], rows.iloc[0]
+    index = ["mean chunk tokens", "recall (%)", "precision_Ω (%)", "requests to the model",
+             "re-asks after an invalid reply", "windows with no split named", "prompt tokens",
+             "generated tokens", "model seconds"]
+    mine = [f"{a['mean_chunk_tokens']:.0f}", f"{recall:.1f}", f"{precision_omega:.1f}",
+            f"{int(a['windows'] + a['repairs']):,}", f"{int(a['repairs']):,}",
+            f"{int(a['windows_without_split']):,}", f"{int(a['llm_prompt_tokens']):,}",
+            f"{int(a['llm_completion_tokens']):,}", f"{float(a['llm_seconds']):,.0f}"]
+    theirs = [f"{g['mean_chunk_tokens']:.0f}", f"{g['recall_mean']:.1f}", f"{g['precision_omega_mean']:.1f}"]
+    theirs += ["not given"] * (len(index) - len(theirs))
+    title = f"Chroma's report ({REPORT_LLM_ROW.split('(')[1].rstrip(')')}, {g['embedding_model']}, five corpora)"
+    return pd.DataFrame({ours: mine, title: theirs}, index=index)
+
+
 @dataclass(frozen=True)
 class Strategy:
     """One row of the guide's table and the spec that measures it.
