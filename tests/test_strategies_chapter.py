@@ -65,7 +65,7 @@ def test_cache_only_client_refuses_misses(tmp_path):
     with pytest.raises(S.NotCachedError, match="not in the LLM cache"):
         llm.chat("hello", max_tokens=5)
     status = S.runnable_from_cache(["Recursive:2", "Contextual:2"], DOCS, llm, tmp_path / "spans")
-    assert status == {"Contextual:2": "not cached for a.txt"}  # specs without an LLM are left out
+    assert status == {"Contextual:2": "not cached for a.txt, b.txt"}  # every document missing; specs without an LLM are left out
     assert S.runnable_from_cache(["Contextual:2"], DOCS, None) == {"Contextual:2": "no LLM client"}
     with pytest.raises(ValueError, match="needs a chunkwise.llm.LLMClient"):
         S.cache_only(object())
@@ -137,6 +137,13 @@ def test_chapter_answer_is_built_from_the_tables_and_grows_with_their_rows():
     text = S.chapter_answer(grown, "R", where_all="5 corpora", n_questions=472)
     assert "L (+1.1 points [+0.2, +2.0]) has a higher recall; T" in text and "L made 120 LLM calls" in text
     assert "did not run" not in text and "where" not in text
+    # a row of both tables (the LLM chunker on all corpora and on the small ones): its cost is stated once,
+    # the main run's
+    small_l = pd.concat([small, _table({"L": (99.0, 2.0, 0.5, 3.5, 26.0, 0.0, -1.0, 1.0, 20, 40)})])
+    text = S.chapter_answer(grown, "R", where_all="5 corpora", n_questions=472, table_small=small_l,
+                            small_labels=["K", "X", "L"], where_small="a", n_questions_small=132)
+    assert text.count("L made") == 1 and "L made 120 LLM calls" in text
+    assert "X made 15 LLM calls" in text  # a row of the small table only keeps its cost
     assert S.compare_to_baseline(all_.loc[["R", "S"]], "R", "recall", "recall") == (
         "the other strategy is within the noise of it")
 

@@ -57,7 +57,8 @@ def runnable_from_cache(specs: Sequence[str], docs: Mapping[str, str], llm: Chat
     """For each LLM-using spec (``LLM``, ``Contextual:...``), whether it runs from the caches alone.
 
     Chunks every document with a :func:`cache_only` client (span cache first, then the LLM
-    cache). Returns spec -> ``"cached"`` or the reason it would need the model; specs that use
+    cache). Returns spec -> ``"cached"`` or the reason it would need the model (``"not cached
+    for <doc>, <doc>"``, every document with a missing reply, in ``docs`` order); specs that use
     no LLM are left out.
     """
     from chunkwise.chunkers.specs import chunk_corpus, parse_spec
@@ -70,12 +71,13 @@ def runnable_from_cache(specs: Sequence[str], docs: Mapping[str, str], llm: Chat
         if llm is None:
             out[s] = "no LLM client"
             continue
-        try:
-            for name, text in docs.items():
+        missing = []
+        for name, text in docs.items():
+            try:
                 chunk_corpus(spec, name, text, None, llm, cache_dir)
-            out[s] = "cached"
-        except NotCachedError:
-            out[s] = f"not cached for {name}"
+            except NotCachedError:
+                missing.append(name)
+        out[s] = f"not cached for {', '.join(missing)}" if missing else "cached"
     return out
 
 
@@ -578,6 +580,8 @@ def chapter_answer(
         if tab is None or "llm_calls" not in tab.columns:
             continue
         for lab, r in tab[tab["llm_calls"] > 0].iterrows():
+            if tab is table_small and lab in table_all.index:
+                continue  # a row of both tables: its cost on the main run is the one stated
             costs.append(f"{lab} made {int(r['llm_calls']):,} LLM calls for {int(r['n_chunks']):,} chunks "
                          f"({r['llm_seconds']:,.0f} s of model time)")
     if costs:
