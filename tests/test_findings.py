@@ -322,7 +322,11 @@ def test_chroma_results_cover_every_chapter2_claim():
     assert got["n_chunkers"] == 8 and got["n_questions"] == 30
     k_keys = {"k_winner_changes": "no", "k_winner_small": "a", "k_winner_large": "a", "k_large": 20,
               "k_winner_gap_ci": "0"}  # chroma.k_winner_result (tested in test_grid.py)
-    assert fd.missing_keys(fd.load_claims(CLAIMS), {"02_chroma_recall": {**got, **k_keys}}) == {}
+    from chunkwise.experiments import chroma as ch
+
+    llm_keys = ch.llm_chunker_result(None, None, "a local model")  # tested in test_grid.py
+    assert fd.missing_keys(fd.load_claims(CLAIMS), {"02_chroma_recall": {**got, **k_keys, **llm_keys}}) == {}
+    assert fd.missing_keys(fd.load_claims(CLAIMS), {"02_chroma_recall": {**got, **k_keys}}) != {}
     with pytest.raises(fd.FindingsError, match="recall_mean"):
         fd.chroma_results(mine.drop(columns=["recall_mean"]), report, "all-MiniLM-L6-v2")
 

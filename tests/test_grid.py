@@ -355,6 +355,24 @@ def test_sentence_and_structure_specs_run_their_chunkers(tmp_path):
         GridConfig(chunkers=["Structure:20:5"])
 
 
+def test_llm_chunker_result_names_a_side_only_when_the_interval_excludes_zero():
+    from chunkwise.experiments import chroma as ch
+
+    runs = pd.DataFrame({"windows": [10, 24], "repairs": [1, 2], "mean_chunk_tokens": [100.0, 127.5]},
+                        index=["pubmed", "all"])
+    got = ch.llm_chunker_result((-5.62, -9.88, -1.35), runs, "Qwen", "Recursive 200")
+    assert got == {"llm_model": "Qwen", "llm_baseline": "Recursive 200", "llm_vs_recursive": "recursive ahead",
+                   "llm_vs_recursive_ci": "-5.6 [-9.9, -1.4]", "llm_mean_chunk_tokens": 128, "llm_requests": 26}
+    assert ch.llm_chunker_result((2.0, 0.1, 3.9), runs, "Qwen")["llm_vs_recursive"] == "LLM ahead"
+    assert ch.llm_chunker_result((1.3, -1.6, 4.2), runs, "Qwen")["llm_vs_recursive"] == "cannot tell"
+    none = ch.llm_chunker_result(None, None, "Qwen")
+    assert (none["llm_vs_recursive"], none["llm_vs_recursive_ci"]) == ("not run", "-")
+    with pytest.raises(ValueError, match="both diff and llm_runs"):
+        ch.llm_chunker_result((1.0, 0.5, 1.5), None, "Qwen")
+    with pytest.raises(ValueError, match="no 'all' row"):
+        ch.llm_chunker_result((1.0, 0.5, 1.5), runs.drop(index="all"), "Qwen")
+
+
 def test_k_winner_result_names_a_change_only_when_both_leads_exceed_the_noise(monkeypatch):
     from types import SimpleNamespace
 

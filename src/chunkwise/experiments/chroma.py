@@ -986,6 +986,60 @@ def k_winner_result(
     return {**out, "k_winner_changes": changes, "k_winner_gap_ci": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"}
 
 
+def llm_chunker_result(
+    diff: tuple[float, float, float] | None,
+    llm_runs: pd.DataFrame | None,
+    model: str,
+    baseline: str = "Recursive 200",
+) -> dict[str, Any]:
+    """Chapter 2's findings keys for the LLM chunker against the recursive baseline.
+
+    The test of the Chroma report's first table, where the LLM chunker (GPT-4o split points)
+    has the highest recall (Smith & Troynikov, 2024), with this book's local model instead.
+
+    Parameters
+    ----------
+    diff : (difference, low, high) or None
+        LLM minus ``baseline`` recall in percentage points with its 95% paired-bootstrap
+        interval (:func:`pair_difference`); None when the LLM chunker did not run.
+    llm_runs : DataFrame or None
+        :func:`chunkwise.experiments.strategies.llm_chunker_runs` of the same run (its ``"all"``
+        row gives the chunk sizes and the model cost); None when it did not run.
+    model : str
+        The model that named the split points.
+    baseline : str
+        The baseline's label, for the text.
+
+    Returns
+    -------
+    dict
+        ``llm_vs_recursive``: ``"LLM ahead"`` when the interval lies above 0, ``"recursive
+        ahead"`` when below, ``"cannot tell"`` when it includes 0, ``"not run"`` without a run;
+        ``llm_vs_recursive_ci`` (``"+d [low, high]"`` points, ``"-"`` without a run),
+        ``llm_mean_chunk_tokens`` (cl100k_base tokens, rounded), ``llm_requests`` (windows plus
+        re-asks), ``llm_model`` and ``llm_baseline``.
+
+    Raises
+    ------
+    ValueError
+        If exactly one of ``diff`` and ``llm_runs`` is given, or ``llm_runs`` has no ``"all"`` row.
+    """
+    if (diff is None) != (llm_runs is None):
+        raise ValueError("pass both diff and llm_runs (the LLM chunker ran) or neither (it did not).")
+    out: dict[str, Any] = {"llm_model": model, "llm_baseline": baseline}
+    if diff is None:
+        return {**out, "llm_vs_recursive": "not run", "llm_vs_recursive_ci": "-",
+                "llm_mean_chunk_tokens": "-", "llm_requests": "-"}
+    if "all" not in llm_runs.index:
+        raise ValueError("llm_runs has no 'all' row; pass llm_chunker_runs(...) of the run unchanged.")
+    d, lo, hi = diff
+    side = "LLM ahead" if lo > 0 else "recursive ahead" if hi < 0 else "cannot tell"
+    a = llm_runs.loc["all"]
+    return {**out, "llm_vs_recursive": side, "llm_vs_recursive_ci": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]",
+            "llm_mean_chunk_tokens": int(round(float(a["mean_chunk_tokens"]))),
+            "llm_requests": int(a["windows"]) + int(a["repairs"])}
+
+
 def best_by_k(
     grid: GridResult,
     metric: str = "recall",
