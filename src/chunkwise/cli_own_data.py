@@ -114,16 +114,26 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             settings["n_resamples"] = args.resamples
         settings = run_settings(settings)
         _check_out_dir(args.out)
-        print(f"{PROG}: {which}: {config.describe()}; embedder {settings['embedder']}", file=sys.stderr)
+        embedding = (f"embedders {', '.join(config.embedders)}" if len(config.embedders) > 1
+                     else f"embedder {config.embedders[0] if config.embedders and args.embedder is None else settings['embedder']}")
+        print(f"{PROG}: {which}: {config.describe()}; {embedding}", file=sys.stderr)
         docs, report, status = _validate(args)
         if status:
             return _fail(f"{len(report.errors)} question error(s) (listed above); nothing was embedded.")
         questions = report.questions
-        embedder, query_embedder = _make_embedders(settings["embedder"], progress=not args.no_progress)
         t0 = time.perf_counter()
-        result = run_grid(
-            docs, questions, config, embedder, query_embedder=query_embedder, show_progress=not args.no_progress
-        )
+        if len(config.embedders) > 1:  # the embedder axis: one (passage, query) pair per name
+            if args.embedder is not None:
+                return _fail(f"--embedder {args.embedder} conflicts with the grid's embedders = {list(config.embedders)}; "
+                             "drop one of them.")
+            axis = {name: _make_embedders(name, progress=not args.no_progress) for name in config.embedders}
+            result = run_grid(docs, questions, config, embedders=axis, show_progress=not args.no_progress)
+        else:
+            name = config.embedders[0] if config.embedders and args.embedder is None else settings["embedder"]
+            embedder, query_embedder = _make_embedders(name, progress=not args.no_progress)
+            result = run_grid(
+                docs, questions, config, embedder, query_embedder=query_embedder, show_progress=not args.no_progress
+            )
         if len(questions) >= 2:
             boot = result.bootstrap(
                 settings["metric"], baseline=settings["baseline"], n_resamples=int(settings["n_resamples"]),
@@ -144,9 +154,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if rows < len(lines) - 1:
         print(f"... {len(lines) - 1 - rows} more cells in {Path(args.out) / 'table.csv'} (--rows 0 prints all)")
     diag = result.diagnostics(docs)
+    trunc = [c for c in diag.columns if c.split(":")[0] in ("chunks_over_window", "ref_chars_past_window")]
     show = diag[["n_chunks", "median_tokens", "p90_tokens", "share_under_floor", "mid_sentence_cuts", "tables_cut",
-                 "code_blocks_cut"]]
-    print("\nchunk diagnostics (tokens: cl100k_base; shares: fraction of chunks, cuts, tables, code blocks):")
+                 "code_blocks_cut", *trunc]]
+    print("\nchunk diagnostics (tokens: cl100k_base; shares: fraction of chunks, cuts, tables, code blocks"
+          + ("; chunks_over_window / ref_chars_past_window: chunks longer than the embedder's window and "
+             "reference characters it never embeds" if trunc else "") + "):")
     print(show.to_string())
     if boot is not None:
         print()
@@ -188,8 +201,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
         docs, vreport, status = _validate(args)
         if status:
             return bad(f"{len(vreport.errors)} question error(s) (listed above); nothing was compared.")
-        embedder, query_embedder = _make_embedders(settings["embedder"], progress=False)
-        result = run_grid(docs, vreport.questions, config, embedder, query_embedder=query_embedder, show_progress=False)
+        if len(config.embedders) > 1:  # the baseline's embedder axis
+            axis = {name: _make_embedders(name, progress=False) for name in config.embedders}
+            result = run_grid(docs, vreport.questions, config, embedders=axis, show_progress=False)
+        else:
+            embedder, query_embedder = _make_embedders(settings["embedder"], progress=False)
+            result = run_grid(docs, vreport.questions, config, embedder, query_embedder=query_embedder,
+                              show_progress=False)
         if args.out:
             result.save(Path(args.out), None, docs)
         outcome = check_against_baseline(

@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from chunkwise.evaluation.cells import METRIC_TABLE, PUBLIC_METRICS
+
 __all__ = ["EXIT_CODES", "CheckResult", "check_against_baseline", "load_baseline"]
 
 #: Exit status -> meaning, as ``chunkwise check`` returns them.
@@ -35,9 +37,9 @@ EXIT_CODES: dict[int, str] = {
     3: "not comparable: the tracked cell is missing from a run, or fewer than 2 shared questions",
 }
 
-# report column -> per-question column
-_PER_QUESTION = {"hit_rate": "hit", "mrr": "rr"}
-_METRICS = ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr")
+# report column -> per-question column, and the metrics a check may track (the cell scorer's table)
+_PER_QUESTION = {m.column: m.name for m in METRIC_TABLE if m.column != m.name}
+_METRICS = PUBLIC_METRICS
 
 
 class BaselineError(ValueError):

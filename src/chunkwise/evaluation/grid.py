@@ -70,7 +70,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from chunkwise.evaluation.anyof import best_reading, expand_readings, relevant_targets
+from chunkwise.evaluation.anyof import expand_readings, relevant_targets
+from chunkwise.evaluation.cells import METRICS, PUBLIC_METRICS, CellInputs, aggregate_cell, score_cell
+from chunkwise.evaluation.cells import metric as _metric
 from chunkwise.evaluation.spans import place_spans, score_questions
 from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
 from chunkwise.chunkers.contextual import index_text
@@ -99,17 +101,8 @@ RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
 #: Vector indexes of the dense retriever: exact cosine search, or chromadb's HNSW graph.
 INDEXES: tuple[str, ...] = ("exact", "hnsw")
 
-#: Per-question metrics kept for every cell (fractions in [0, 1]).
-METRICS: tuple[str, ...] = (
-    "recall",
-    "precision",
-    "iou",
-    "precision_omega",
-    "precision_omega_chroma",
-    "precision_omega_union",
-    "hit",
-    "rr",
-)
+# METRICS (the per-question metric columns, fractions in [0, 1]) come from the cell scorer,
+# chunkwise.evaluation.cells, where each metric's name and definition live.
 
 def _retriever_order(names: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
     """Retrievers to rank, each after those it fuses, and each one's closure (itself and
@@ -255,6 +248,7 @@ class GridConfig:
     index: str = "exact"
     hybrid_depth: int = 50
     rrf_c: float = 60.0
+    embedders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         items = [self.chunkers] if isinstance(self.chunkers, (str, ChunkerSpec)) else list(self.chunkers)
@@ -291,6 +285,13 @@ class GridConfig:
             raise ValueError(f"unknown index {self.index!r}; use one of {INDEXES!r}.")
         if isinstance(self.hybrid_depth, bool) or not isinstance(self.hybrid_depth, int) or self.hybrid_depth < 1:
             raise ValueError(f"hybrid_depth must be an int >= 1, got {self.hybrid_depth!r}.")
+        embs = [self.embedders] if isinstance(self.embedders, str) else list(self.embedders or ())
+        if any(not isinstance(e, str) or not e.strip() or "|" in e for e in embs):
+            raise ValueError(f"embedders must be a list of model names such as ['all-MiniLM-L6-v2', "
+                             f"'all-mpnet-base-v2'] (no '|'), got {self.embedders!r}.")
+        if len(set(embs)) != len(embs):
+            raise ValueError(f"the grid lists an embedder twice: {embs}.")
+        object.__setattr__(self, "embedders", tuple(e.strip() for e in embs))
 
     @property
     def tokenizer(self) -> str:
@@ -301,12 +302,20 @@ class GridConfig:
 
     @property
     def n_cells(self) -> int:
-        return len(self.chunkers) * len(self.retrievers) * len(self.top_k)
+        """Cells of the grid: a retriever that reads vectors has one per embedder, the others one."""
+        n_emb = max(1, len(self.embedders))
+        _, closure = _retriever_order(self.retrievers)
+        per_k = sum(
+            n_emb if any(retriever_kind(u).needs_embedder for u in closure[r]) else 1 for r in self.retrievers
+        )
+        return len(self.chunkers) * per_k * len(self.top_k)
 
     def describe(self) -> str:
         """One line: which grid this is."""
+        embs = (f"{len(self.embedders)} embedders ({', '.join(self.embedders)}) x "
+                if len(self.embedders) > 1 else "")
         return (
-            f"{len(self.chunkers)} chunkers ({', '.join(s.label for s in self.chunkers)}) x "
+            f"{len(self.chunkers)} chunkers ({', '.join(s.label for s in self.chunkers)}) x {embs}"
             f"{len(self.retrievers)} retrievers ({', '.join(self.retrievers)}) x k in "
             f"{{{', '.join(map(str, self.top_k))}}} = {self.n_cells} cells; {self.mode} span metrics"
         )
@@ -326,6 +335,7 @@ class GridConfig:
             "index": self.index,
             "hybrid_depth": self.hybrid_depth,
             "rrf_c": self.rrf_c,
+            **({"embedders": list(self.embedders)} if self.embedders else {}),
         }
 
     @classmethod
@@ -333,14 +343,17 @@ class GridConfig:
         """A grid from a mapping (e.g. parsed TOML); missing keys come from ``base``.
 
         Keys: ``chunkers``, ``retrievers``, ``top_k``, ``mode``, ``language``,
-        ``bm25_tokenizer``, ``placement``, ``index``, ``hybrid_depth``, ``rrf_c``. Other keys are refused, except the
-        run settings read by :func:`run_settings` (``embedder``, ``metric``, ``baseline``,
-        ``n_resamples``, ``seed``).
+        ``bm25_tokenizer``, ``placement``, ``index``, ``hybrid_depth``, ``rrf_c``, ``embedders``. Other keys are
+        refused, except the run settings read by :func:`run_settings` (``embedder``, ``metric``,
+        ``baseline``, ``n_resamples``, ``seed``). ``embedders = [...]`` (the embedder axis) and the
+        single ``embedder = "..."`` are alternatives: giving both is an error.
         """
         known = {
             "chunkers", "retrievers", "top_k", "mode", "language", "bm25_tokenizer", "placement", "index", "hybrid_depth",
-            "rrf_c",
+            "rrf_c", "embedders",
         }
+        if "embedders" in data and "embedder" in data:
+            raise ValueError("give either embedders = [...] (the embedder axis) or embedder = '...' (one), not both.")
         run_keys = set(RUN_SETTINGS)
         unknown = set(data) - known - run_keys
         if unknown:
@@ -398,8 +411,8 @@ def run_settings(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: Metrics a verdict can be about (table column names).
-METRICS_PUBLIC: tuple[str, ...] = ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr")
+#: Metrics a verdict can be about (table column names; :data:`chunkwise.evaluation.cells.PUBLIC_METRICS`).
+METRICS_PUBLIC: tuple[str, ...] = PUBLIC_METRICS
 
 
 def _spec_string(spec: ChunkerSpec) -> str:
@@ -427,9 +440,18 @@ DEFAULT_GRID = GridConfig(
 # --------------------------------------------------------------------------------------
 
 
-def cell_name(spec: ChunkerSpec, retriever: str, k: int) -> str:
-    """``"Recursive 200 | dense | k=5"``."""
-    return f"{spec.label} | {retriever} | k={k}"
+def cell_name(spec: ChunkerSpec, retriever: str, k: int, embedder: str | None = None) -> str:
+    """``"Recursive 200 | dense | k=5"``; in a grid of several embedders
+    ``"Recursive 200 | all-mpnet-base-v2 | dense | k=5"`` (``-`` for a retriever that reads no vectors)."""
+    if embedder is None:
+        return f"{spec.label} | {retriever} | k={k}"
+    return f"{spec.label} | {embedder} | {retriever} | k={k}"
+
+
+def ranking_key(retriever: str, embedder: str | None = None) -> str:
+    """Key of a ranking in :attr:`GridResult.rankings` (the retriever, with the embedder in a
+    grid of several)."""
+    return retriever if embedder is None else f"{embedder} | {retriever}"
 
 
 @dataclass
@@ -478,6 +500,7 @@ class GridResult:
     n_embedded: int | None = None
     chunk_objects: dict[str, dict[str, list[Any]]] = field(repr=False, default_factory=dict)
     rankings: dict[str, dict[str, list[list[int]]]] = field(repr=False, default_factory=dict)
+    embedders: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
     def cells(self) -> list[str]:
@@ -489,7 +512,7 @@ class GridResult:
         ``metric`` is a per-question column (:data:`METRICS`); ``hit_rate`` and ``mrr`` are
         read as ``hit`` and ``rr``.
         """
-        col = {"hit_rate": "hit", "mrr": "rr"}.get(metric, metric)
+        col = _metric(metric).name
         if col not in self.per_question.columns:
             raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS_PUBLIC)}.")
         wide = self.per_question.pivot(index="question_id", columns="cell", values=col)
@@ -574,22 +597,15 @@ class GridResult:
         if not same_rows:
             raise ValueError("per_question must hold the grid's rows (cell, question_id) in the same order; "
                              "change only the metric values.")
-        missing = [m for m in METRICS if m not in per_question.columns]
-        if missing:
-            raise ValueError(f"per_question lacks metric column(s) {missing}; keep every column of METRICS.")
+        aggregate_cell(per_question.iloc[:0])  # every metric column present, else ValueError
         unknown = sorted(set(config) - set(GridConfig.__dataclass_fields__))
         if unknown:
             raise ValueError(f"{unknown} are not GridConfig fields; use {sorted(GridConfig.__dataclass_fields__)}.")
         table = self.table.copy()
         by_cell = per_question.groupby("cell", sort=False)
         for i, cell in zip(table.index, table["cell"]):
-            frame = by_cell.get_group(cell)
-            for col in ("recall", "precision", "iou"):
-                table.at[i, col] = float(frame[col].mean())
-            for col in ("precision_omega", "precision_omega_chroma", "precision_omega_union"):
-                table.at[i, col] = float(np.nanmean(frame[col].to_numpy(dtype=float)))
-            table.at[i, "hit_rate"] = float(frame["hit"].mean())
-            table.at[i, "mrr"] = float(frame["rr"].mean())
+            for col, value in aggregate_cell(by_cell.get_group(cell)).items():
+                table.at[i, col] = value
         return replace(
             self,
             config=replace(self.config, **config),
@@ -681,10 +697,38 @@ class GridResult:
 
     def diagnostics(self, docs: Mapping[str, str], floor_tokens: int = 32) -> pd.DataFrame:
         """Each chunking's sizes and breakages (:func:`chunkwise.evaluation.diagnostics.chunk_diagnostics`)
-        over ``docs``, one row per chunker label."""
+        over ``docs``, one row per chunker label, with the embedders' truncation
+        (:func:`~chunkwise.evaluation.diagnostics.truncation_diagnostics`): ``window_tokens`` (the
+        embedder's window in its own word pieces), ``chunks_over_window`` (share of chunks cut by
+        it) and ``ref_chars_past_window`` (share of reference characters no chunk embeds); in a
+        grid of several embedders each column once per embedder, as ``column:embedder``. The
+        truncation columns are absent when no embedder knows its window."""
         from chunkwise.evaluation.diagnostics import chunk_diagnostics
 
-        return chunk_diagnostics(docs, self.chunks, floor_tokens=floor_tokens)
+        diag = chunk_diagnostics(docs, self.chunks, floor_tokens=floor_tokens)
+        trunc = self.truncation()
+        if trunc is None:
+            return diag
+        multi = len(self.embedders) > 1
+        for emb, part in trunc.groupby(level="embedder", sort=False):
+            part = part.droplevel("embedder")
+            for src, name in (("window_tokens", "window_tokens"), ("share_chunks_over_window", "chunks_over_window"),
+                              ("share_reference_chars_unembedded", "ref_chars_past_window")):
+                diag[f"{name}:{emb}" if multi else name] = part[src].reindex(diag.index)
+        return diag
+
+    def truncation(self) -> pd.DataFrame | None:
+        """Chunks longer than each embedder's window and the reference characters past it, per
+        chunking x embedder (:func:`chunkwise.evaluation.diagnostics.truncation_diagnostics`);
+        None when no embedder of the run knows its window."""
+        from chunkwise.evaluation.diagnostics import truncation_diagnostics
+
+        known = {k: e for k, e in self.embedders.items()
+                 if getattr(e, "max_tokens", None) and callable(getattr(e, "embedded_chars", None))}
+        if not known or not self.chunk_objects:
+            return None
+        late = [s.label for s in self.config.chunkers if s.kind.index == "late"]
+        return truncation_diagnostics(self.chunk_objects, self.questions, known, late=late)
 
 
 def chunkings_of(result: GridResult, document: str) -> dict[str, list[tuple[int, int]]]:
@@ -878,6 +922,7 @@ def run_grid(
     embedder: Any = None,
     *,
     query_embedder: Any = None,
+    embedders: Mapping[str, Any] | None = None,
     llm: ChatModel | None = None,
     late_embedder: Any = None,
     cache_dir: str | Path | None = None,
@@ -897,15 +942,22 @@ def run_grid(
         :attr:`chunkwise.datasets.local.ValidationReport.questions`.
     config : GridConfig, default DEFAULT_GRID
     embedder : Embedder
-        Embeds the chunks (and the questions unless ``query_embedder`` is given) and serves
-        the semantic chunkers. Use a caching embedder (any chunkwise embedder is one) so
-        reruns embed nothing. Needed by dense / hybrid retrieval and the semantic chunkers.
+        A grid of one embedder: embeds the chunks (and the questions unless ``query_embedder``
+        is given) and serves the semantic chunkers. Use a caching embedder (any chunkwise
+        embedder is one) so reruns embed nothing. Needed by dense / hybrid retrieval and the
+        semantic chunkers.
     query_embedder : Embedder, optional
         For models with distinct query and passage encoders (e5's prefixes).
+    embedders : mapping str -> Embedder or (passage, query) pair, optional
+        The embedder axis: label -> embedder, in axis order (the labels must be
+        ``config.embedders`` when that is set). Instead of ``embedder``. Every retriever that
+        reads vectors (its kind or one it fuses ``needs_embedder``) gets one cell per embedder;
+        the others (BM25) one cell, labelled ``-`` in the embedder place. Chunkers that need an
+        embedder cut with the *first* embedder, so every embedder scores the same chunks.
     llm : ChatModel, optional
         For ``LLM`` and ``Contextual`` chunker specs (a cached client: a rerun makes no request).
     late_embedder : LateChunkingEmbedder, optional
-        Chunk vectors of ``Late`` specs (default: a
+        Chunk vectors of ``Late`` specs for the (first) embedder (default: a
         :class:`~chunkwise.chunkers.LateChunkingEmbedder` of ``embedder.model_id``, else
         all-MiniLM-L6-v2). The questions are still embedded by ``query_embedder``/``embedder``,
         which must be the same model.
@@ -920,42 +972,52 @@ def run_grid(
     Returns
     -------
     GridResult
+        Cells named :func:`cell_name` (``"chunker | retriever | k=5"``; with two or more
+        embedders ``"chunker | embedder | retriever | k=5"``).
 
     Raises
     ------
     ValueError
         For empty documents or questions, a question whose document is missing, a grid that
-        needs an embedder without one, an embedder that returns the wrong number of vectors,
-        or (from the chunkers) an invalid spec.
+        needs an embedder without one, both ``embedder`` and ``embedders``, labels that are not
+        ``config.embedders``, an embedder that returns the wrong number of vectors, or (from
+        the chunkers) an invalid spec.
     """
     t_start = time.perf_counter()
     if not isinstance(config, GridConfig):
         raise ValueError("config must be a GridConfig (see GridConfig.from_toml / GridConfig.from_dict).")
     q = _check_inputs(docs, questions)
     order, closure = _retriever_order(config.retrievers)
-    needs_dense = any(retriever_kind(r).needs_embedder for r in order)
+    reads_vectors = {name: any(retriever_kind(u).needs_embedder for u in closure[name]) for name in order}
+    needs_dense = any(reads_vectors.values())
     needs_semantic = any(s.kind.needs == "embedder" for s in config.chunkers)
-    if embedder is None and (needs_dense or needs_semantic):
+    axis = _embedder_axis(config, embedder, query_embedder, embedders)
+    multi = len(axis) > 1
+    if axis[0].passage is None and (needs_dense or needs_semantic):
         raise ValueError("this grid needs an embedder (dense / hybrid retrieval or a semantic chunker); pass embedder=.")
-    query_embedder = query_embedder or embedder
-    n_before = getattr(embedder, "n_embedded", None)
+    chunking_embedder = axis[0].passage
+    counted = list({id(m): m for e in axis for m in (e.passage, e.query) if m is not None}.values())
+    n_before = [getattr(m, "n_embedded", None) for m in counted]
     enc = get_encoding("cl100k_base")
 
     texts_q = [str(t) for t in q["question"]]
     # any-of answers: one row per reading, each question keeps its best (chunkwise.evaluation.anyof)
     has_readings = "readings" in q.columns and any(isinstance(r, list) and r for r in q["readings"])
     qx, owner = expand_readings(q) if has_readings else (None, None)
+    readings = (qx, owner) if qx is not None else None
     targets_q = relevant_targets(q)
     max_k = max(config.top_k)
     depth = max(config.hybrid_depth, max_k) if any(retriever_kind(r).uses for r in order) else max_k
-    qv = None
-    embed_q_seconds = 0.0
+    qv: dict[str, np.ndarray | None] = {e.label: None for e in axis}
+    embed_q_seconds: dict[str, float] = {e.label: 0.0 for e in axis}
     if needs_dense:
-        qv = _embed(query_embedder, texts_q, "question")
-        embed_q_seconds = _query_seconds(query_embedder, texts_q)
+        for e in axis:
+            qv[e.label] = _embed(e.query, texts_q, "question")
+            embed_q_seconds[e.label] = _query_seconds(e.query, texts_q)
     bm25_cache = (Path(cache_dir) / "bm25") if cache_dir is not None else None
     if bm25_cache is None:
         bm25_cache = span_cache_dir(None).parent / "bm25"
+    late_embedders: dict[str, Any] = {axis[0].label: late_embedder} if late_embedder is not None else {}
 
     rows: list[dict[str, Any]] = []
     per_q: list[pd.DataFrame] = []
@@ -982,7 +1044,8 @@ def run_grid(
             for name, text in docs.items():
                 parents_of[name], chunks[name] = chunk_hierarchy(spec, name, text, cache_dir)
         else:
-            chunks = {name: chunk_corpus(spec, name, text, embedder, llm, cache_dir) for name, text in docs.items()}
+            chunks = {name: chunk_corpus(spec, name, text, chunking_embedder, llm, cache_dir)
+                      for name, text in docs.items()}
         chunk_seconds = time.perf_counter() - t0
         llm_cost = _llm_cost(spec, chunks, llm_before, llm)
         # what is embedded and BM25-indexed: the chunk, or (Contextual) its context + the chunk
@@ -1009,124 +1072,168 @@ def run_grid(
             doc_ids, spans, tokens = merge.extend(doc_ids, spans, tokens)
 
         # precision_Omega depends only on the chunking: once per mode.
-        empty: list[list[Any]] = [[] for _ in range(len(q))]
-        if qx is None:
-            omega = {
-                m: score_questions(q, empty, chunk_spans[spec.label], mode=m)["precision_omega"].to_numpy()
-                for m in ("chroma", "union")
-            }
-        else:  # the best reading's precision_Omega
-            empty_x: list[list[Any]] = [[] for _ in range(len(qx))]
-            omega = {}
-            for m in ("chroma", "union"):
-                om = score_questions(qx, empty_x, chunk_spans[spec.label], mode=m)["precision_omega"].to_numpy(dtype=float)
-                best = np.full(len(q), np.nan)
-                for j, o in enumerate(owner):
-                    if not np.isnan(om[j]) and (np.isnan(best[o]) or om[j] > best[o]):
-                        best[o] = om[j]
-                omega[m] = best
+        omega = _omega(q, qx, owner, chunk_spans[spec.label])
 
-        def chunk_vectors(spec: ChunkerSpec = spec, raw_chunks: Mapping[str, list[Any]] = raw_chunks,
-                          texts_index: list[str] = texts_index) -> np.ndarray:
-            nonlocal late_embedder
-            if spec.kind.index == "late":
-                if late_embedder is None:
-                    from chunkwise.chunkers import LateChunkingEmbedder
+        shared: dict[str, Ranking] = {}  # rankings of retrievers that read no vectors: once per chunking
+        all_rankings[spec.label] = {}
+        for e in axis:
+            def chunk_vectors(spec: ChunkerSpec = spec, raw_chunks: Mapping[str, list[Any]] = raw_chunks,
+                              texts_index: list[str] = texts_index, e: _AxisEmbedder = e) -> np.ndarray:
+                if spec.kind.index == "late":
+                    if e.label not in late_embedders:
+                        from chunkwise.chunkers import LateChunkingEmbedder
 
-                    late_embedder = LateChunkingEmbedder(getattr(embedder, "model_id", "all-MiniLM-L6-v2"))
-                return np.concatenate([late_embedder.embed_chunks(docs[n], cs) for n, cs in raw_chunks.items()])
-            return _embed(embedder, texts_index, "chunk")
+                        late_embedders[e.label] = LateChunkingEmbedder(getattr(e.passage, "model_id", "all-MiniLM-L6-v2"))
+                    late = late_embedders[e.label]
+                    return np.concatenate([late.embed_chunks(docs[n], cs) for n, cs in raw_chunks.items()])
+                return _embed(e.passage, texts_index, "chunk")
 
-        inputs = RankInputs(texts_index, texts_q, depth, config, chunk_vectors, qv, embed_q_seconds, bm25_cache)
-        ranked_by: dict[str, Ranking] = {}
-        for name in order:
-            kind = retriever_kind(name)
-            ranked_by[name] = kind.rank(inputs, {u: ranked_by[u] for u in kind.uses})
-        rankings = {name: r.ranked for name, r in ranked_by.items()}
-        index_seconds = {name: chunk_seconds + sum(ranked_by[u].index_seconds for u in closure[name]) for name in order}
-        query_seconds = {name: sum(ranked_by[u].query_seconds for u in closure[name]) for name in order}
+            inputs = RankInputs(texts_index, texts_q, depth, config, chunk_vectors, qv[e.label],
+                                embed_q_seconds[e.label], bm25_cache)
+            ranked_by: dict[str, Ranking] = {}
+            for name in order:
+                if not reads_vectors[name] and name in shared:
+                    ranked_by[name] = shared[name]
+                    continue
+                kind = retriever_kind(name)
+                ranked_by[name] = kind.rank(inputs, {u: ranked_by[u] for u in kind.uses})
+                if not reads_vectors[name]:
+                    shared[name] = ranked_by[name]
+            index_seconds = {name: chunk_seconds + sum(ranked_by[u].index_seconds for u in closure[name]) for name in order}
+            query_seconds = {name: sum(ranked_by[u].query_seconds for u in closure[name]) for name in order}
 
-        all_rankings[spec.label] = {r: rankings[r] for r in config.retrievers}
-        for retriever in config.retrievers:
-            ranked_all = rankings[retriever]
-            first = np.asarray(
-                [_first_relevant_rank(r[:max_k], doc_ids, spans, t) for r, t in zip(ranked_all, targets_q)]
-            )
-            for k in config.top_k:
-                ranked = [r[:k] for r in ranked_all]
-                if merge is not None:
-                    ranked = [merge.merge(r) for r in ranked]
-                    first = np.asarray(
-                        [_first_relevant_rank(r, doc_ids, spans, t) for r, t in zip(ranked, targets_q)]
+            for retriever in config.retrievers:
+                if not reads_vectors[retriever] and e is not axis[0]:
+                    continue  # the same ranking for every embedder: one cell
+                emb_label = e.label if (reads_vectors[retriever] or not multi) else "-"
+                ranked_all = ranked_by[retriever].ranked
+                all_rankings[spec.label][ranking_key(retriever, emb_label if multi else None)] = ranked_all
+                first = np.asarray(
+                    [_first_relevant_rank(r[:max_k], doc_ids, spans, t) for r, t in zip(ranked_all, targets_q)]
+                )
+                for k in config.top_k:
+                    ranked = [r[:k] for r in ranked_all]
+                    if merge is not None:
+                        ranked = [merge.merge(r) for r in ranked]
+                        first = np.asarray(
+                            [_first_relevant_rank(r, doc_ids, spans, t) for r, t in zip(ranked, targets_q)]
+                        )
+                    retrieved = [[(doc_ids[j], int(spans[j, 0]), int(spans[j, 1])) for j in r] for r in ranked]
+                    scores = score_cell(CellInputs(q, retrieved, first, k, omega, config.mode, readings))
+                    ret_tokens = np.asarray([int(tokens[r].sum()) if r else 0 for r in ranked], dtype=np.float64)
+                    name = cell_name(spec, retriever, k, emb_label if multi else None)
+                    frame = pd.DataFrame(
+                        {
+                            "cell": name,
+                            "chunker": spec.label,
+                            "embedder": emb_label,
+                            "retriever": retriever,
+                            "k": k,
+                            "question_id": q["question_id"],
+                            "corpus": q["corpus_id"],
+                            **scores,
+                            "retrieved_tokens": ret_tokens,
+                        }
                     )
-                retrieved = [[(doc_ids[j], int(spans[j, 0]), int(spans[j, 1])) for j in r] for r in ranked]
-                if qx is None:
-                    sc = score_questions(q, retrieved, None, mode=config.mode)
-                else:
-                    sc_x = score_questions(qx, [retrieved[o] for o in owner], None, mode=config.mode)
-                    sc = sc_x.iloc[best_reading(sc_x, owner, len(q))].reset_index(drop=True)
-                ret_tokens = np.asarray([int(tokens[r].sum()) if r else 0 for r in ranked], dtype=np.float64)
-                rr = np.where((first > 0) & (first <= k), 1.0 / np.maximum(first, 1), 0.0)
-                name = cell_name(spec, retriever, k)
-                frame = pd.DataFrame(
-                    {
-                        "cell": name,
-                        "chunker": spec.label,
-                        "retriever": retriever,
-                        "k": k,
-                        "question_id": q["question_id"],
-                        "corpus": q["corpus_id"],
-                        "recall": sc["recall"].to_numpy(),
-                        "precision": sc["precision"].to_numpy(),
-                        "iou": sc["iou"].to_numpy(),
-                        "precision_omega": omega[config.mode],
-                        "precision_omega_chroma": omega["chroma"],
-                        "precision_omega_union": omega["union"],
-                        "hit": (sc["recall"].to_numpy() > 0).astype(float),
-                        "rr": rr,
-                        "retrieved_tokens": ret_tokens,
-                    }
-                )
-                per_q.append(frame)
-                rows.append(
-                    {
-                        "cell": name,
-                        "chunker": spec.label,
-                        "spec": _spec_string(spec),
-                        "retriever": retriever,
-                        "k": k,
-                        "n_questions": len(q),
-                        "recall": float(frame["recall"].mean()),
-                        "precision": float(frame["precision"].mean()),
-                        "iou": float(frame["iou"].mean()),
-                        "precision_omega": float(np.nanmean(omega[config.mode])),
-                        "precision_omega_chroma": float(np.nanmean(omega["chroma"])),
-                        "precision_omega_union": float(np.nanmean(omega["union"])),
-                        "hit_rate": float(frame["hit"].mean()),
-                        "mrr": float(rr.mean()),
-                        "n_chunks": len(texts),
-                        "mean_chunk_tokens": float(tokens[: len(texts)].mean()),
-                        "embedded_tokens": int(index_tokens.sum()) if retriever != "bm25" else 0,
-                        **llm_cost,
-                        "index_seconds": float(index_seconds[retriever]),
-                        "retrieved_tokens": float(ret_tokens.mean()),
-                        "query_ms": 1000.0 * float(query_seconds[retriever]),
-                    }
-                )
-    n_after = getattr(embedder, "n_embedded", None)
-    n_embedded = int(n_after - n_before) if isinstance(n_before, int) and isinstance(n_after, int) else None
+                    per_q.append(frame)
+                    rows.append(
+                        {
+                            "cell": name,
+                            "chunker": spec.label,
+                            "spec": _spec_string(spec),
+                            "embedder": emb_label,
+                            "retriever": retriever,
+                            "k": k,
+                            "n_questions": len(q),
+                            **aggregate_cell(scores),
+                            "n_chunks": len(texts),
+                            "mean_chunk_tokens": float(tokens[: len(texts)].mean()),
+                            # tokens the index embeds: only where the retriever (or one it fuses) reads vectors
+                            "embedded_tokens": int(index_tokens.sum()) if reads_vectors[retriever] else 0,
+                            **llm_cost,
+                            "index_seconds": float(index_seconds[retriever]),
+                            "retrieved_tokens": float(ret_tokens.mean()),
+                            "query_ms": 1000.0 * float(query_seconds[retriever]),
+                        }
+                    )
+    n_after = [getattr(m, "n_embedded", None) for m in counted]
+    n_embedded = (
+        int(sum(a - b for a, b in zip(n_after, n_before)))
+        if counted and all(isinstance(v, int) for v in (*n_before, *n_after)) else None
+    )
     return GridResult(
         config=config,
         table=pd.DataFrame(rows),
         per_question=pd.concat(per_q, ignore_index=True),
         chunks=chunk_spans,
         questions=q,
-        embedder=str(getattr(embedder, "name", type(embedder).__name__ if embedder is not None else "")),
+        embedder=", ".join(e.label for e in axis),
         seconds=time.perf_counter() - t_start,
         n_embedded=n_embedded,
         chunk_objects=chunk_objects,
         rankings=all_rankings,
+        embedders={e.label: e.passage for e in axis if e.passage is not None},
     )
+
+
+class _AxisEmbedder(NamedTuple):
+    """One level of the embedder axis: its label and its passage / query embedders."""
+
+    label: str
+    passage: Any
+    query: Any
+
+
+def _embedder_name(embedder: Any) -> str:
+    return str(getattr(embedder, "name", type(embedder).__name__ if embedder is not None else ""))
+
+
+def _embedder_axis(config: GridConfig, embedder: Any, query_embedder: Any,
+                   embedders: Mapping[str, Any] | None) -> list[_AxisEmbedder]:
+    """The grid's embedders in axis order (one entry, possibly without a model, for a grid of one)."""
+    if embedders is None:
+        if len(config.embedders) > 1:
+            raise ValueError(
+                f"the grid lists {len(config.embedders)} embedders ({', '.join(config.embedders)}); pass "
+                "embedders={label: embedder} (chunkwise.embeddings.make_embedder builds them by name)."
+            )
+        label = config.embedders[0] if config.embedders else _embedder_name(embedder)
+        return [_AxisEmbedder(label, embedder, query_embedder or embedder)]
+    if embedder is not None or query_embedder is not None:
+        raise ValueError("pass either embedder= (a grid of one embedder) or embedders= (the embedder axis), not both.")
+    if not isinstance(embedders, Mapping) or not embedders:
+        raise ValueError("embedders must be a non-empty mapping label -> embedder (or (passage, query) pair).")
+    labels = list(config.embedders) or [str(k) for k in embedders]
+    if set(labels) != {str(k) for k in embedders} or len(labels) != len(embedders):
+        raise ValueError(f"embedders has labels {sorted(map(str, embedders))}, the grid lists {labels}; give one "
+                         "embedder per name of GridConfig.embedders.")
+    by_label = {str(k): v for k, v in embedders.items()}
+    out = []
+    for label in labels:
+        value = by_label[label]
+        passage, query = value if isinstance(value, tuple) else (value, value)
+        if not callable(getattr(passage, "embed", None)) or not callable(getattr(query, "embed", None)):
+            raise ValueError(f"embedder {label!r} must have an embed(texts) method (or be a (passage, query) pair of them).")
+        out.append(_AxisEmbedder(label, passage, query))
+    return out
+
+
+def _omega(q: pd.DataFrame, qx: pd.DataFrame | None, owner: Sequence[int] | None,
+           spans: Mapping[str, list[tuple[int, int]]]) -> dict[str, np.ndarray]:
+    """Each question's precision_Ω under one chunking, per mode (the best reading's for any-of questions)."""
+    if qx is None:
+        empty: list[list[Any]] = [[] for _ in range(len(q))]
+        return {m: score_questions(q, empty, spans, mode=m)["precision_omega"].to_numpy() for m in ("chroma", "union")}
+    empty_x: list[list[Any]] = [[] for _ in range(len(qx))]
+    omega = {}
+    for m in ("chroma", "union"):
+        om = score_questions(qx, empty_x, spans, mode=m)["precision_omega"].to_numpy(dtype=float)
+        best = np.full(len(q), np.nan)
+        for j, o in enumerate(owner or []):
+            if not np.isnan(om[j]) and (np.isnan(best[o]) or om[j] > best[o]):
+                best[o] = om[j]
+        omega[m] = best
+    return omega
 
 
 def format_table(table: pd.DataFrame, boot: BootstrapResult | None = None, metric: str = "recall") -> str:

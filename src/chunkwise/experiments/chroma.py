@@ -44,13 +44,16 @@ from chunkwise.chunkers.specs import (  # noqa: F401 - re-exported: chapter 2 an
     parse_spec,
 )
 from chunkwise.evaluation.anyof import relevant_targets
+from chunkwise.evaluation.cells import CellInputs, score_cell
 from chunkwise.evaluation.grid import (
     INDEXES,
     METRICS,
     GridConfig,
     GridResult,
     _first_relevant_rank,
+    _omega,
     cell_name,
+    ranking_key,
     run_grid,
 )
 from chunkwise.evaluation.spans import MODES, PLACEMENTS, place_spans, score_questions
@@ -345,9 +348,9 @@ def rescore(
                          "answers): rerun run_chroma_grid with the placement instead.")
     q = _with_corpus_id(questions)
     targets = relevant_targets(grid.questions)
-    empty: list[list[Any]] = [[] for _ in range(len(q))]
     per_q = grid.per_question.copy()
     cells = per_q["cell"].to_numpy()
+    multi = len(cfg.embedders) > 1
     scored: dict[str, dict[str, list[tuple[int, int]]]] = {}
     for spec in cfg.chunkers:
         if spec.kind.index == "parents":
@@ -361,20 +364,17 @@ def rescore(
         scored[spec.label] = placed
         docs, flat = _flat_spans(placed)
         spans = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
-        omega = {m: score_questions(q, empty, placed, mode=m)["precision_omega"].to_numpy(dtype=float)
-                 for m in ("chroma", "union")}
-        for retriever in cfg.retrievers:
-            for k in cfg.top_k:
-                rows = [r[:k] for r in ranks[retriever]]
-                sc = score_questions(q, [[(docs[j], *flat[j]) for j in r] for r in rows], placed, mode=mode)
-                first = np.asarray([_first_relevant_rank(r, docs, spans, t) for r, t in zip(rows, targets)])
-                at = cells == cell_name(spec, retriever, k)
-                for col in ("recall", "precision", "iou", "precision_omega"):
-                    per_q.loc[at, col] = sc[col].to_numpy(dtype=float)
-                per_q.loc[at, "precision_omega_chroma"] = omega["chroma"]
-                per_q.loc[at, "precision_omega_union"] = omega["union"]
-                per_q.loc[at, "hit"] = (sc["recall"].to_numpy(dtype=float) > 0).astype(float)
-                per_q.loc[at, "rr"] = np.where(first > 0, 1.0 / np.maximum(first, 1), 0.0)
+        omega = _omega(q, None, None, placed)
+        for row in grid.table[grid.table["chunker"] == spec.label].itertuples(index=False):
+            k = int(row.k)
+            emb = str(row.embedder) if multi and "embedder" in grid.table.columns else None
+            rows = [r[:k] for r in ranks[ranking_key(str(row.retriever), emb)]]
+            first = np.asarray([_first_relevant_rank(r, docs, spans, t) for r, t in zip(rows, targets)])
+            retrieved = [[(docs[j], *flat[j]) for j in r] for r in rows]
+            values = score_cell(CellInputs(q, retrieved, first, k, omega, mode))
+            at = cells == row.cell
+            for col, v in values.items():
+                per_q.loc[at, col] = v
     return grid.with_scores(per_q, chunks=scored, placement=placement, mode=mode)
 
 
