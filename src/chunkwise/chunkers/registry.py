@@ -366,6 +366,8 @@ def _builtins() -> None:
             "LangChain's SemanticChunker with explicit settings", size="none", needs="embedder",
             parse=S._parse_semantic, spec_help="Semantic:threshold_type:amount:buffer_size[:min_chunk_size]",
             label=S._semantic_label, spec_string=S._semantic_spec_string,
+            # a grid file's table names the settings as the spec's options do
+            table_fields=("breakpoint_threshold_type", "breakpoint_threshold_amount", "buffer_size", "min_chunk_size"),
         ),
     ):
         register_chunker(kind)
