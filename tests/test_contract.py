@@ -564,16 +564,7 @@ def _rank_all(name: str, depth: int, cache: Path, vectors=None) -> dict[str, Ran
     return ranked
 
 
-def _rank_param(name: str, depth: int):
-    if name == "hybrid" and depth < len(RETRIEVAL_TEXTS):
-        return pytest.param(name, depth, marks=pytest.mark.xfail(strict=True, reason=(
-            "retrieval/registry.py _hybrid returns the RRF union of BM25's and dense's top `depth` "
-            "(up to 2 x depth positions), not `depth` positions as RankInputs.depth and "
-            "GridResult.rankings say; the grid only cuts it at the largest k")))
-    return pytest.param(name, depth)
-
-
-@pytest.mark.parametrize(("name", "depth"), [_rank_param(n, d) for n in RANKERS for d in DEPTHS])
+@pytest.mark.parametrize(("name", "depth"), [(n, d) for n in RANKERS for d in DEPTHS])
 def test_rankings_are_distinct_valid_positions_at_the_depth_asked(name, depth, tmp_path):
     ranking = _rank_all(name, depth, tmp_path)[name]
     assert len(ranking.ranked) == len(QUESTIONS)

@@ -204,7 +204,9 @@ class GridConfig:
         returned when half of its children are retrieved), ``"Contextual:200"`` (needs ``llm``)
         and ``"Late:200"`` (late-chunking vectors). A TOML table ``{chunker, ...}`` with the
         kind's ``table_fields`` also works (``size``, ``overlap``; Hierarchical ``size``,
-        ``parent_size``, ``merge_threshold``); a key the kind does not take is an error.
+        ``parent_size``, ``merge_threshold``; Semantic ``breakpoint_threshold_type``,
+        ``breakpoint_threshold_amount``, ``buffer_size``, ``min_chunk_size``); a key the kind
+        does not take is an error.
     retrievers : sequence of str
         Registered retrievers that can rank a grid (``"dense"``, ``"bm25"``, ``"hybrid"``, and any a
         user adds); build-only kinds (``"none"``, ``"hybrid_rerank"``) are refused.
@@ -230,6 +232,12 @@ class GridConfig:
         largest k).
     rrf_c : float, default 60
         The RRF constant (Cormack et al., 2009); weights are 0.5 / 0.5.
+    embedders : sequence of str, default ()
+        The embedder axis: model names (``"all-MiniLM-L6-v2"``, ``"all-mpnet-base-v2"``,
+        ``"multilingual-e5-small"``; :func:`chunkwise.embeddings.make_embedder`). Empty: one
+        embedder, given to :func:`run_grid` (or the run setting ``embedder``). With two or more,
+        every retriever that reads vectors has a cell per embedder, named
+        ``"chunker | embedder | retriever | k=5"``.
 
     Raises
     ------
@@ -1229,7 +1237,7 @@ def _omega(q: pd.DataFrame, qx: pd.DataFrame | None, owner: Sequence[int] | None
     for m in ("chroma", "union"):
         om = score_questions(qx, empty_x, spans, mode=m)["precision_omega"].to_numpy(dtype=float)
         best = np.full(len(q), np.nan)
-        for j, o in enumerate(owner or []):
+        for j, o in enumerate(owner if owner is not None else []):
             if not np.isnan(om[j]) and (np.isnan(best[o]) or om[j] > best[o]):
                 best[o] = om[j]
         omega[m] = best

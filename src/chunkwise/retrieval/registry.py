@@ -284,7 +284,8 @@ def _hybrid(inputs: RankInputs, fused: Mapping[str, Ranking]) -> Ranking:
 
     t0 = time.perf_counter()
     ranked = [
-        [int(cid) for cid, _ in rrf_fuse([[str(j) for j in b], [str(j) for j in d]], (0.5, 0.5), inputs.config.rrf_c)]
+        [int(cid) for cid, _ in rrf_fuse([[str(j) for j in b], [str(j) for j in d]], (0.5, 0.5),
+                                         inputs.config.rrf_c)][: inputs.depth]
         for b, d in zip(fused["bm25"].ranked, fused["dense"].ranked)
     ]
     return Ranking(ranked, 0.0, (time.perf_counter() - t0) / len(inputs.questions))
