@@ -1,0 +1,335 @@
+"""Chapter 7, "What matters most?": the chunker against the embedder, the retriever and k.
+
+One grid (:func:`chunkwise.evaluation.grid.run_grid` with an embedder axis) crosses chunkers,
+embedders, retrievers and ``k`` on the Chroma protocol. This module reads its per-question
+scores three ways, each with a bootstrap over questions (the unit that was sampled):
+
+- :func:`factor_ranges`: for each factor, the mean metric at its worst and best level
+  (averaged over every other factor) and the range between them, with a percentile interval
+  of the range recomputed in each resample (best and worst are re-chosen in every resample, so
+  the interval carries the selection);
+- :func:`variance_shares`: how the variance of the cells' means splits into each factor's main
+  effect and the rest (interactions), with intervals;
+- :func:`ranking_agreement`: whether the chunkers' order under one embedder holds under
+  another (Spearman's rho with an interval).
+
+The design is made balanced first (:func:`balanced_scores`): a retriever that reads no vectors
+(BM25) has one cell per chunker and k, which stands for every embedder level (its ranking does
+not depend on the embedder), so the embedder's effect within BM25 is zero by construction.
+
+References
+----------
+.. [1] R. Qu, R. Tu and F. Bao, "Is Semantic Chunking Worth the Computational Cost?", 2024,
+   arXiv:2410.13070 (embedding quality "could have more influence" than the chunking strategy).
+.. [2] B. Efron and R. Tibshirani, *An Introduction to the Bootstrap*, 1993 (percentile intervals).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+__all__ = ["FACTORS", "balanced_scores", "factor_ranges", "range_difference", "ranking_agreement", "variance_shares"]
+
+#: The factors of the grid, as columns of ``GridResult.per_question``.
+FACTORS: tuple[str, ...] = ("chunker", "embedder", "retriever", "k")
+
+
+def balanced_scores(result: Any, metric: str = "recall", factors: Sequence[str] = FACTORS) -> pd.DataFrame:
+    """Per-question scores of a balanced factorial table.
+
+    Parameters
+    ----------
+    result : GridResult
+        A run with an embedder axis (its ``per_question`` has an ``embedder`` column; ``-`` marks
+        a retriever that reads no vectors).
+    metric : str, default "recall"
+        A per-question metric column (``hit`` and ``rr`` for hit rate and MRR).
+    factors : sequence of str
+        Columns that define a cell.
+
+    Returns
+    -------
+    DataFrame
+        Rows = questions (in run order), columns = a MultiIndex over ``factors`` (one column per
+        combination of levels), values = the metric. A ``-`` (no embedder) cell is repeated
+        under every embedder level.
+
+    Raises
+    ------
+    ValueError
+        If a factor or the metric is not a column, or a combination of levels has no cell (the
+        grid is not a full factorial).
+    """
+    pq = result.per_question
+    from chunkwise.evaluation.cells import metric as _metric
+
+    col = _metric(metric).name
+    missing = [c for c in (*factors, col) if c not in pq.columns]
+    if missing:
+        raise ValueError(f"per_question lacks column(s) {missing}; run the grid with an embedder axis.")
+    frame = pq[[*factors, "question_id", col]].copy()
+    if "embedder" in factors:
+        levels = [e for e in dict.fromkeys(frame["embedder"]) if e != "-"]
+        shared = frame[frame["embedder"] == "-"]
+        if not shared.empty and levels:
+            copies = [shared.assign(embedder=e) for e in levels]
+            frame = pd.concat([frame[frame["embedder"] != "-"], *copies], ignore_index=True)
+    wide = frame.pivot_table(index="question_id", columns=list(factors), values=col, aggfunc="first", sort=False)
+    order = list(dict.fromkeys(pq["question_id"]))
+    wide = wide.loc[order]
+    expected = int(np.prod([wide.columns.get_level_values(f).nunique() for f in factors]))
+    if wide.shape[1] != expected:
+        raise ValueError(f"the grid is not a full factorial over {list(factors)}: {wide.shape[1]} cells of {expected}.")
+    return wide
+
+
+def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64) / n
+
+
+def _check_boot(n_resamples: int, confidence: float) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
+        raise ValueError(f"n_resamples must be an int >= 100, got {n_resamples!r}.")
+    if not 0.5 < confidence < 1:
+        raise ValueError(f"confidence must be in (0.5, 1), got {confidence!r}.")
+
+
+def factor_ranges(
+    wide: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+) -> pd.DataFrame:
+    """Each factor's worst and best level and the range between them, in metric units.
+
+    Parameters
+    ----------
+    wide : DataFrame
+        From :func:`balanced_scores`.
+    n_resamples, seed, confidence
+        The bootstrap over questions (rows of ``wide``).
+
+    Returns
+    -------
+    DataFrame
+        One row per factor, largest range first: ``factor``, ``n_levels``, ``worst``, ``best``
+        (levels), ``worst_mean``, ``best_mean`` (the metric averaged over every other factor and
+        the questions), ``range`` (best minus worst), ``range_low`` / ``range_high`` (percentile
+        interval of max minus min level mean, both re-chosen in each resample) and
+        ``diff_low`` / ``diff_high`` (interval of the fixed pair best minus worst, paired over
+        questions).
+
+    Raises
+    ------
+    ValueError
+        For bad bootstrap settings or NaN scores.
+    """
+    _check_boot(n_resamples, confidence)
+    values = wide.to_numpy(dtype=float)
+    if np.isnan(values).any():
+        raise ValueError("the scores hold NaN; the factor ranges need a score for every question and cell.")
+    w = _resamples(values.shape[0], n_resamples, seed)
+    alpha = (1 - confidence) / 2
+    rows = []
+    for f in wide.columns.names:
+        codes = wide.columns.get_level_values(f)
+        levels = list(dict.fromkeys(codes))
+        per_q = np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1)  # (Q, L)
+        means = per_q.mean(axis=0)
+        best, worst = int(means.argmax()), int(means.argmin())
+        boot = w @ per_q  # (B, L)
+        span = boot.max(axis=1) - boot.min(axis=1)
+        diff = boot[:, best] - boot[:, worst]
+        rows.append({
+            "factor": f, "n_levels": len(levels), "worst": levels[worst], "best": levels[best],
+            "worst_mean": float(means[worst]), "best_mean": float(means[best]),
+            "range": float(means[best] - means[worst]),
+            "range_low": float(np.quantile(span, alpha)), "range_high": float(np.quantile(span, 1 - alpha)),
+            "diff_low": float(np.quantile(diff, alpha)), "diff_high": float(np.quantile(diff, 1 - alpha)),
+        })
+    return pd.DataFrame(rows).sort_values("range", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _shares(cell_means: np.ndarray, codes: list[np.ndarray]) -> np.ndarray:
+    """Main-effect sums of squares over the total, per factor, for each row of ``cell_means``
+    (shape (B, C)); ``codes[f]`` = level index of each cell for factor f."""
+    grand = cell_means.mean(axis=1, keepdims=True)
+    total = ((cell_means - grand) ** 2).sum(axis=1)
+    out = []
+    for c in codes:
+        n_levels = int(c.max()) + 1
+        ss = np.zeros(cell_means.shape[0])
+        for lv in range(n_levels):
+            at = c == lv
+            ss += at.sum() * (cell_means[:, at].mean(axis=1) - grand[:, 0]) ** 2
+        out.append(ss)
+    stacked = np.stack(out, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total[:, None] > 0, stacked / total[:, None], np.nan)
+
+
+def variance_shares(
+    wide: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+) -> pd.DataFrame:
+    """How the variance of the cells' mean scores splits by factor (a balanced ANOVA of the cell means).
+
+    For a full factorial the total sum of squares of the cell means around their grand mean is
+    the sum of each factor's main effect (levels' means around the grand mean, times the cells
+    per level) and the interactions; the shares are those parts over the total.
+
+    Parameters
+    ----------
+    wide : DataFrame
+        From :func:`balanced_scores`.
+    n_resamples, seed, confidence
+        The bootstrap over questions: cell means recomputed from each resample.
+
+    Returns
+    -------
+    DataFrame
+        One row per factor and one ``interactions`` row (the remainder), largest first:
+        ``source``, ``share`` (fraction of the total), ``share_low`` / ``share_high``.
+
+    Raises
+    ------
+    ValueError
+        For bad bootstrap settings or NaN scores.
+    """
+    _check_boot(n_resamples, confidence)
+    values = wide.to_numpy(dtype=float)
+    if np.isnan(values).any():
+        raise ValueError("the scores hold NaN; the variance shares need a score for every question and cell.")
+    names = list(wide.columns.names)
+    codes = []
+    for f in names:
+        lv = wide.columns.get_level_values(f)
+        index = {v: i for i, v in enumerate(dict.fromkeys(lv))}
+        codes.append(np.asarray([index[v] for v in lv]))
+    point = _shares(values.mean(axis=0, keepdims=True), codes)[0]
+    boot = _shares(_resamples(values.shape[0], n_resamples, seed) @ values, codes)
+    alpha = (1 - confidence) / 2
+    rows = [{"source": f, "share": float(point[i]), "share_low": float(np.nanquantile(boot[:, i], alpha)),
+             "share_high": float(np.nanquantile(boot[:, i], 1 - alpha))} for i, f in enumerate(names)]
+    rest_b = 1 - boot.sum(axis=1)
+    rows.append({"source": "interactions", "share": float(1 - point.sum()),
+                 "share_low": float(np.nanquantile(rest_b, alpha)), "share_high": float(np.nanquantile(rest_b, 1 - alpha))})
+    return pd.DataFrame(rows).sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def ranking_agreement(
+    wide: pd.DataFrame,
+    across: str = "embedder",
+    ranked: str = "chunker",
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Does the order of the ``ranked`` levels hold from one ``across`` level to another?
+
+    The ``ranked`` levels (chunkers) are scored under each ``across`` level (embedder) by their
+    mean over the other factors and the questions; each pair of ``across`` levels gets
+    Spearman's rho between the two orders, with a percentile interval from resampling questions.
+
+    Parameters
+    ----------
+    wide : DataFrame
+        From :func:`balanced_scores` (restrict its columns first to fix a retriever, e.g.
+        ``wide.xs("dense", axis=1, level="retriever", drop_level=False)``).
+    across, ranked : str
+        Factor names.
+    n_resamples, seed, confidence
+        The bootstrap over questions.
+
+    Returns
+    -------
+    DataFrame
+        One row per pair: ``a``, ``b`` (levels of ``across``), ``rho``, ``rho_low``,
+        ``rho_high``, ``n_ranked`` and ``same_best`` (whether both put the same level first).
+
+    Raises
+    ------
+    ValueError
+        For unknown factors, fewer than 3 ranked levels, or bad bootstrap settings.
+    """
+    _check_boot(n_resamples, confidence)
+    names = list(wide.columns.names)
+    if across not in names or ranked not in names or across == ranked:
+        raise ValueError(f"across and ranked must be two different factors of {names}.")
+    values = wide.to_numpy(dtype=float)
+    a_codes = wide.columns.get_level_values(across)
+    r_codes = wide.columns.get_level_values(ranked)
+    a_levels = list(dict.fromkeys(a_codes))
+    r_levels = list(dict.fromkeys(r_codes))
+    if len(r_levels) < 3:
+        raise ValueError(f"a rank correlation needs at least 3 levels of {ranked}, got {len(r_levels)}.")
+    w = _resamples(values.shape[0], n_resamples, seed)
+    # per question: the mean of each (across, ranked) pair -> (Q, A, R)
+    per_q = np.stack([
+        np.stack([values[:, np.asarray((a_codes == a) & (r_codes == r))].mean(axis=1) for r in r_levels], axis=1)
+        for a in a_levels
+    ], axis=1)
+    point = per_q.mean(axis=0)  # (A, R)
+    boot = np.einsum("bq,qar->bar", w, per_q)
+    alpha = (1 - confidence) / 2
+    rows = []
+    for i in range(len(a_levels)):
+        for j in range(i + 1, len(a_levels)):
+            rho = float(spearmanr(point[i], point[j]).statistic)
+            rb = np.asarray([spearmanr(boot[b, i], boot[b, j]).statistic for b in range(len(boot))], dtype=float)
+            rows.append({"a": a_levels[i], "b": a_levels[j], "rho": rho,
+                         "rho_low": float(np.nanquantile(rb, alpha)), "rho_high": float(np.nanquantile(rb, 1 - alpha)),
+                         "n_ranked": len(r_levels),
+                         "same_best": bool(point[i].argmax() == point[j].argmax())})
+    return pd.DataFrame(rows)
+
+
+def range_difference(
+    wide: pd.DataFrame, a: str = "embedder", b: str = "chunker", n_resamples: int = 2000, seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, float]:
+    """Is factor ``a``'s range (best minus worst level) larger than factor ``b``'s?
+
+    Each resample of the questions recomputes both ranges (re-choosing best and worst), so the
+    interval of their difference carries the selection of the levels.
+
+    Parameters
+    ----------
+    wide : DataFrame
+        From :func:`balanced_scores`.
+    a, b : str
+        Two factors.
+    n_resamples, seed, confidence
+        The bootstrap over questions.
+
+    Returns
+    -------
+    dict
+        ``range_a``, ``range_b`` and ``diff`` (``range_a - range_b``, metric units), with
+        ``diff_low`` / ``diff_high``.
+
+    Raises
+    ------
+    ValueError
+        For unknown factors or bad bootstrap settings.
+    """
+    _check_boot(n_resamples, confidence)
+    names = list(wide.columns.names)
+    if a not in names or b not in names or a == b:
+        raise ValueError(f"a and b must be two different factors of {names}.")
+    values = wide.to_numpy(dtype=float)
+    w = _resamples(values.shape[0], n_resamples, seed)
+
+    def level_means(f: str) -> np.ndarray:
+        codes = wide.columns.get_level_values(f)
+        return np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in dict.fromkeys(codes)], axis=1)
+
+    pa, pb = level_means(a), level_means(b)
+    ra, rb = np.ptp(pa.mean(axis=0)), np.ptp(pb.mean(axis=0))
+    ba, bb = w @ pa, w @ pb
+    d = (ba.max(axis=1) - ba.min(axis=1)) - (bb.max(axis=1) - bb.min(axis=1))
+    alpha = (1 - confidence) / 2
+    return {"range_a": float(ra), "range_b": float(rb), "diff": float(ra - rb),
+            "diff_low": float(np.quantile(d, alpha)), "diff_high": float(np.quantile(d, 1 - alpha))}

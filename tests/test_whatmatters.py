@@ -1,0 +1,102 @@
+"""Chapter 7's factor analysis (chunkwise.experiments.whatmatters), on hand-made per-question scores."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from chunkwise.experiments.whatmatters import balanced_scores, factor_ranges, ranking_agreement, variance_shares
+
+
+def _result(values, questions=("q1", "q2", "q3", "q4"), noise=None):
+    """A GridResult stand-in: values maps (chunker, embedder, retriever, k) -> score of every question."""
+    rows = []
+    for (c, e, r, k), v in values.items():
+        for i, q in enumerate(questions):
+            rows.append({"chunker": c, "embedder": e, "retriever": r, "k": k, "question_id": q,
+                         "recall": v + (noise[i] if noise is not None else 0.0)})
+    return SimpleNamespace(per_question=pd.DataFrame(rows))
+
+
+# dense: c1e1 .2, c1e2 .6, c2e1 .4, c2e2 .8; bm25 (no embedder) c1 .5, c2 .5
+GRID = {
+    ("c1", "e1", "dense", 5): 0.2, ("c1", "e2", "dense", 5): 0.6,
+    ("c2", "e1", "dense", 5): 0.4, ("c2", "e2", "dense", 5): 0.8,
+    ("c1", "-", "bm25", 5): 0.5, ("c2", "-", "bm25", 5): 0.5,
+}
+
+
+def test_balanced_scores_repeat_the_no_embedder_cells_under_every_embedder():
+    wide = balanced_scores(_result(GRID))
+    assert wide.shape == (4, 8)  # 2 chunkers x 2 embedders x 2 retrievers x 1 k
+    assert wide[("c1", "e2", "bm25", 5)].tolist() == [0.5] * 4
+    assert list(wide.index) == ["q1", "q2", "q3", "q4"]
+    with pytest.raises(ValueError, match="not a full factorial"):
+        balanced_scores(_result({k: v for k, v in GRID.items() if k != ("c2", "e2", "dense", 5)}))
+
+
+def test_factor_ranges_by_hand():
+    dense = {k: v for k, v in GRID.items() if k[2] == "dense"}
+    out = factor_ranges(balanced_scores(_result(dense)), n_resamples=200).set_index("factor")
+    # chunker: c1 (.2+.6)/2 = .4, c2 .6 -> range .2; embedder: e1 .3, e2 .7 -> range .4
+    assert out.loc["embedder", ["worst", "best"]].tolist() == ["e1", "e2"]
+    assert out.loc["embedder", "range"] == pytest.approx(0.4)
+    assert out.loc["chunker", "range"] == pytest.approx(0.2)
+    assert out.loc["k", "range"] == 0.0 and out.loc["k", "n_levels"] == 1
+    # every question scores alike: the intervals collapse on the point
+    assert out.loc["embedder", ["range_low", "range_high"]].tolist() == pytest.approx([0.4, 0.4])
+    assert list(out.index[:2]) == ["embedder", "chunker"]
+
+
+def test_variance_shares_by_hand():
+    dense = {k: v for k, v in GRID.items() if k[2] == "dense"}
+    out = variance_shares(balanced_scores(_result(dense)), n_resamples=200).set_index("source")
+    # cell means .2 .6 .4 .8 around .5: total SS .2; chunker 2 x (.1^2 + .1^2) = .04, embedder 2 x (.2^2 + .2^2) = .16
+    assert out.loc["embedder", "share"] == pytest.approx(0.8)
+    assert out.loc["chunker", "share"] == pytest.approx(0.2)
+    assert out.loc["interactions", "share"] == pytest.approx(0.0, abs=1e-12)
+    assert out.loc["embedder", ["share_low", "share_high"]].tolist() == pytest.approx([0.8, 0.8])
+
+
+def test_variance_shares_with_bm25_put_the_embedder_gap_in_an_interaction():
+    out = variance_shares(balanced_scores(_result(GRID)), n_resamples=200).set_index("source")
+    # with bm25 (.5 everywhere) the embedder's effect exists under dense only: part of it is interaction
+    assert 0 < out.loc["embedder", "share"] < 0.8
+    assert out.loc["interactions", "share"] > 0
+    assert out["share"].sum() == pytest.approx(1.0)
+
+
+def test_ranking_agreement_by_hand():
+    values = {("c1", "e1", "dense", 5): 0.1, ("c2", "e1", "dense", 5): 0.2, ("c3", "e1", "dense", 5): 0.3,
+              ("c1", "e2", "dense", 5): 0.3, ("c2", "e2", "dense", 5): 0.2, ("c3", "e2", "dense", 5): 0.1,
+              ("c1", "e3", "dense", 5): 0.15, ("c2", "e3", "dense", 5): 0.25, ("c3", "e3", "dense", 5): 0.35}
+    out = ranking_agreement(balanced_scores(_result(values)), n_resamples=200).set_index(["a", "b"])
+    assert out.loc[("e1", "e2"), "rho"] == pytest.approx(-1.0)
+    assert out.loc[("e1", "e3"), "rho"] == pytest.approx(1.0)
+    assert bool(out.loc[("e1", "e3"), "same_best"]) and not bool(out.loc[("e1", "e2"), "same_best"])
+    assert out.loc[("e1", "e2"), ["rho_low", "rho_high"]].tolist() == pytest.approx([-1.0, -1.0])
+    with pytest.raises(ValueError, match="at least 3 levels"):
+        ranking_agreement(balanced_scores(_result({k: v for k, v in values.items() if k[0] != "c3"})), n_resamples=200)
+
+
+def test_noisy_questions_give_intervals_around_the_point():
+    noise = np.array([-0.1, 0.1, -0.05, 0.05])
+    dense = {k: v for k, v in GRID.items() if k[2] == "dense"}
+    out = factor_ranges(balanced_scores(_result(dense, noise=noise)), n_resamples=500).set_index("factor")
+    # the noise is shared by every cell of a question: differences between levels stay exact
+    assert out.loc["embedder", "diff_low"] == pytest.approx(0.4) and out.loc["embedder", "diff_high"] == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="n_resamples"):
+        factor_ranges(balanced_scores(_result(dense)), n_resamples=10)
+
+
+def test_range_difference_by_hand():
+    from chunkwise.experiments.whatmatters import range_difference
+
+    dense = {k: v for k, v in GRID.items() if k[2] == "dense"}
+    out = range_difference(balanced_scores(_result(dense)), "embedder", "chunker", n_resamples=200)
+    assert out["range_a"] == pytest.approx(0.4) and out["range_b"] == pytest.approx(0.2)
+    assert out["diff"] == pytest.approx(0.2)
+    assert [out["diff_low"], out["diff_high"]] == pytest.approx([0.2, 0.2])
