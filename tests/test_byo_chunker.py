@@ -47,6 +47,22 @@ def test_a_rewriting_splitter_fails_clearly():
         adapt_chunker(42)
 
 
+def test_chunk_objects_from_a_plugin_must_be_verbatim():
+    """Issue 44, bug 2: Chunk objects three characters off their text were passed through unchecked."""
+    from chunkwise.chunk import Chunk
+
+    def off_by_three(text):
+        return [Chunk(text[3:10], 0, 7), Chunk(text[10:], 10, len(text))]
+
+    with pytest.raises(OffsetRecoveryError, match="chunk 0's text is not the document's characters"):
+        adapt_chunker(off_by_three, name="off").split(TEXT)
+
+    def honest(text):
+        return [Chunk(text[:10], 0, 10), Chunk(text[10:], 10, len(text))]
+
+    assert [c.text for c in adapt_chunker(honest, name="ok").split(TEXT)] == [TEXT[:10], TEXT[10:]]
+
+
 def test_import_path_spec_is_a_grid_row(tmp_path):
     spec = parse_spec("plugin_chunkers:ClauseSplitter")
     assert spec.kind.plugin and not spec.kind.span_cache

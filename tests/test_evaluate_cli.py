@@ -126,6 +126,17 @@ def test_check_cli_exit_codes(tmp_path, capsys):
     assert main(args + ["--cell", "nope | dense | k=1"]) == 3
     assert main(["check", "--docs", str(docs), "--questions", str(q), "--baseline", str(tmp_path / "missing")]) == 2
     assert "report.json is missing" in capsys.readouterr().err
+    # issue 44, bug 1: --out naming the baseline folder is refused before anything is written
+    before = (base / "report.json").read_bytes()
+    assert main(args + ["--out", str(base)]) == 2
+    assert "would overwrite the baseline" in capsys.readouterr().err
+    assert (base / "report.json").read_bytes() == before
+    # issue 44, bug 10: a report.json holding [] is bad input (2), not "a drop beyond the noise" (1)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "report.json").write_text("[]")
+    (base / "per_question.csv").replace(tmp_path / "empty" / "per_question.csv")
+    assert main(["check", "--docs", str(docs), "--questions", str(q), "--baseline", str(tmp_path / "empty")]) == 2
+    assert "is not a chunkwise report" in capsys.readouterr().err
 
 
 def test_evaluate_refuses_an_out_that_is_a_file_before_any_work(tmp_path, capsys):

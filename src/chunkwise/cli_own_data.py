@@ -181,6 +181,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     try:
         report, _ = load_baseline(args.baseline)
         if args.out:
+            base = Path(args.baseline)
+            base = base.parent if base.is_file() else base
+            if Path(args.out).resolve() == base.resolve():
+                return bad(f"--out {args.out} is the baseline folder: the new report would overwrite the baseline "
+                           "it is compared with; write it to another folder.")
             _check_out_dir(args.out)
         if args.config:
             config, settings = GridConfig.from_toml(args.config)

@@ -88,6 +88,17 @@ def _from_items(text: str, items: Sequence[Any], who: str) -> list[Chunk]:
         return []
     first = items[0]
     if isinstance(first, Chunk):
+        for i, c in enumerate(items):
+            if not isinstance(c, Chunk):
+                raise OffsetRecoveryError(f"{who} returned a mix of Chunk and {type(c).__name__} items; return one kind.")
+            if not (isinstance(c.start, int) and isinstance(c.end, int) and 0 <= c.start <= c.end <= len(text)):
+                raise OffsetRecoveryError(
+                    f"{who}: chunk {i} has offsets [{c.start}, {c.end}) outside the document of {len(text)} characters.")
+            if c.text != text[c.start : c.end]:
+                raise OffsetRecoveryError(
+                    f"{who}: chunk {i}'s text is not the document's characters [{c.start}, {c.end}) "
+                    f"(text starts {c.text[:40]!r}, the document there {text[c.start : c.start + 40]!r}); "
+                    "every chunk must satisfy text == document[start:end].")
         return list(items)
     if isinstance(first, str):
         return locate_pieces(text, items, who=who)

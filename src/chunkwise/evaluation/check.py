@@ -108,6 +108,9 @@ def load_baseline(path: str | Path) -> tuple[dict[str, Any], pd.DataFrame]:
         per_q = pd.read_csv(pq_path, dtype={"question_id": str, "cell": str})
     except (ValueError, OSError) as exc:
         raise BaselineError(f"baseline {str(path)!r}: cannot read it ({exc}).") from exc
+    if not isinstance(report, dict) or not isinstance(report.get("grid"), dict):
+        raise BaselineError(f"baseline {str(path)!r}: report.json is not a chunkwise report (a JSON object with "
+                            "'grid' and 'cells'); pass the folder `chunkwise evaluate --out` wrote.")
     if not {"cell", "question_id"} <= set(per_q.columns):
         raise BaselineError(f"baseline {str(path)!r}: per_question.csv lacks the cell / question_id columns.")
     return report, per_q
