@@ -20,7 +20,8 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 #: (notebook, prefix of its glue keys)
 CHAPTERS = pytest.mark.parametrize(("NOTEBOOK", "PREFIX"), [
     (NOTEBOOKS / "02_chroma_recall.ipynb", "ch2_"), (NOTEBOOKS / "06_stitched_vs_real.ipynb", "ch6_"),
-], ids=["02", "06"])
+    (NOTEBOOKS / "07_what_matters.ipynb", "ch7_"),
+], ids=["02", "06", "07"])
 GLUED = re.compile(r"glue\(\s*[\"']([^\"']+)[\"']")
 
 

@@ -75,3 +75,14 @@ def test_grid_diagnostics_carry_truncation_per_embedder(tmp_path):
     assert diag.loc["TokenText 20", "chunks_over_window:w20"] == 0.0
     assert diag.loc["TokenText 20", "window_tokens:w20"] == 20
     assert w4.n_texts >= 2 and w4.seconds >= 0.0  # the chunk and the question went through the timed wrapper
+
+
+def test_describe_truncation_names_the_losses_largest_first():
+    from chunkwise.evaluation.diagnostics import describe_truncation
+
+    chunks = {"two": {"d": [Chunk("a b c d e", 0, 9), Chunk("f g h", 10, 15)]},
+              "one": {"d": [Chunk("a b", 0, 3)]}}
+    q = pd.DataFrame({"corpus_id": ["d"], "references": [[(6, 9)]]})
+    out = describe_truncation(truncation_diagnostics(chunks, q, {"w3": WordWindow(3)}))
+    assert out == ("w3 (window 3 word pieces): two 50% of chunks over the window, 100.0% of reference characters "
+                   "never embedded; the other 1 fit.")

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["chunk_diagnostics", "structure_blocks", "truncation_diagnostics"]
+__all__ = ["chunk_diagnostics", "describe_truncation", "structure_blocks", "truncation_diagnostics"]
 
 _END_PUNCT = set(".!?;:…\"'”’)]»")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
@@ -294,3 +294,44 @@ def truncation_diagnostics(
     cols = ["chunker", "embedder", "window_tokens", "n_chunks", "share_chunks_over_window",
             "share_reference_chars_unembedded", "note"]
     return pd.DataFrame(rows, columns=cols).set_index(["chunker", "embedder"])
+
+
+def describe_truncation(table: pd.DataFrame, chunkers: Sequence[str] | None = None) -> str:
+    """One sentence per embedder from :func:`truncation_diagnostics`: which chunkers lose text to
+    the window, largest loss first.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`truncation_diagnostics` (or :meth:`GridResult.truncation
+        <chunkwise.evaluation.grid.GridResult.truncation>`).
+    chunkers : sequence of str, optional
+        Chunker labels to describe (default all), in the order given for ties.
+
+    Returns
+    -------
+    str
+        E.g. ``"all-MiniLM-L6-v2 (window 256 word pieces): Kamradt 55% of chunks over the
+        window, 9.1% of reference characters never embedded; ... every other chunking fits."``;
+        an embedder whose window is unknown is named as such.
+    """
+    parts = []
+    for emb, part in table.groupby(level="embedder", sort=False):
+        part = part.droplevel("embedder")
+        if chunkers is not None:
+            part = part.reindex([c for c in chunkers if c in part.index])
+        measured = part.dropna(subset=["share_chunks_over_window"])
+        if measured.empty:
+            parts.append(f"{emb}: not measured ({part['note'].iloc[0] if len(part) else 'no chunking'})")
+            continue
+        window = int(measured["window_tokens"].iloc[0])
+        over = measured[measured["share_chunks_over_window"] > 0].sort_values(
+            "share_reference_chars_unembedded", ascending=False, kind="stable")
+        lines = [f"{lab} {100 * r['share_chunks_over_window']:.0f}% of chunks over the window, "
+                 f"{100 * r['share_reference_chars_unembedded']:.1f}% of reference characters never embedded"
+                 for lab, r in over.iterrows()]
+        fits = len(measured) - len(over)
+        tail = ("every chunking fits" if not lines else
+                (f"the other {fits} fit" if fits else "none fits entirely"))
+        parts.append(f"{emb} (window {window} word pieces): " + "; ".join([*lines, tail]))
+    return ". ".join(parts) + "."
