@@ -141,7 +141,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                   "verdict or intervals (they need at least 2 questions; 20 or more separate real differences).",
                   file=sys.stderr)
         out = Path(args.out)
+        answers = _answer_stage(args, result, settings["metric"]) if args.answers else None
         paths = result.save(out, boot, docs)
+        if answers is not None:
+            paths.update(_save_answers(out, *answers))
     except (ValueError, RuntimeError) as exc:
         return _fail(str(exc))
     lines = format_table(result.table, boot, settings["metric"]).splitlines()
@@ -160,6 +163,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if boot is not None:
         print()
         print(boot.verdict)
+    if answers is not None:
+        from chunkwise.evaluation.answers import answers_text
+
+        ans, ans_boot, ans_metric = answers
+        print(f"\nanswers ({ans_metric} sorts; percent; ans_tok: cl100k_base tokens per answer; ans_s: model "
+              f"seconds per answer; {ans.llm_calls} LLM calls, {ans.llm_cache_hits} from the cache):")
+        print(answers_text(ans, ans_metric))
+        if ans_boot is not None:
+            print()
+            print(ans_boot.verdict)
     n_emb = f", {result.n_embedded} texts embedded" if result.n_embedded is not None else ""
     print(
         f"\n{PROG}: {config.n_cells} cells over {len(questions)} questions in {time.perf_counter() - t0:.1f} s{n_emb}; "
@@ -167,6 +180,51 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _answer_stage(args: argparse.Namespace, result: Any, grid_metric: str) -> tuple[Any, Any, str]:
+    """``--answers``: answer the chosen cells with the LLM, join the columns to the table, and the
+    paired bootstrap on the answer metric (chunkwise.evaluation.answers)."""
+    from chunkwise.evaluation.answers import ANSWER_METRICS, answer_cells, merge_answers
+    from chunkwise.experiments.questions import llm_for_generation
+
+    metric = args.answer_metric
+    if metric not in ANSWER_METRICS:
+        raise ValueError(f"--answer-metric must be one of {', '.join(ANSWER_METRICS)}, got {metric!r}.")
+    if "reference_answer" not in result.questions.columns and metric in ("token_f1", "exact_match", "correct"):
+        print(f"{PROG}: no question has a reference_answer: {metric} cannot be scored; the answers are judged "
+              "for groundedness only (add reference_answer to the questions, or --answer-metric grounded).",
+              file=sys.stderr)
+    llm = llm_for_generation(cache=args.llm_cache)
+    try:
+        ans = answer_cells(result, llm, args.answer_cells, judge=not args.no_judge, metric=grid_metric)
+    finally:
+        close = getattr(llm, "close", None)
+        if callable(close):
+            close()
+    result.table = merge_answers(result.table, ans)
+    wide = ans.scores(metric) if metric in ans.per_question.columns else None
+    boot = None
+    if wide is not None and wide.shape[1] >= 1 and wide.notna().sum().min() >= 2:
+        from chunkwise.evaluation.stats import paired_bootstrap
+
+        boot = paired_bootstrap(wide, None, metric=metric, n_resamples=10_000, seed=0)
+    return ans, boot, metric
+
+
+def _save_answers(out: Path, ans: Any, boot: Any, metric: str) -> dict[str, Path]:
+    """``answers.csv`` (one row per cell and question) and ``answers.json`` (prompts, table, verdict)."""
+    from chunkwise.evaluation.answers import ANSWER_PROMPT_VERSION, JUDGE_PROMPT_VERSION
+
+    paths = {"answers": out / "answers.csv", "answers_json": out / "answers.json"}
+    ans.per_question.to_csv(paths["answers"], index=False)
+    paths["answers_json"].write_text(json.dumps({
+        "answer_prompt_version": ANSWER_PROMPT_VERSION, "judge_prompt_version": JUDGE_PROMPT_VERSION,
+        "prompts": ans.prompts, "metric": metric, "llm_calls": ans.llm_calls, "llm_cache_hits": ans.llm_cache_hits,
+        "cells": json.loads(ans.table.to_json(orient="records")),
+        "bootstrap": boot.to_dict() if boot is not None else None,
+    }, indent=2, ensure_ascii=False), encoding="utf-8")
+    return paths
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -424,6 +482,18 @@ def add_parsers(sub: Any) -> None:
     ev.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default 10000)")
     ev.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
     ev.add_argument("--rows", type=int, default=30, help="table rows printed, best first (default 30; 0 = all)")
+    ev.add_argument("--answers", action="store_true", help="also answer each question from the retrieved chunks of "
+                    "--answer-cells with the LLM (the local model, or CHUNKWISE_LLM_BASE_URL / _MODEL), every reply "
+                    "cached; scores token F1 and exact match against the questions' reference_answer and an LLM "
+                    "judge's correct / grounded")
+    ev.add_argument("--answer-cells", default="best:3", metavar="CELLS",
+                    help="cells to answer: 'best:N' by the verdict's metric (default best:3), 'all', or cell names "
+                    "separated by commas; each costs one generation and one judge call per question")
+    ev.add_argument("--answer-metric", default="token_f1",
+                    help="answer metric of the answers' verdict: token_f1 (default), exact_match, correct, grounded")
+    ev.add_argument("--no-judge", action="store_true", help="with --answers: no LLM judge (token F1 / EM only)")
+    ev.add_argument("--llm-cache", default=None, metavar="SQLITE",
+                    help="LLM response cache file of --answers (default chunkwise's cache, ~/.cache/chunkwise/llm.sqlite)")
     ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ev.set_defaults(func=_cmd_evaluate)
 

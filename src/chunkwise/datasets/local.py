@@ -205,12 +205,16 @@ def _record(raw: Mapping[str, Any], row: int, source: str) -> dict[str, Any]:
         raise ValueError(f"{where} (question {qid!r}) has no excerpt, excerpts or references.")
     for i, r in enumerate(refs):
         r.setdefault("slot", i)  # a reference with offsets is its own slot
+    answer = keys.get("reference_answer")
+    if answer is not None and not isinstance(answer, str):
+        raise ValueError(f"{where}: reference_answer must be a string (the answer the excerpts support).")
     return {
         "question_id": qid,
         "row": row,
         "question": "" if keys["question"] is None else str(keys["question"]),
         "document": doc,
         "references": refs,
+        "reference_answer": answer.strip() if isinstance(answer, str) and answer.strip() else None,
     }
 
 
@@ -695,7 +699,7 @@ def validate_questions(
         if any(r.get("slot") is not None for r in refs) and len({r.get("slot") for r in refs}) < len(refs):
             row = _validate_any_of(qid, str(q.get("question")), refs, docs, search_docs, add)
             if row is not None and not bad:
-                usable.append(row)
+                usable.append({**row, "reference_answer": _answer_of(q)})
             continue
 
         # Candidate documents for a question without a document: those holding every excerpt.
@@ -832,10 +836,20 @@ def validate_questions(
                 "corpus_id": search_docs[0],
                 "references": located,
                 "readings": None,
+                "reference_answer": _answer_of(q),
             }
         )
-    frame = pd.DataFrame(usable, columns=["question_id", "question", "corpus_id", "references", "readings"])
+    columns = ["question_id", "question", "corpus_id", "references", "readings"]
+    if any(u.get("reference_answer") is not None for u in usable):  # the answer stage's reference
+        columns.append("reference_answer")
+    frame = pd.DataFrame(usable, columns=columns)
     return ValidationReport(issues, frame, len(questions), n_refs)
+
+
+def _answer_of(q: Mapping[str, Any]) -> str | None:
+    """A question's ``reference_answer`` (for ``chunkwise evaluate --answers``), or None."""
+    value = q.get("reference_answer")
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def load_questions(
