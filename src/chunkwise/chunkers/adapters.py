@@ -52,11 +52,15 @@ def locate_pieces(text: str, pieces: Sequence[str], *, who: str = "the splitter"
         ``Chunk(text[s:e], s, e, {"piece": i})`` with ``s`` non-decreasing; empty or
         whitespace-only pieces are dropped.
 
+        Each piece is placed at its first occurrence after the previous piece's start,
+        exact or up to whitespace, whichever comes first (a verbatim copy further on does not
+        win over a nearer place that differs only in whitespace).
+
     Raises
     ------
     OffsetRecoveryError
-        If a piece is found neither exactly nor up to whitespace at or after the previous
-        piece's start.
+        If a piece is found neither exactly nor up to whitespace after the previous piece's
+        start: as out of order when it occurs earlier in the text, else as rewritten.
     """
     out: list[Chunk] = []
     cursor = 0
@@ -67,17 +71,31 @@ def locate_pieces(text: str, pieces: Sequence[str], *, who: str = "the splitter"
             continue
         start = text.find(piece, cursor)
         end = start + len(piece)
-        if start < 0:
-            pattern = whitespace_pattern(piece)
-            m = pattern.search(text, cursor) if pattern is not None else None
-            if m is None:
-                raise OffsetRecoveryError(
-                    f"{who} rewrote chunk {i} ({piece[:60]!r}...): it is not a slice of the document at or after "
-                    f"character {cursor}, even ignoring whitespace, so its offsets cannot be recovered. Use a "
-                    "splitter that keeps the text verbatim (LangChain: no custom length function that edits text; "
-                    "chonkie: chunkers that report start_index/end_index)."
-                )
+        pattern = whitespace_pattern(piece)
+        # The nearest place up to whitespace wins over a later verbatim copy: a splitter that
+        # collapsed "a  b" to "a b" must not be sent to a later "a b", past its next pieces.
+        m = None
+        if pattern is not None:
+            m = pattern.search(text, cursor) if start < 0 else pattern.search(text, cursor, end)
+        if m is not None and (start < 0 or m.start() < start):
             start, end = m.start(), m.end()
+        elif start < 0:
+            earlier = text.find(piece)
+            if earlier < 0 and pattern is not None:
+                hit = pattern.search(text)
+                earlier = hit.start() if hit else -1
+            if earlier >= 0:
+                raise OffsetRecoveryError(
+                    f"{who}: chunk {i} ({piece[:60]!r}) occurs only before character {cursor} (at {earlier}), where "
+                    "the previous chunk starts: the splitter returned its chunks out of document order. Return them "
+                    "in the order of the text (or as (start, end) pairs)."
+                )
+            raise OffsetRecoveryError(
+                f"{who} rewrote chunk {i} ({piece[:60]!r}...): it is not a slice of the document at or after "
+                f"character {cursor}, even ignoring whitespace, so its offsets cannot be recovered. Use a "
+                "splitter that keeps the text verbatim (LangChain: no custom length function that edits text; "
+                "chonkie: chunkers that report start_index/end_index)."
+            )
         out.append(Chunk(text[start:end], start, end, {"piece": i}))
         cursor = start + 1 if end > start else start
     return out

@@ -1,0 +1,150 @@
+"""Issue 44: hostile inputs to the loaders and the splitter adapter (bugs 3-9 and 11, and the
+'poor' loader messages). Each hostile file is built here, in ``tmp_path``."""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import pandas as pd
+import pytest
+
+from chunkwise.chunkers.adapters import OffsetRecoveryError, adapt_chunker, locate_pieces
+from chunkwise.datasets.loaders import read_document
+from chunkwise.datasets.local import load_documents, read_questions, validate_questions
+
+from test_loaders import make_docx, text_pdf
+
+
+def skipped(docs) -> dict[str, str]:
+    return {s.name: s.reason for s in docs.skipped}
+
+
+def pdf_from_objects(objs: list[bytes], trailer: bytes = b"") -> bytes:
+    """A PDF of the given objects (1 0 obj is the catalog), cross-reference table computed."""
+    out = b"%PDF-1.7\n"
+    offsets = []
+    for i, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, trailer, xref)
+    return out
+
+
+def page_objects(content: bytes, stream_dict: bytes = b"") -> list[bytes]:
+    return [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d %s>>\nstream\n" % (len(content), stream_dict) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+
+
+def aes256_pdf() -> bytes:
+    """A PDF encrypted with AES-256 (/V 5 /R 6) and an empty user password, as Acrobat writes for
+    'restrict editing'. pypdf's writer needs the cryptography package to write one, so the Encrypt
+    dictionary is written by hand: pypdf needs cryptography to open it at all."""
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        pass
+    else:  # pragma: no cover - with cryptography pypdf may open it; the test is about its absence
+        pytest.skip("cryptography is installed: pypdf can try AES-256 itself")
+    objs = page_objects(b"BT /F1 12 Tf 72 720 Td (Secret words.) Tj ET")
+    objs.append(
+        b"<< /Filter /Standard /V 5 /R 6 /Length 256 /P -4 /O <" + b"00" * 48 + b"> /U <" + b"00" * 48
+        + b"> /OE <" + b"00" * 32 + b"> /UE <" + b"00" * 32 + b"> /Perms <" + b"00" * 16
+        + b"> /CF << /StdCF << /CFM /AESV3 /AuthEvent /DocOpen /Length 32 >> >> /StmF /StdCF /StrF /StdCF >>"
+    )
+    return pdf_from_objects(objs, b"/Encrypt 6 0 R /ID [<" + b"11" * 16 + b"> <" + b"11" * 16 + b">] ")
+
+
+def inflating_pdf() -> bytes:
+    """A PDF whose content stream is 78 kB compressed and 80 MB inflated: past pypdf's
+    zlib_maximum_output_length (75 MB), so pypdf raises LimitReachedError reading the page."""
+    content = zlib.compress(b"BT /F1 12 Tf 72 720 Td (Boom) Tj ET" + b" " * 80_000_000, 9)
+    return pdf_from_objects(page_objects(content, b"/Filter /FlateDecode "))
+
+
+def vmerge_docx(path):
+    """A .docx whose first table row has a cell marked as the continuation of a vertical merge
+    (no row above it): python-docx's ``row.cells`` raises 'no tr above topmost tr'."""
+    import docx
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    d = docx.Document()
+    d.add_paragraph("Before the table.")
+    t = d.add_table(rows=2, cols=2)
+    t.cell(0, 0).text, t.cell(0, 1).text = "", "pH"
+    t.cell(1, 0).text, t.cell(1, 1).text = "lime", "6.5"
+    vm = OxmlElement("w:vMerge")
+    vm.set(qn("w:val"), "continue")
+    t.cell(0, 0)._tc.get_or_add_tcPr().append(vm)
+    d.add_paragraph("After the table.")
+    d.save(path)
+
+
+def good_folder(path):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "soil.md").write_text("Soil needs lime in autumn.\n", encoding="utf-8")
+    (path / "report.pdf").write_bytes(text_pdf(["Water at dawn."]))
+    make_docx(path / "notes.docx")
+    return path
+
+
+# --------------------------------------------------------------------------------------
+# bug 9: a splitter that collapses whitespace
+# --------------------------------------------------------------------------------------
+
+
+def test_bug9_a_whitespace_collapsing_splitter_is_placed_even_when_a_piece_recurs_verbatim_later():
+    text = "Rent is  due monthly. Rent is due monthly. Fees apply."
+
+    def collapse(t):  # sentence splitter that normalises spaces, as many do
+        return [" ".join(s.split()) + "." for s in t.split(".") if s.strip()]
+
+    assert collapse(text) == ["Rent is due monthly.", "Rent is due monthly.", "Fees apply."]
+    chunks = adapt_chunker(collapse, name="collapse").split(text)
+    assert [(c.start, c.end) for c in chunks] == [(0, 21), (22, 42), (43, 54)]
+    assert [c.text for c in chunks] == ["Rent is  due monthly.", "Rent is due monthly.", "Fees apply."]
+
+
+def test_bug9_a_piece_out_of_order_is_blamed_as_out_of_order_not_as_rewritten():
+    with pytest.raises(OffsetRecoveryError, match=r"chunk 1 \('alpha'\) occurs only before character 7 \(at 0\)"):
+        locate_pieces("alpha beta", ["beta", "alpha"], who="backwards")
+
+
+# --------------------------------------------------------------------------------------
+# poor: links, unreadable files, .docx content dropped without a word
+# --------------------------------------------------------------------------------------
+
+
+def docx_with_nested_table_sdt_and_insertion(path):
+    import docx
+    from docx.oxml import parse_xml
+
+    d = docx.Document()
+    d.add_paragraph("Intro.")
+    outer = d.add_table(rows=1, cols=2)
+    outer.cell(0, 0).text = "crop"
+    inner = outer.cell(0, 1).add_table(rows=1, cols=2)
+    inner.cell(0, 0).text, inner.cell(0, 1).text = "kale", "45 cm"
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    body = d.element.body
+    sect = body[-1]
+    sect.addprevious(parse_xml(
+        f'<w:sdt {w}><w:sdtPr/><w:sdtContent><w:p><w:r><w:t>Inside a content control.</w:t></w:r></w:p>'
+        '</w:sdtContent></w:sdt>'))
+    sect.addprevious(parse_xml(
+        f'<w:p {w}><w:r><w:t xml:space="preserve">Water </w:t></w:r>'
+        '<w:ins w:id="1" w:author="a" w:date="2024-01-01T00:00:00Z"><w:r><w:t xml:space="preserve">twice </w:t></w:r></w:ins>'
+        '<w:del w:id="2" w:author="a" w:date="2024-01-01T00:00:00Z"><w:r><w:delText>once </w:delText></w:r></w:del>'
+        '<w:sdt><w:sdtContent><w:r><w:t>weekly</w:t></w:r></w:sdtContent></w:sdt>'
+        '<w:hyperlink><w:r><w:t>.</w:t></w:r></w:hyperlink></w:p>'))
+    d.save(path)
