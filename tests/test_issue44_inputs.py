@@ -99,6 +99,51 @@ def good_folder(path):
 
 
 # --------------------------------------------------------------------------------------
+# bug 3: a chunkwise report inside the documents folder
+# --------------------------------------------------------------------------------------
+
+
+def test_bug3_a_chunkwise_report_in_the_documents_folder_is_not_read_as_a_document(tmp_path):
+    from chunkwise.evaluation.grid import GridConfig, run_grid
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Kale wants 45 cm. Beans climb the fence.", encoding="utf-8")
+    (folder / "b.txt").write_text("Leeks need deep soil.", encoding="utf-8")
+    (folder / "mine.html").write_text("<html><body><p>My own page about chunkwise reports.</p></body></html>")
+    docs = load_documents(folder)
+    q = pd.DataFrame({"question_id": ["Q1"], "question": ["beans fence?"], "corpus_id": ["a.txt"],
+                      "references": [[{"start_index": 18, "end_index": 40}]]})
+    res = run_grid(docs, q, GridConfig(chunkers=["Sentence:8"], retrievers=["bm25"], top_k=[1]),
+                   cache_dir=tmp_path / "cache", show_progress=False)
+    paths = res.save(folder / "chunkwise_report", None, docs)  # `evaluate --docs .` run from inside the folder
+    assert {"html", "boundaries"} <= set(paths)
+    again = load_documents(folder)  # the second run
+    assert set(again) == {"a.txt", "b.txt", "mine.html"}
+    reasons = skipped(again)
+    for page in ("chunkwise_report/report.html", "chunkwise_report/boundaries.html"):
+        assert reasons[page].startswith("is a report written by chunkwise"), reasons[page]
+        assert "--out" in reasons[page]
+    assert 'name="generator" content="chunkwise' in paths["html"].read_text(encoding="utf-8")
+    assert 'name="generator" content="chunkwise' in paths["boundaries"].read_text(encoding="utf-8")
+
+
+def test_bug3_pages_chunkwise_wrote_before_the_generator_tag_are_skipped_too(tmp_path):
+    from chunkwise.figures import GENERATOR_META, chunk_boundaries_html
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Kale wants 45 cm.", encoding="utf-8")
+    page = chunk_boundaries_html("Kale wants 45 cm.", {"Sentence": [(0, 17)]}, [(0, 4)], title="a.txt")
+    (folder / "old_boundaries.html").write_text(page.replace(GENERATOR_META, ""), encoding="utf-8")
+    (folder / "generated.htm").write_text(
+        "<html><head><meta content='chunkwise 0.0.9' name=generator></head><body>x</body></html>")
+    reasons = skipped(load_documents(folder))
+    assert reasons["old_boundaries.html"].startswith("is a report written by chunkwise")
+    assert reasons["generated.htm"].startswith("is a report written by chunkwise")
+
+
+# --------------------------------------------------------------------------------------
 # bug 9: a splitter that collapses whitespace
 # --------------------------------------------------------------------------------------
 

@@ -22,6 +22,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from chunkwise import __version__
+
+#: Written into the head of every HTML page chunkwise writes (report.html, boundaries.html): the
+#: document loaders skip a page carrying it, so a report saved inside the documents folder is never
+#: read back as a document (:func:`chunkwise.datasets.loaders.is_chunkwise_page`).
+GENERATOR_META = f'<meta name="generator" content="chunkwise {__version__}">'
+
 __all__ = ["chunk_boundaries_html", "plot_metric_by_k", "plot_metric_vs_cost"]
 
 _MARKERS = {"dense": "o", "bm25": "s", "hybrid": "^"}
@@ -217,7 +224,8 @@ def chunk_boundaries_html(
     Returns
     -------
     str
-        A complete HTML document: inline CSS, no scripts, no external resources; every piece
+        A complete HTML document: inline CSS, no scripts, no external resources, marked with
+        :data:`GENERATOR_META` (so the loaders never read it as a document); every piece
         of ``text`` and every label is HTML-escaped. Chunks alternate between two background
         colours, characters in two overlapping chunks are purple, characters outside every chunk
         grey; a numbered blue tag marks each chunk's start (hover: its character span).
@@ -251,7 +259,7 @@ def chunk_boundaries_html(
         )
         body.append(f'<div class="doc">{_draw(text, chunks, refs, lo, hi)}</div>')
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">" + GENERATOR_META +
         f"<title>{html.escape(title)}: chunk boundaries</title><style>{_CSS}</style></head>"
         f"<body>{''.join(body)}</body></html>\n"
     )
@@ -291,7 +299,8 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
     -------
     str
         A complete HTML document: inline CSS, no scripts, nothing loaded from the network, every
-        text HTML-escaped.
+        text HTML-escaped, marked with :data:`GENERATOR_META` (so the loaders never read it as a
+        document).
 
     Raises
     ------
@@ -315,7 +324,7 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
         if c in shown.columns:
             shown[c] = (100 * shown[c]).round(1)
     parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title><style>"
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>" + GENERATOR_META + "<title>" + html.escape(title) + "</title><style>"
         "body{font-family:sans-serif;max-width:70em;margin:1em auto;line-height:1.4} table{border-collapse:collapse;"
         "font-size:90%} td,th{border:1px solid #ccc;padding:2px 6px} mark{background:#fde68a} .miss{color:#b91c1c}"
         " .hit{color:#15803d} .chunk{border-left:3px solid #93c5fd;padding:2px 8px;margin:4px 0;white-space:pre-wrap}"

@@ -19,7 +19,9 @@ suffix     library            what the extracted text loses
 .html .htm BeautifulSoup (MIT)  scripts, styles, the head, navigation menus and markup; block elements become
                               paragraphs, table rows ``cell | cell`` lines, runs of spaces one
                               space (so ``<pre>`` loses its indentation); link targets and
-                              images are dropped
+                              images are dropped. A page chunkwise wrote (``report.html``,
+                              ``boundaries.html``: marked by :data:`chunkwise.figures.GENERATOR_META`)
+                              is skipped, never read as a document
 =========  =================  ================================================================
 
 pypdf, python-docx and BeautifulSoup are pure-Python, permissively licensed and maintained;
@@ -40,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LOADERS", "Documents", "SkippedFile", "UnreadableDocument", "read_document"]
+__all__ = ["LOADERS", "Documents", "SkippedFile", "UnreadableDocument", "is_chunkwise_page", "read_document"]
 
 
 class UnreadableDocument(ValueError):
@@ -155,12 +157,38 @@ _BLOCK_TAGS = [
 ]
 
 
+_META = re.compile(rb"<meta\b[^>]*>", re.I)
+_GENERATOR_NAME = re.compile(rb"""\bname\s*=\s*["']?generator\b""", re.I)
+_GENERATOR_CHUNKWISE = re.compile(rb"""\bcontent\s*=\s*["']?chunkwise\b""", re.I)
+#: What pages chunkwise wrote before they carried the generator tag begin with (boundaries.html's
+#: legend; report.html's first table heading).
+_OLD_PAGES = (b'<span class="ov">two chunks overlap</span><span class="out">in no chunk</span>',
+              b"<h2>Cells (percent)</h2>")
+
+
+def is_chunkwise_page(raw: bytes) -> bool:
+    """Whether the bytes of an HTML file are a page chunkwise wrote (a report, chunk boundaries).
+
+    True for a ``<meta name="generator" content="chunkwise ...">`` tag
+    (:data:`chunkwise.figures.GENERATOR_META`) in the first 64 kB, or for the opening of a page
+    chunkwise wrote before it had that tag.
+    """
+    head = raw[:65536]
+    if any(_GENERATOR_NAME.search(m.group(0)) and _GENERATOR_CHUNKWISE.search(m.group(0)) for m in _META.finditer(head)):
+        return True
+    return any(sig in head for sig in _OLD_PAGES)
+
+
 def _read_html(path: Path, name: str, encoding: str) -> str:
     try:
         from bs4 import BeautifulSoup
     except ImportError as exc:  # pragma: no cover - a core dependency
         raise UnreadableDocument(name, "needs the beautifulsoup4 package to be read (pip install beautifulsoup4).") from exc
     raw = path.read_bytes()
+    if is_chunkwise_page(raw):
+        raise UnreadableDocument(
+            name, "is a report written by chunkwise, not a document; write reports outside the documents folder "
+            "(--out) or move this one out.")
     soup = BeautifulSoup(raw, "html.parser", from_encoding=None if encoding.lower() in ("utf-8", "utf8") else encoding)
     for tag in soup(["script", "style", "noscript", "template", "head", "nav"]):
         tag.decompose()
