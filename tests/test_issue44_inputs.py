@@ -144,6 +144,31 @@ def test_bug3_pages_chunkwise_wrote_before_the_generator_tag_are_skipped_too(tmp
 
 
 # --------------------------------------------------------------------------------------
+# bugs 4, 5, 6: one bad PDF or .docx does not stop the folder
+# --------------------------------------------------------------------------------------
+
+
+def test_bug4_an_aes256_pdf_without_cryptography_is_listed_as_skipped(tmp_path):
+    folder = good_folder(tmp_path / "docs")
+    (folder / "locked.pdf").write_bytes(aes256_pdf())
+    docs = load_documents(folder)
+    assert set(docs) == {"soil.md", "report.pdf", "notes.docx"}
+    reason = skipped(docs)["locked.pdf"]
+    assert reason.startswith("is an encrypted PDF (AES) that pypdf can open only with the cryptography") and "pip install cryptography" in reason
+    assert "\n" not in reason
+
+
+def test_bug5_a_pdf_past_pypdfs_inflation_limit_is_listed_as_skipped(tmp_path):
+    folder = good_folder(tmp_path / "docs")
+    (folder / "bomb.pdf").write_bytes(inflating_pdf())
+    docs = load_documents(folder)
+    assert set(docs) == {"soil.md", "report.pdf", "notes.docx"}
+    reason = skipped(docs)["bomb.pdf"]
+    assert reason.startswith("is not a readable PDF (LimitReachedError: Limit reached while decompressing")
+    assert "\n" not in reason
+
+
+# --------------------------------------------------------------------------------------
 # bug 9: a splitter that collapses whitespace
 # --------------------------------------------------------------------------------------
 

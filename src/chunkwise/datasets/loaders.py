@@ -30,8 +30,10 @@ but is several times slower and still flattens tables), and BeautifulSoup's stan
 parser needs no compiled dependency.
 
 A file that cannot be read is not an error of the whole folder: :func:`read_document` raises
-:class:`UnreadableDocument` with the reason, and :func:`chunkwise.datasets.local.load_documents`
-lists every skipped file with it.
+:class:`UnreadableDocument` with the reason (for a PDF or .docx any error of the library reading
+it, named with its type and message: an AES-encrypted PDF without the ``cryptography`` package,
+a content stream past pypdf's decompression limit, a table python-docx cannot walk), and
+:func:`chunkwise.datasets.local.load_documents` lists every skipped file with it.
 """
 
 from __future__ import annotations
@@ -75,6 +77,13 @@ class Documents(dict):
         self.kinds: dict[str, str] = {}
 
 
+def _why(exc: BaseException, limit: int = 200) -> str:
+    """``Type: message`` of an exception on one line, at most ``limit`` characters of message."""
+    msg = " ".join(str(exc).split())
+    msg = msg if len(msg) <= limit else msg[: limit - 3] + "..."
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
 def _universal(text: str) -> str:
     return io.StringIO(text, newline=None).read()
 
@@ -101,7 +110,7 @@ def _read_plain(path: Path, name: str, encoding: str) -> str:
 def _read_pdf(path: Path, name: str, encoding: str) -> str:
     try:
         from pypdf import PdfReader
-        from pypdf.errors import PdfReadError
+        from pypdf.errors import DependencyError
     except ImportError as exc:  # pragma: no cover - a core dependency
         raise UnreadableDocument(name, "needs the pypdf package to be read (pip install pypdf).") from exc
     try:
@@ -116,8 +125,16 @@ def _read_pdf(path: Path, name: str, encoding: str) -> str:
         pages = [page.extract_text() or "" for page in reader.pages]
     except UnreadableDocument:
         raise
-    except (PdfReadError, OSError, ValueError, KeyError) as exc:
-        raise UnreadableDocument(name, f"is not a readable PDF ({type(exc).__name__}: {exc}).") from exc
+    except DependencyError as exc:  # pypdf opens an empty-password AES PDF only with cryptography
+        if "AES" in str(exc):
+            raise UnreadableDocument(
+                name, "is an encrypted PDF (AES) that pypdf can open only with the cryptography package; "
+                "pip install cryptography, or save an unprotected copy.") from exc
+        raise UnreadableDocument(name, f"needs a package pypdf lacks here ({_why(exc)}); install it and retry.") from exc
+    except Exception as exc:  # noqa: BLE001 - one damaged PDF is a skip, named, never the end of the folder
+        # pypdf raises PdfReadError, LimitReachedError (a stream past its decompression limit),
+        # and on damaged files KeyError, TypeError, RecursionError, zlib.error ...
+        raise UnreadableDocument(name, f"is not a readable PDF ({_why(exc)}).") from exc
     text = "\n\n".join(p.strip("\n") for p in pages)
     if not text.strip():
         raise UnreadableDocument(
@@ -239,7 +256,9 @@ def read_document(path: Path, name: str | None = None, encoding: str = "utf-8", 
     ------
     UnreadableDocument
         For an unknown suffix, an empty file or one without text, a binary or undecodable text
-        file, an encrypted or damaged PDF, a damaged .docx (``reason`` says which and what to do).
+        file, an encrypted or damaged PDF (any error
+        of pypdf), a damaged .docx (any error of python-docx), a page chunkwise wrote
+        (``reason`` says which and what to do).
     ValueError
         For an unknown ``encoding``.
     """
