@@ -168,6 +168,33 @@ def test_bug5_a_pdf_past_pypdfs_inflation_limit_is_listed_as_skipped(tmp_path):
     assert "\n" not in reason
 
 
+def test_bug6_a_docx_with_a_vertical_merge_in_its_first_row_loads(tmp_path):
+    folder = good_folder(tmp_path / "docs")
+    vmerge_docx(folder / "merged.docx")
+    docs = load_documents(folder)
+    assert set(docs) == {"soil.md", "report.pdf", "notes.docx", "merged.docx"}
+    assert docs["merged.docx"] == "Before the table.\n\n | pH\nlime | 6.5\n\nAfter the table."
+    assert docs.skipped == []
+
+
+def test_bug6_any_docx_failure_is_a_skip_naming_the_file(tmp_path, monkeypatch):
+    """A .docx that python-docx opens but the extraction cannot walk is skipped with the error, not
+    raised through the folder (the walk is stubbed to fail as python-docx's row.cells did)."""
+    from chunkwise.datasets import loaders
+
+    folder = good_folder(tmp_path / "docs")
+
+    def boom(*a, **k):
+        raise ValueError("no tr above topmost tr in w:tbl")
+
+    monkeypatch.setattr(loaders, "_docx_blocks", boom)
+    docs = load_documents(folder)
+    assert set(docs) == {"soil.md", "report.pdf"}
+    assert skipped(docs)["notes.docx"] == (
+        "could not be converted to text (ValueError: no tr above topmost tr in w:tbl); "
+        "save it again from Word or as PDF and retry.")
+
+
 # --------------------------------------------------------------------------------------
 # bug 9: a splitter that collapses whitespace
 # --------------------------------------------------------------------------------------
@@ -218,3 +245,28 @@ def docx_with_nested_table_sdt_and_insertion(path):
         '<w:sdt><w:sdtContent><w:r><w:t>weekly</w:t></w:r></w:sdtContent></w:sdt>'
         '<w:hyperlink><w:r><w:t>.</w:t></w:r></w:hyperlink></w:p>'))
     d.save(path)
+
+
+def test_docx_nested_tables_content_controls_and_tracked_insertions_are_extracted(tmp_path):
+    docx_with_nested_table_sdt_and_insertion(tmp_path / "rich.docx")
+    text = read_document(tmp_path / "rich.docx")
+    assert text == ("Intro.\n\ncrop | kale | 45 cm\n\nInside a content control.\n\nWater twice weekly.")
+    # the plain document of the loader tests is unchanged
+    make_docx(tmp_path / "notes.docx")
+    assert read_document(tmp_path / "notes.docx") == (
+        "Raised beds\n\nFill the beds with compost in March.\n\ncrop | spacing\nkale | 45 cm\n\nWater weekly.")
+
+
+def test_a_docx_merged_cell_is_read_once(tmp_path):
+    import docx
+
+    d = docx.Document()
+    t = d.add_table(rows=2, cols=3)
+    a = t.cell(0, 0).merge(t.cell(0, 1))  # horizontal merge
+    a.text = "wide"
+    t.cell(0, 2).text = "x"
+    b = t.cell(1, 2).merge(t.cell(0, 2))  # vertical merge: the text stays in the top cell
+    b.text = "tall"
+    t.cell(1, 0).text, t.cell(1, 1).text = "p", "q"
+    d.save(tmp_path / "m.docx")
+    assert read_document(tmp_path / "m.docx") == "wide | tall\np | q |"

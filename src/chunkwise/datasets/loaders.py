@@ -13,9 +13,13 @@ suffix     library            what the extracted text loses
                               their columns; pages are joined by a blank line. A PDF without a
                               text layer (a scan) has no text and is skipped: run OCR first
                               (e.g. ``ocrmypdf``). An encrypted PDF opens only without a password.
-.docx      python-docx (MIT)  headers, footers, footnotes, comments and text boxes; paragraphs
-                              are joined by a blank line, table rows become ``cell | cell``
-                              lines in document order
+.docx      python-docx (MIT)  headers, footers, footnotes, comments, text boxes and equations;
+                              paragraphs are joined by a blank line, table rows become ``cell |
+                              cell`` lines in document order (a merged cell's text once, in its
+                              first row and column; a nested table's rows are lines inside its
+                              cell). Text in content controls, hyperlinks and tracked
+                              insertions is kept, tracked deletions are not (the document as
+                              if every change were accepted)
 .html .htm BeautifulSoup (MIT)  scripts, styles, the head, navigation menus and markup; block elements become
                               paragraphs, table rows ``cell | cell`` lines, runs of spaces one
                               space (so ``<pre>`` loses its indentation); link targets and
@@ -144,25 +148,79 @@ def _read_pdf(path: Path, name: str, encoding: str) -> str:
     return _universal(text)
 
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+#: Inline wrappers whose runs are text of the paragraph: links, content controls, tracked
+#: insertions and moves (to), fields, smart tags. Deleted or moved-away runs (w:del,
+#: w:moveFrom) and math (m:oMath) are not read.
+_DOCX_INLINE = {f"{_W}{t}" for t in ("hyperlink", "ins", "moveTo", "sdt", "sdtContent", "smartTag", "customXml",
+                                     "fldSimple", "dir", "bdo")}
+#: Block wrappers (content controls, custom XML) around paragraphs, tables, rows or cells.
+_DOCX_BLOCK = {f"{_W}{t}" for t in ("sdt", "sdtContent", "customXml")}
+
+
+def _docx_runs(el: object, out: list[str]) -> None:
+    """Append the text of the runs under a paragraph ``el`` (python-docx's run text: w:t, tabs
+    and line breaks), looking through :data:`_DOCX_INLINE` wrappers."""
+    from docx.oxml.text.run import CT_R
+
+    for child in el:  # type: ignore[attr-defined]
+        if isinstance(child, CT_R):
+            out.append(child.text)
+        elif child.tag in _DOCX_INLINE:
+            _docx_runs(child, out)
+
+
+def _docx_children(el: object, tag: str):
+    """The ``w:tag`` children of ``el``, looking through content controls and custom XML."""
+    for child in el:  # type: ignore[attr-defined]
+        if child.tag == f"{_W}{tag}":
+            yield child
+        elif child.tag in _DOCX_BLOCK:
+            yield from _docx_children(child, tag)
+
+
+def _docx_blocks(el: object, out: list[str]) -> None:
+    """Append the text of the paragraphs and tables under ``el`` (the body or a table cell), in
+    document order: a paragraph's runs, a table's rows as ``cell | cell`` lines."""
+    for child in el:  # type: ignore[attr-defined]
+        if child.tag == f"{_W}p":
+            runs: list[str] = []
+            _docx_runs(child, runs)
+            text = "".join(runs)
+            if text.strip():
+                out.append(text)
+        elif child.tag == f"{_W}tbl":
+            rows = []
+            for tr in _docx_children(child, "tr"):
+                cells = []
+                for tc in _docx_children(tr, "tc"):  # each w:tc once: merged cells are not repeated
+                    inner: list[str] = []
+                    _docx_blocks(tc, inner)  # paragraphs and nested tables
+                    cells.append("\n".join(inner).strip())
+                row = " | ".join(cells).rstrip()
+                if row.strip(" |"):
+                    rows.append(row)
+            if rows:
+                out.append("\n".join(rows))
+        elif child.tag in _DOCX_BLOCK:
+            _docx_blocks(child, out)
+
+
 def _read_docx(path: Path, name: str, encoding: str) -> str:
     try:
         import docx
-        from docx.table import Table
-        from docx.text.paragraph import Paragraph
     except ImportError as exc:  # pragma: no cover - a core dependency
         raise UnreadableDocument(name, "needs the python-docx package to be read (pip install python-docx).") from exc
     try:
         document = docx.Document(str(path))
     except Exception as exc:  # noqa: BLE001 - python-docx raises zipfile / lxml / its own errors
-        raise UnreadableDocument(name, f"is not a readable Word .docx file ({type(exc).__name__}: {exc}).") from exc
-    blocks = []
-    for item in document.iter_inner_content():  # paragraphs and tables in document order
-        if isinstance(item, Paragraph):
-            if item.text.strip():
-                blocks.append(item.text)
-        elif isinstance(item, Table):
-            rows = [" | ".join(cell.text.strip() for cell in row.cells) for row in item.rows]
-            blocks.append("\n".join(r for r in rows if r.strip(" |")))
+        raise UnreadableDocument(name, f"is not a readable Word .docx file ({_why(exc)}).") from exc
+    blocks: list[str] = []
+    try:
+        _docx_blocks(document.element.body, blocks)
+    except Exception as exc:  # noqa: BLE001 - one odd .docx is a skip, named, never the end of the folder
+        raise UnreadableDocument(
+            name, f"could not be converted to text ({_why(exc)}); save it again from Word or as PDF and retry.") from exc
     return _universal("\n\n".join(b for b in blocks if b))
 
 
