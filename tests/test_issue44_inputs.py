@@ -196,6 +196,28 @@ def test_bug6_any_docx_failure_is_a_skip_naming_the_file(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------------------
+# bug 8: nested HTML tables
+# --------------------------------------------------------------------------------------
+
+
+def test_bug8_a_nested_html_tables_cells_appear_once(tmp_path):
+    p = tmp_path / "nested.html"
+    p.write_text(
+        "<html><body><p>Prices.</p><table>"
+        "<tr><th>crop</th><th>detail</th></tr>"
+        "<tr><td>kale</td><td><table><tr><td>seed</td><td>2 EUR</td></tr><tr><td>plant</td><td>5 EUR</td></tr>"
+        "</table></td></tr>"
+        "<tbody><tr><td>leek</td><td>3 EUR</td></tr></tbody>"
+        "</table><p>End.</p></body></html>",
+        encoding="utf-8",
+    )
+    text = read_document(p)
+    for cell in ("seed", "2 EUR", "plant", "5 EUR", "kale", "leek"):
+        assert text.count(cell) == 1, (cell, text)
+    assert text == "Prices.\n\ncrop | detail\nkale | seed | 2 EUR\nplant | 5 EUR\nleek | 3 EUR\n\nEnd."
+
+
+# --------------------------------------------------------------------------------------
 # bug 9: a splitter that collapses whitespace
 # --------------------------------------------------------------------------------------
 

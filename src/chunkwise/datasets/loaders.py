@@ -21,8 +21,9 @@ suffix     library            what the extracted text loses
                               insertions is kept, tracked deletions are not (the document as
                               if every change were accepted)
 .html .htm BeautifulSoup (MIT)  scripts, styles, the head, navigation menus and markup; block elements become
-                              paragraphs, table rows ``cell | cell`` lines, runs of spaces one
-                              space (so ``<pre>`` loses its indentation); link targets and
+                              paragraphs, table rows ``cell | cell`` lines (a nested table's
+                              rows are lines inside its cell, each cell once), runs of spaces
+                              one space (so ``<pre>`` loses its indentation); link targets and
                               images are dropped. A page chunkwise wrote (``report.html``,
                               ``boundaries.html``: marked by :data:`chunkwise.figures.GENERATOR_META`)
                               is skipped, never read as a document
@@ -267,7 +268,10 @@ def _read_html(path: Path, name: str, encoding: str) -> str:
     soup = BeautifulSoup(raw, "html.parser", from_encoding=None if encoding.lower() in ("utf-8", "utf8") else encoding)
     for tag in soup(["script", "style", "noscript", "template", "head", "nav"]):
         tag.decompose()
-    for table in soup.find_all("table"):  # a table becomes one paragraph of "cell | cell" lines
+    # A table becomes one paragraph of "cell | cell" lines. Innermost first: a nested table is
+    # already text (its rows, lines inside the outer cell) when the outer one reads its rows,
+    # so each cell is read once.
+    for table in reversed(soup.find_all("table")):
         rows = [" | ".join(c.get_text(" ", strip=True) for c in tr.find_all(["td", "th"])) for tr in table.find_all("tr")]
         table.replace_with("\n\n" + "\n".join(r for r in rows if r.strip(" |")) + "\n\n")
     for br in soup.find_all("br"):
