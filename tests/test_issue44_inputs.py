@@ -240,6 +240,27 @@ def test_bug9_a_piece_out_of_order_is_blamed_as_out_of_order_not_as_rewritten():
 
 
 # --------------------------------------------------------------------------------------
+# bug 11: UTF-16 text
+# --------------------------------------------------------------------------------------
+
+
+def test_bug11_utf16_text_is_read_with_encoding_utf16(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "wide.txt").write_bytes("Tea grows on hills.\r\nCafé au lait.".encode("utf-16"))
+    (folder / "ok.md").write_text("plain", encoding="utf-8")
+    assert load_documents(folder, encoding="utf-16")["wide.txt"] == (
+        "Tea grows on hills.\nCafé au lait.")
+    assert read_document(folder / "wide.txt", encoding="UTF16") == "Tea grows on hills.\nCafé au lait."
+    # without --encoding: not "binary" but what it is and what to pass
+    reason = skipped(load_documents(folder))["wide.txt"]
+    assert reason.startswith("is UTF-16 text (it starts with a byte-order mark)") and "--encoding utf-16" in reason
+    # a real binary file is still refused as binary under a UTF-16 encoding
+    (folder / "bin.txt").write_bytes(b"\x00\x00\x00\x01\x02\x03")
+    assert "binary" in skipped(load_documents(folder, encoding="utf-16"))["bin.txt"]
+
+
+# --------------------------------------------------------------------------------------
 # poor: links, unreadable files, .docx content dropped without a word
 # --------------------------------------------------------------------------------------
 

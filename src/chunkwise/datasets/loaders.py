@@ -29,6 +29,9 @@ suffix     library            what the extracted text loses
                               is skipped, never read as a document
 =========  =================  ================================================================
 
+Text files in UTF-16 or UTF-32 are read with ``encoding="utf-16"`` (``--encoding utf-16``);
+with another encoding a file that starts with their byte-order mark is skipped with that hint.
+
 pypdf, python-docx and BeautifulSoup are pure-Python, permissively licensed and maintained;
 pypdf reads text in content-stream order without layout analysis (pdfminer.six orders by layout
 but is several times slower and still flattens tables), and BeautifulSoup's standard-library
@@ -43,6 +46,7 @@ a content stream past pypdf's decompression limit, a table python-docx cannot wa
 
 from __future__ import annotations
 
+import codecs
 import io
 import re
 from collections.abc import Callable
@@ -93,22 +97,38 @@ def _universal(text: str) -> str:
     return io.StringIO(text, newline=None).read()
 
 
+_BINARY = "looks like a binary file (it contains NUL bytes); keep text, PDF, Word or HTML files in the folder."
+#: Byte-order marks of the encodings whose text is full of NUL bytes (UTF-32 first: its
+#: little-endian mark starts with UTF-16's).
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+              (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
 def _read_plain(path: Path, name: str, encoding: str) -> str:
     data = path.read_bytes()
-    if b"\x00" in data[:8192]:
-        raise UnreadableDocument(
-            name, "looks like a binary file (it contains NUL bytes); keep text, PDF, Word or HTML files in the folder."
-        )
     try:
-        text = data.decode(encoding)
+        codec = codecs.lookup(encoding).name
     except LookupError as exc:
         raise ValueError(f"unknown encoding {encoding!r}; use a Python codec name such as utf-8 or cp1252.") from exc
+    wide = codec.startswith(("utf-16", "utf-32"))  # NUL bytes are text there: test the decoded text
+    if not wide:
+        for bom, family in _WIDE_BOMS:
+            if data.startswith(bom):
+                raise UnreadableDocument(
+                    name, f"is {family.upper()} text (it starts with a byte-order mark); pass --encoding {family} "
+                    "(encoding=\"" + family + "\") or convert it to UTF-8.")
+        if b"\x00" in data[:8192]:
+            raise UnreadableDocument(name, _BINARY)
+    try:
+        text = data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise UnreadableDocument(
             name,
             f"is not valid {encoding} (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
             "convert it to UTF-8 or pass its encoding with --encoding (e.g. --encoding cp1252).",
         ) from exc
+    if wide and "\x00" in text[:8192]:
+        raise UnreadableDocument(name, _BINARY)
     return _universal(text)
 
 
@@ -318,7 +338,7 @@ def read_document(path: Path, name: str | None = None, encoding: str = "utf-8", 
     ------
     UnreadableDocument
         For an unknown suffix, an empty file or one without text, a binary or undecodable text
-        file, an encrypted or damaged PDF (any error
+        file, a UTF-16/32 file read with another encoding, an encrypted or damaged PDF (any error
         of pypdf), a damaged .docx (any error of python-docx), a page chunkwise wrote
         (``reason`` says which and what to do).
     ValueError
