@@ -196,6 +196,38 @@ def test_bug6_any_docx_failure_is_a_skip_naming_the_file(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------------------
+# bug 7: a file name that is not valid UTF-8
+# --------------------------------------------------------------------------------------
+
+
+def test_bug7_a_file_name_with_a_non_utf8_byte_is_loaded_under_a_printable_name(tmp_path, capsys):
+    from chunkwise.cli import main
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    raw = os.path.join(os.fsdecode(bytes(folder)), os.fsdecode(b"caf\xe9.txt"))
+    try:
+        with open(raw, "w", encoding="utf-8") as f:
+            f.write("Tea grows on hills. The leaves are picked by hand.")
+    except (UnicodeEncodeError, OSError):  # pragma: no cover - a file system that refuses such names
+        pytest.skip("this file system does not store non-UTF-8 file names")
+    (folder / "ok.txt").write_text("Coffee grows in the tropics.", encoding="utf-8")
+    docs = load_documents(folder)
+    assert set(docs) == {"caf\\xe9.txt", "ok.txt"}
+    assert docs.renamed == {"caf\\xe9.txt": repr(os.fsdecode(b"caf\xe9.txt"))}
+    for name in docs:
+        name.encode("utf-8")  # every name prints and serialises
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "Where does tea grow?", "excerpt": "Tea grows on hills."}\n'
+                 '{"question": "Picked how?", "document": "caf\\\\xe9.txt", "excerpt": "picked by hand"}\n',
+                 encoding="utf-8")
+    report = validate_questions(docs, read_questions(q))
+    assert report.ok and list(report.questions["corpus_id"]) == ["caf\\xe9.txt", "caf\\xe9.txt"]
+    assert main(["questions", "validate", "--docs", str(folder), "--questions", str(q)]) == 0
+    assert "surrogates" not in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------
 # bug 8: nested HTML tables
 # --------------------------------------------------------------------------------------
 
@@ -263,6 +295,24 @@ def test_bug11_utf16_text_is_read_with_encoding_utf16(tmp_path):
 # --------------------------------------------------------------------------------------
 # poor: links, unreadable files, .docx content dropped without a word
 # --------------------------------------------------------------------------------------
+
+
+def test_symlinked_folders_and_broken_links_are_listed_as_skipped(tmp_path):
+    folder = good_folder(tmp_path / "docs")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "far.txt").write_text("far away", encoding="utf-8")
+    try:
+        (folder / "linked").symlink_to(other, target_is_directory=True)
+        (folder / "gone.txt").symlink_to(tmp_path / "nothing.txt")
+    except (OSError, NotImplementedError):  # pragma: no cover - no symlinks here
+        pytest.skip("symbolic links are not available")
+    (folder / "also.txt").symlink_to(other / "far.txt")  # a link to a file is read
+    docs = load_documents(folder)
+    assert docs["also.txt"] == "far away"
+    reasons = skipped(docs)
+    assert reasons["linked"].startswith("is a link to a folder")
+    assert reasons["gone.txt"].startswith("is a broken link") and "nothing.txt" in reasons["gone.txt"]
 
 
 def docx_with_nested_table_sdt_and_insertion(path):

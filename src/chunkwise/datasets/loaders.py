@@ -48,12 +48,14 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LOADERS", "Documents", "SkippedFile", "UnreadableDocument", "is_chunkwise_page", "read_document"]
+__all__ = ["LOADERS", "Documents", "SkippedFile", "UnreadableDocument", "is_chunkwise_page", "printable_name",
+           "read_document"]
 
 
 class UnreadableDocument(ValueError):
@@ -78,12 +80,29 @@ class SkippedFile:
 
 class Documents(dict):
     """Document name -> extracted text (a ``dict``), with ``skipped``: the files not loaded
-    (list of :class:`SkippedFile`) and ``kinds``: name -> loader suffix."""
+    (list of :class:`SkippedFile`), ``kinds``: name -> loader suffix, and ``renamed``: printable
+    name -> ``repr`` of the file name on disk, for files whose name is not valid UTF-8
+    (:func:`printable_name`)."""
 
     def __init__(self, *args: object, **kw: object) -> None:
         super().__init__(*args, **kw)
         self.skipped: list[SkippedFile] = []
         self.kinds: dict[str, str] = {}
+        self.renamed: dict[str, str] = {}
+
+
+def printable_name(name: str) -> str:
+    """``name`` with the bytes of a file name that is not valid UTF-8 written as ``\\xNN``.
+
+    Python hands such a name over with lone surrogates (``'caf\\udce9.txt'`` for the Latin-1
+    bytes ``caf\\xe9.txt``), which cannot be printed or written to JSON; the printable form
+    (``'caf\\\\xe9.txt'``, shown as ``caf\\xe9.txt``) can. A valid name is returned unchanged.
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
 
 
 def _why(exc: BaseException, limit: int = 200) -> str:
@@ -345,7 +364,7 @@ def read_document(path: Path, name: str | None = None, encoding: str = "utf-8", 
         For an unknown ``encoding``.
     """
     path = Path(path)
-    name = name or path.name
+    name = name or printable_name(path.name)
     suffix = path.suffix.lower()
     if suffix not in LOADERS and not unknown_as_text:
         raise UnreadableDocument(name, f"has an unknown type {suffix or '(no suffix)'!r}; chunkwise reads {', '.join(LOADERS)}.")

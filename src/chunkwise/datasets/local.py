@@ -53,7 +53,14 @@ from typing import Any
 import pandas as pd
 
 from chunkwise.text import whitespace_pattern
-from chunkwise.datasets.loaders import LOADERS, Documents, SkippedFile, UnreadableDocument, read_document
+from chunkwise.datasets.loaders import (
+    LOADERS,
+    Documents,
+    SkippedFile,
+    UnreadableDocument,
+    printable_name,
+    read_document,
+)
 
 __all__ = [
     "DOCUMENT_SUFFIXES",
@@ -92,8 +99,10 @@ def load_documents(
     Parameters
     ----------
     path : str or os.PathLike
-        A folder (every file in any subfolder; hidden files and folders skipped) or one file
-        (a suffix without a loader is read as plain text).
+        A folder (every file in any subfolder; hidden files and folders skipped without a word)
+        or one file (a suffix without a loader is read as plain text). Links to files are read;
+        links to folders are not followed (a link can loop, or read the same files twice) and,
+        like broken links and anything that is not a regular file, are listed as skipped.
     encoding : str, default "utf-8"
         Codec of text files. Text is read with universal newlines.
     suffixes : sequence of str
@@ -105,7 +114,17 @@ def load_documents(
         A ``dict`` of document name (path relative to ``path`` with ``/``; for one file its
         file name) -> text, sorted by name, with ``.skipped``: every file of the folder that
         was not loaded, with its reason (unknown type, empty, binary, undecodable, encrypted
-        PDF, PDF without a text layer, damaged file), and ``.kinds``: name -> suffix.
+        PDF, PDF without a text layer, damaged file, a report chunkwise wrote, a link to a
+        folder, a broken link, a file the system refuses to read), ``.kinds``: name -> suffix,
+        and ``.renamed``: printable name -> ``repr`` of the name on disk.
+
+        A file name that is not valid UTF-8 (bytes written by an older Windows or Latin-1
+        system, e.g. ``caf\\xe9.txt``) is still loaded: a user expects the document read, and
+        the name is only its label. Its name is the printable form of
+        :func:`~chunkwise.datasets.loaders.printable_name`, each undecodable byte written as
+        ``\\xNN`` (``caf\\xe9.txt``): use that name in a questions file's ``document``
+        field (with the backslash escaped in JSON and YAML, ``"caf\\\\xe9.txt"``), or rename
+        the file to valid UTF-8 (``convmv`` does so in bulk).
 
     Raises
     ------
@@ -118,24 +137,52 @@ def load_documents(
         raise ValueError(f"documents path {str(path)!r} does not exist; pass a folder of documents or one file.")
     out = Documents()
     if root.is_file():
-        out[root.name] = read_document(root, root.name, encoding, unknown_as_text=True)
-        out.kinds[root.name] = root.suffix.lower()
+        name = printable_name(root.name)
+        out[name] = read_document(root, name, encoding, unknown_as_text=True)
+        out.kinds[name] = root.suffix.lower()
+        if name != root.name:
+            out.renamed[name] = repr(root.name)
         return out
     wanted = tuple(s.lower() for s in suffixes)
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts) or not p.is_file():
+        if any(part.startswith(".") for part in rel.parts):
             continue
-        name = rel.as_posix()
+        name = printable_name(rel.as_posix())
+        if p.is_symlink() and not p.exists():
+            target = printable_name(os.readlink(p))
+            out.skipped.append(SkippedFile(name, f"is a broken link (to {target}, which does not exist); remove it "
+                                                 "or restore its target."))
+            continue
+        if p.is_dir():
+            if p.is_symlink():
+                target = printable_name(os.readlink(p))
+                out.skipped.append(SkippedFile(
+                    name, f"is a link to a folder ({target}), which chunkwise does not follow (a link can loop or "
+                    "read the same files twice); copy or move those files into the documents folder."))
+            continue
+        if not p.is_file():
+            out.skipped.append(SkippedFile(name, "is not a regular file (a pipe, socket or device); only files are "
+                                                 "read."))
+            continue
         if p.suffix.lower() not in wanted:
             kinds = ", ".join(wanted)
             out.skipped.append(SkippedFile(name, f"has an unknown type {p.suffix.lower() or '(no suffix)'!r}; chunkwise reads {kinds}"))
             continue
+        if name in out:  # a printable name that another file has verbatim
+            out.skipped.append(SkippedFile(name, f"(on disk {rel.as_posix()!r}) has the printable name of another "
+                                                 "file; rename it to valid UTF-8."))
+            continue
         try:
             out[name] = read_document(p, name, encoding)
             out.kinds[name] = p.suffix.lower()
+            if name != rel.as_posix():
+                out.renamed[name] = repr(rel.as_posix())
         except UnreadableDocument as exc:
             out.skipped.append(SkippedFile(name, exc.reason))
+        except OSError as exc:  # permissions, a file gone meanwhile, an I/O error
+            out.skipped.append(SkippedFile(name, f"cannot be read ({type(exc).__name__}: {exc.strerror or exc}); "
+                                                 "check its permissions."))
     if not out:
         detail = "; ".join(f"{s.name} {s.reason}" for s in out.skipped[:10]) or "the folder is empty"
         raise ValueError(f"documents folder {str(path)!r} has no readable document ({len(out.skipped)} file(s) skipped): {detail}")
