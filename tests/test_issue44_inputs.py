@@ -363,3 +363,51 @@ def test_a_docx_merged_cell_is_read_once(tmp_path):
     t.cell(1, 0).text, t.cell(1, 1).text = "p", "q"
     d.save(tmp_path / "m.docx")
     assert read_document(tmp_path / "m.docx") == "wide | tall\np | q |"
+
+
+# --------------------------------------------------------------------------------------
+# poor: Ctrl-C during evaluate
+# --------------------------------------------------------------------------------------
+
+
+def _evaluate_args(tmp_path):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "data" / "examples" / "garden"
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text('chunkers = ["TokenText:50"]\nretrievers = ["bm25"]\ntop_k = [1]\nn_resamples = 50\n')
+    return ["evaluate", "--docs", str(example / "docs"), "--questions", str(example / "questions.jsonl"),
+            "--config", str(cfg), "--out", str(tmp_path / "report"), "--no-progress"]
+
+
+def test_ctrl_c_during_the_grid_is_one_line_saying_what_is_kept(tmp_path, capsys, monkeypatch):
+    from chunkwise.cli import main
+    from chunkwise.evaluation import grid
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(grid, "run_grid", interrupted)
+    assert main(_evaluate_args(tmp_path)) == 130
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last == (f"chunkwise: interrupted while chunking, embedding and scoring: the chunks and embeddings "
+                    f"finished so far are cached in {tmp_path / 'cache'}; no report was written. Rerun the same "
+                    "command to resume from the cache.")
+    assert "Traceback" not in err and not (tmp_path / "report").exists()
+
+
+def test_ctrl_c_while_writing_the_report_says_it_may_be_incomplete(tmp_path, capsys, monkeypatch):
+    from chunkwise.cli import main
+    from chunkwise.evaluation.grid import GridResult
+
+    def interrupted(self, out, *a, **k):
+        out.mkdir(parents=True, exist_ok=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(GridResult, "save", interrupted)
+    assert main(_evaluate_args(tmp_path)) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"chunkwise: interrupted while writing the report: {tmp_path / 'report'} may be incomplete")
+    assert last.endswith("rerun the same command to write it again from the cache.")

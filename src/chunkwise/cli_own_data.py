@@ -16,7 +16,9 @@ Usage::
 problem (exit code 1 on errors) before anything is embedded. ``evaluate`` runs the same check
 first, then the grid (:func:`chunkwise.evaluation.grid.run_grid`; the default grid when no
 ``--config`` is given), prints the table and the bootstrap verdict, and writes the report
-folder (table.csv, per_question.csv, report.json, two figures, boundaries.html).
+folder (table.csv, per_question.csv, report.json, two figures, boundaries.html). Ctrl-C during
+``evaluate`` prints one line (what is cached, whether the report was written, how to resume) and
+exits with 130.
 """
 
 from __future__ import annotations
@@ -94,6 +96,35 @@ def _make_embedders(name: str, progress: bool = False) -> tuple[Any, Any]:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate``; Ctrl-C ends it with one line saying what is kept and how to resume (exit 130)."""
+    stage = {"at": "start"}
+    try:
+        return _run_evaluate(args, stage)
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: {_interrupted(stage['at'], args.out)}", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports Ctrl-C
+
+
+def _interrupted(at: str, out: Any) -> str:
+    """The one line printed when ``evaluate`` is interrupted during stage ``at``."""
+    from chunkwise._env import cache_root
+
+    cached = f"the chunks and embeddings finished so far are cached in {cache_root()}"
+    if at == "start":
+        return "interrupted while reading the documents and questions; nothing was embedded or written."
+    if at == "grid":
+        return (f"interrupted while chunking, embedding and scoring: {cached}; no report was written. Rerun the "
+                "same command to resume from the cache.")
+    if at == "after_grid":
+        return (f"interrupted after the grid ran ({cached}), before the report was written; rerun the same command: "
+                "it reads them from the cache.")
+    if at == "save":
+        return (f"interrupted while writing the report: {out} may be incomplete ({cached}); rerun the same command "
+                "to write it again from the cache.")
+    return f"interrupted; the report in {out} is complete."
+
+
+def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
     from chunkwise.evaluation.grid import DEFAULT_GRID, RUN_SETTINGS, GridConfig, format_table, run_grid, run_settings
 
     try:
@@ -118,6 +149,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             return _fail(f"{len(report.errors)} question error(s) (listed above); nothing was embedded.")
         questions = report.questions
         t0 = time.perf_counter()
+        stage["at"] = "grid"
         if len(config.embedders) > 1:  # the embedder axis: one (passage, query) pair per name
             if args.embedder is not None:
                 return _fail(f"--embedder {args.embedder} conflicts with the grid's embedders = {list(config.embedders)}; "
@@ -130,6 +162,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             result = run_grid(
                 docs, questions, config, embedder, query_embedder=query_embedder, show_progress=not args.no_progress
             )
+        stage["at"] = "after_grid"
         if len(questions) >= 2:
             boot = result.bootstrap(
                 settings["metric"], baseline=settings["baseline"], n_resamples=int(settings["n_resamples"]),
@@ -142,9 +175,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         out = Path(args.out)
         answers = _answer_stage(args, result, settings["metric"]) if args.answers else None
+        stage["at"] = "save"
         paths = result.save(out, boot, docs)
         if answers is not None:
             paths.update(_save_answers(out, *answers))
+        stage["at"] = "done"
     except (ValueError, RuntimeError) as exc:
         return _fail(str(exc))
     lines = format_table(result.table, boot, settings["metric"]).splitlines()
