@@ -154,7 +154,8 @@ def test_bug4_an_aes256_pdf_without_cryptography_is_listed_as_skipped(tmp_path):
     docs = load_documents(folder)
     assert set(docs) == {"soil.md", "report.pdf", "notes.docx"}
     reason = skipped(docs)["locked.pdf"]
-    assert reason.startswith("is an encrypted PDF (AES) that pypdf can open only with the cryptography") and "pip install cryptography" in reason
+    assert reason.startswith("is an encrypted PDF (AES) that pypdf can open only with the cryptography")
+    assert "pip install cryptography" in reason
     assert "\n" not in reason
 
 

@@ -324,7 +324,8 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
         if c in shown.columns:
             shown[c] = (100 * shown[c]).round(1)
     parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>" + GENERATOR_META + "<title>" + html.escape(title) + "</title><style>"
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>" + GENERATOR_META
+        + "<title>" + html.escape(title) + "</title><style>"
         "body{font-family:sans-serif;max-width:70em;margin:1em auto;line-height:1.4} table{border-collapse:collapse;"
         "font-size:90%} td,th{border:1px solid #ccc;padding:2px 6px} mark{background:#fde68a} .miss{color:#b91c1c}"
         " .hit{color:#15803d} .chunk{border-left:3px solid #93c5fd;padding:2px 8px;margin:4px 0;white-space:pre-wrap}"

@@ -123,7 +123,7 @@ def load_documents(
         the name is only its label. Its name is the printable form of
         :func:`~chunkwise.datasets.loaders.printable_name`, each undecodable byte written as
         ``\\xNN`` (``caf\\xe9.txt``): use that name in a questions file's ``document``
-        field (with the backslash escaped in JSON and YAML, ``"caf\\\\xe9.txt"``), or rename
+        field (in JSON and double-quoted YAML with the backslash escaped, ``"caf\\\\xe9.txt"``), or rename
         the file to valid UTF-8 (``convmv`` does so in bulk).
 
     Raises
