@@ -71,17 +71,21 @@ def locate_pieces(text: str, pieces: Sequence[str], *, who: str = "the splitter"
             continue
         start = text.find(piece, cursor)
         end = start + len(piece)
-        pattern = whitespace_pattern(piece)
         # The nearest place up to whitespace wins over a later verbatim copy: a splitter that
         # collapsed "a  b" to "a b" must not be sent to a later "a b", past its next pieces.
-        m = None
-        if pattern is not None:
-            m = pattern.search(text, cursor) if start < 0 else pattern.search(text, cursor, end)
+        # (Such a place starts with the piece's first word: without it before the verbatim
+        # copy there is nothing to look for.)
+        first = piece.split(maxsplit=1)[0]
+        pattern = m = None
+        if start < 0 or text.find(first, cursor, start) >= 0:
+            pattern = whitespace_pattern(piece)
+            if pattern is not None:
+                m = pattern.search(text, cursor) if start < 0 else pattern.search(text, cursor, end)
         if m is not None and (start < 0 or m.start() < start):
             start, end = m.start(), m.end()
         elif start < 0:
             earlier = text.find(piece)
-            if earlier < 0 and pattern is not None:
+            if earlier < 0 and pattern is not None:  # (pattern is set: start < 0)
                 hit = pattern.search(text)
                 earlier = hit.start() if hit else -1
             if earlier >= 0:
