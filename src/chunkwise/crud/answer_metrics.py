@@ -740,14 +740,9 @@ def token_f1(gold: str, pred: str, lowercase: bool = False) -> float:
     1.0 if both have no tokens, 0.0 if only one has none or nothing overlaps, else
     ``2PR / (P + R)`` with the multiset overlap over ``len(pred)`` and ``len(gold)``.
     """
-    g, p = tokenize(gold, lowercase), tokenize(pred, lowercase)
-    if not g or not p:
-        return float(g == p)
-    same = sum((Counter(g) & Counter(p)).values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(p), same / len(g)
-    return 2 * precision * recall / (precision + recall)
+    from chunkwise.evaluation.answers import overlap_f1
+
+    return overlap_f1(tokenize(pred, lowercase), tokenize(gold, lowercase))
 
 
 @dataclass(frozen=True)

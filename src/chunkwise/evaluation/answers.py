@@ -47,6 +47,7 @@ __all__ = [
     "exact_match",
     "merge_answers",
     "normalize_answer",
+    "overlap_f1",
     "select_cells",
     "token_f1",
 ]
@@ -95,13 +96,21 @@ def token_f1(prediction: str, reference: str) -> float:
 
     Both empty: 1.0; one empty: 0.0.
     """
-    p, r = normalize_answer(prediction).split(), normalize_answer(reference).split()
-    if not p or not r:
-        return float(p == r)
-    common = sum((Counter(p) & Counter(r)).values())
+    return overlap_f1(normalize_answer(prediction).split(), normalize_answer(reference).split())
+
+
+def overlap_f1(predicted: Sequence[str], reference: Sequence[str]) -> float:
+    """F1 of the multiset overlap of two token lists (SQuAD's, whatever the tokenizer).
+
+    1.0 when both are empty, 0.0 when one is or nothing overlaps, else ``2PR / (P + R)`` with
+    the overlap over ``len(predicted)`` (P) and ``len(reference)`` (R).
+    """
+    if not predicted or not reference:
+        return float(len(predicted) == len(reference) == 0)
+    common = sum((Counter(predicted) & Counter(reference)).values())
     if common == 0:
         return 0.0
-    precision, recall = common / len(p), common / len(r)
+    precision, recall = common / len(predicted), common / len(reference)
     return 2 * precision * recall / (precision + recall)
 
 

@@ -89,8 +89,18 @@ def balanced_scores(result: Any, metric: str = "recall", factors: Sequence[str] 
 
 
 def _resamples(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64) / n
+    """Resampling weights over ``n`` questions, shape (n_resamples, n), rows summing to 1
+    (the paired bootstrap's draws, :mod:`chunkwise.evaluation.stats`)."""
+    from chunkwise.evaluation.stats import _resample_counts
+
+    return _resample_counts(np.random.default_rng(seed), n, n_resamples) / n
+
+
+def _values(wide: pd.DataFrame, what: str) -> np.ndarray:
+    values = wide.to_numpy(dtype=float)
+    if np.isnan(values).any():
+        raise ValueError(f"the scores hold NaN; {what} need a score for every question and cell.")
+    return values
 
 
 def _check_boot(n_resamples: int, confidence: float) -> None:
@@ -128,9 +138,7 @@ def factor_ranges(
         For bad bootstrap settings or NaN scores.
     """
     _check_boot(n_resamples, confidence)
-    values = wide.to_numpy(dtype=float)
-    if np.isnan(values).any():
-        raise ValueError("the scores hold NaN; the factor ranges need a score for every question and cell.")
+    values = _values(wide, "the factor ranges")
     w = _resamples(values.shape[0], n_resamples, seed)
     alpha = (1 - confidence) / 2
     rows = []
@@ -199,9 +207,7 @@ def variance_shares(
         For bad bootstrap settings or NaN scores.
     """
     _check_boot(n_resamples, confidence)
-    values = wide.to_numpy(dtype=float)
-    if np.isnan(values).any():
-        raise ValueError("the scores hold NaN; the variance shares need a score for every question and cell.")
+    values = _values(wide, "the variance shares")
     names = list(wide.columns.names)
     codes = []
     for f in names:
