@@ -67,3 +67,25 @@ def test_default_cell_is_the_baselines_best(tmp_path):
     base = baseline(tmp_path, [1.0, 0.0], cells=cells)
     r = check_against_baseline(new([1.0, 0.0]), base, n_resamples=500)
     assert r.cell == CELL and r.n_shared == 2 and r.status == 0
+
+
+def test_automatic_ids_that_shift_are_paired_by_question_text(tmp_path):
+    """Issue 44: a question inserted at the top shifts q1, q2 ...; pairing by id compared unrelated questions."""
+    folder = tmp_path / "base"
+    folder.mkdir()
+    texts = [f"question {i}" for i in range(6)]
+    pd.DataFrame({"cell": CELL, "question_id": [f"q{i + 1}" for i in range(6)], "question": texts,
+                  "recall": [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]}).to_csv(folder / "per_question.csv", index=False)
+    (folder / "report.json").write_text(json.dumps({"cells": [{"cell": CELL, "recall": 0.5}], "grid": {}}))
+    # the new run: one new question first, every old question one id later, scores unchanged
+    new_texts = ["a new question", *texts]
+    new_pq = pd.DataFrame({"cell": CELL, "question_id": [f"q{i + 1}" for i in range(7)], "question": new_texts,
+                           "recall": [0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0]})
+    out = check_against_baseline(new_pq, folder, cell=CELL, n_resamples=2000)
+    # by id, q1..q6 would pair 0/1 against 1/0 (a drop of 100 points on half the questions)
+    assert out.status == 0 and out.n_shared == 6 and out.diff == 0.0
+    assert "paired by question text; 6 question(s) changed id" in out.message
+    # texts that repeat cannot be paired by text: a changed id is then refused, not silently mispaired
+    dup = new_pq.assign(question=["same"] * 7)
+    out = check_against_baseline(dup, folder, cell=CELL, n_resamples=2000)
+    assert out.status == 3 and "name different questions" in out.message

@@ -305,7 +305,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if args.out:
             result.save(Path(args.out), None, docs)
         outcome = check_against_baseline(
-            result.per_question, args.baseline, cell=args.cell, metric=args.metric, floor=args.floor,
+            result.per_question_table(), args.baseline, cell=args.cell, metric=args.metric, floor=args.floor,
             n_resamples=args.resamples, seed=args.seed,
         )
     except (BaselineError, ValueError, RuntimeError, KeyError) as exc:

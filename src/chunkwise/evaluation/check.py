@@ -138,8 +138,8 @@ def check_against_baseline(
     Parameters
     ----------
     new_per_question : DataFrame
-        ``GridResult.per_question`` of the new run (columns ``cell``, ``question_id`` and the
-        metrics).
+        ``GridResult.per_question_table()`` of the new run (columns ``cell``, ``question_id``,
+        the metrics and, to pair by content, ``question``).
     baseline : path
         A report folder of ``chunkwise evaluate`` (``report.json`` + ``per_question.csv``).
     cell : str, optional
@@ -183,8 +183,10 @@ def check_against_baseline(
             return result(3, f"NOT COMPARABLE: cell {tracked!r} is not in the {name} (it has {', '.join(close)}...).")
         if col not in frame.columns:
             raise BaselineError(f"the {name} has no per-question {metric!r} scores.")
-    o = old[old["cell"] == tracked].set_index("question_id")[col]
-    n = new[new["cell"] == tracked].set_index("question_id")[col]
+    o_rows, n_rows = old[old["cell"] == tracked], new[new["cell"] == tracked]
+    o, n, pairing = _pair(o_rows, n_rows, col)
+    if isinstance(pairing, str) and pairing.startswith("NOT COMPARABLE"):
+        return result(3, pairing)
     shared = [q for q in n.index if q in o.index]
     if len(shared) < 2:
         return result(3, f"NOT COMPARABLE: only {len(shared)} question(s) are in both runs; the check needs at least 2.",
@@ -193,7 +195,7 @@ def check_against_baseline(
     d = paired_difference_ci(a, b, n_resamples=n_resamples, seed=seed)
     new_mean, old_mean = float(a.mean()), float(b.mean())
     what = (f"{tracked}: {metric} {100 * new_mean:.1f}% now, {100 * old_mean:.1f}% in the baseline, over {len(shared)} "
-            f"shared questions; difference {100 * d[0]:+.1f} points, 95% paired interval "
+            f"shared questions{pairing}; difference {100 * d[0]:+.1f} points, 95% paired interval "
             f"[{100 * d[1]:+.1f}, {100 * d[2]:+.1f}]")
     if floor is not None and new_mean < floor:
         return result(1, f"FAIL: {what}; below the floor of {100 * floor:.1f}%.", len(shared), old_mean, new_mean, d)
@@ -201,3 +203,35 @@ def check_against_baseline(
         return result(1, f"FAIL: {what}: a drop beyond the noise.", len(shared), old_mean, new_mean, d)
     verdict = "no drop beyond the noise" if d[0] < 0 else "no drop"
     return result(0, f"PASS: {what}: {verdict}.", len(shared), old_mean, new_mean, d)
+
+
+def _pair(old: pd.DataFrame, new: pd.DataFrame, col: str) -> tuple[pd.Series, pd.Series, str]:
+    """The two runs' scores of one cell keyed so that the same question has the same key.
+
+    By question text when both runs carry it (``per_question.csv`` since the answer stage's
+    release) and every text is unique in each run: a question keeps its pair when an automatic
+    id (``q1``, ``q2`` ...) shifts because a question was added or removed. Otherwise by id, and
+    then an id whose text differs between the runs makes them not comparable.
+
+    Returns
+    -------
+    (old scores, new scores, note)
+        ``note``: text appended to the message, or a ``NOT COMPARABLE: ...`` message.
+    """
+    by_id = old.set_index("question_id")[col], new.set_index("question_id")[col]
+    if "question" not in old.columns or "question" not in new.columns:
+        return by_id[0], by_id[1], ""
+    ot, nt = old["question"].astype(str), new["question"].astype(str)
+    if ot.is_unique and nt.is_unique:
+        moved = sum(1 for q, t in zip(new["question_id"], nt)
+                    if t in set(ot) and old.loc[ot == t, "question_id"].iloc[0] != q)
+        note = f" (paired by question text; {moved} question(s) changed id)" if moved else ""
+        return old.set_index(ot)[col], new.set_index(nt)[col], note
+    texts = dict(zip(old["question_id"], ot))
+    differ = [q for q, t in zip(new["question_id"], nt) if q in texts and texts[q] != t]
+    if differ:
+        return by_id[0], by_id[1], (
+            f"NOT COMPARABLE: question id(s) {', '.join(map(str, differ[:3]))} name different questions in the two "
+            "runs and some question texts repeat, so they cannot be paired by text; give every question a "
+            "question_id in the questions file.")
+    return by_id[0], by_id[1], ""

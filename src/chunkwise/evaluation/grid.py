@@ -622,6 +622,15 @@ class GridResult:
             chunks=self.chunks if chunks is None else chunks,
         )
 
+    def per_question_table(self) -> pd.DataFrame:
+        """:attr:`per_question` with each question's text (``question``, after ``question_id``),
+        as ``per_question.csv`` holds it: ``chunkwise check`` pairs a baseline's questions with a
+        new run's by their text when automatic ids shift."""
+        text = dict(zip(self.questions["question_id"].astype(str), self.questions["question"].astype(str)))
+        out = self.per_question.copy()
+        out.insert(int(out.columns.get_loc("question_id")) + 1, "question", out["question_id"].astype(str).map(text))
+        return out
+
     def to_dict(self, boot: BootstrapResult | None = None) -> dict[str, Any]:
         """JSON-ready report: config, cells, run facts and (optionally) the bootstrap."""
         table = json.loads(self.table.to_json(orient="records"))
@@ -664,7 +673,7 @@ class GridResult:
         paths["table"] = out / "table.csv"
         self.table.to_csv(paths["table"], index=False)
         paths["per_question"] = out / "per_question.csv"
-        self.per_question.to_csv(paths["per_question"], index=False)
+        self.per_question_table().to_csv(paths["per_question"], index=False)
         paths["report"] = out / "report.json"
         paths["report"].write_text(json.dumps(self.to_dict(boot), indent=2, ensure_ascii=False), encoding="utf-8")
         metric = boot.metric if boot is not None else "recall"
