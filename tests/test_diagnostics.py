@@ -65,3 +65,17 @@ def test_report_html_shows_each_question_and_marks_the_gold(tmp_path):
     assert "found by 1 of 1 cells: Sentence 8 | bm25 | k=1" in page and "Chunk diagnostics" in page
     with pytest.raises(ValueError, match="not in the result"):
         report_html(res, docs, cell="nope")
+
+
+def test_share_of_documents_kept_in_one_chunk_and_the_warning():
+    from chunkwise.evaluation.diagnostics import chunk_diagnostics, single_chunk_warnings
+
+    docs = {"a": "One. Two. Three.", "b": "Four.", "c": "Five. Six.", "empty": "   "}
+    chunkings = {"whole": {"a": [(0, 16)], "b": [(0, 5)], "c": [(0, 5), (6, 10)], "empty": []},
+                 "split": {"a": [(0, 4), (5, 16)], "b": [(0, 5)], "c": [(0, 5), (6, 10)], "empty": []}}
+    diag = chunk_diagnostics(docs, chunkings)
+    # three non-empty documents: "whole" keeps a and b in one chunk (2/3), "split" only b (1/3)
+    assert diag.loc["whole", "share_docs_one_chunk"] == pytest.approx(2 / 3)
+    assert diag.loc["split", "share_docs_one_chunk"] == pytest.approx(1 / 3)
+    lines = single_chunk_warnings(diag)
+    assert len(lines) == 1 and lines[0].startswith("warning: whole keeps 67% of the documents whole")

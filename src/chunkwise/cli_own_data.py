@@ -195,6 +195,10 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
           + ("; chunks_over_window / ref_chars_past_window: chunks longer than the embedder's window and "
              "reference characters it never embeds" if trunc else "") + "):")
     print(show.to_string())
+    from chunkwise.evaluation.diagnostics import single_chunk_warnings
+
+    for line in single_chunk_warnings(diag):
+        print(line, file=sys.stderr)
     if boot is not None:
         print()
         print(boot.verdict)

@@ -25,7 +25,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["chunk_diagnostics", "describe_truncation", "structure_blocks", "truncation_diagnostics"]
+__all__ = [
+    "chunk_diagnostics", "describe_truncation", "single_chunk_warnings", "structure_blocks", "truncation_diagnostics",
+]
 
 _END_PUNCT = set(".!?;:…\"'”’)]»")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
@@ -112,7 +114,8 @@ def chunk_diagnostics(
     Returns
     -------
     DataFrame, one row per label (index ``chunker``)
-        ``n_chunks``, ``mean_tokens``, ``p10_tokens``, ``median_tokens``, ``p90_tokens``,
+        ``n_chunks``, ``share_docs_one_chunk`` (fraction of the non-empty documents kept whole
+        in one chunk: where most are, every chunker ties on them), ``mean_tokens``, ``p10_tokens``, ``median_tokens``, ``p90_tokens``,
         ``max_tokens``, ``cv_tokens``, ``share_under_floor``, ``mid_sentence_cuts``,
         ``tables``, ``tables_cut``, ``code_blocks``, ``code_blocks_cut`` (shares are fractions;
         a share of zero blocks is 0).
@@ -138,11 +141,15 @@ def chunk_diagnostics(
     for label, by_doc in chunkings.items():
         sizes: list[int] = []
         cuts = inside = 0
+        n_docs = n_single = 0
         t_split = t_all = c_split = c_all = 0
         for name, spans in by_doc.items():
             if name not in docs:
                 raise ValueError(f"chunking {label!r} names document {name!r}, which is not among the documents.")
             text = docs[name]
+            if text.strip():
+                n_docs += 1
+                n_single += len(spans) <= 1
             sizes += [len(t) for t in enc.encode_ordinary_batch([text[s:e] for s, e in spans])]
             gaps = gaps_of[name]
             gap_starts = [g[0] for g in gaps]
@@ -162,6 +169,7 @@ def chunk_diagnostics(
         rows.append({
             "chunker": label,
             "n_chunks": len(sizes),
+            "share_docs_one_chunk": n_single / n_docs if n_docs else 0.0,
             "mean_tokens": round(float(arr.mean()), 1),
             "p10_tokens": float(np.percentile(arr, 10)),
             "median_tokens": float(np.median(arr)),
@@ -341,3 +349,27 @@ def describe_truncation(table: pd.DataFrame, chunkers: Sequence[str] | None = No
                 (f"the other {fits} fit" if fits else "none fits entirely"))
         parts.append(f"{emb} (window {window} word pieces): " + "; ".join([*lines, tail]))
     return ". ".join(parts) + "."
+
+
+def single_chunk_warnings(diagnostics: pd.DataFrame, threshold: float = 0.5) -> list[str]:
+    """One line per chunking that keeps most documents whole (``share_docs_one_chunk`` above
+    ``threshold``): their questions cannot separate chunkers, which then tie.
+
+    Parameters
+    ----------
+    diagnostics : DataFrame
+        :func:`chunk_diagnostics` (index: chunker labels).
+    threshold : float, default 0.5
+
+    Returns
+    -------
+    list of str
+        Empty when no chunking is over the threshold.
+    """
+    out = []
+    for label, share in diagnostics["share_docs_one_chunk"].items():
+        if share > threshold:
+            out.append(f"warning: {label} keeps {100 * share:.0f}% of the documents whole in one chunk: on those, every "
+                       "chunker that does the same retrieves the same text and ties; use smaller chunks or longer "
+                       "documents to compare chunkers.")
+    return out
