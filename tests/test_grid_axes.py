@@ -186,8 +186,37 @@ def test_score_cell_by_hand():
     late = score_cell(CellInputs(q, retrieved, np.array([3, 2]), 2, omega, "chroma"))
     assert late["rr"].tolist() == [0.0, 0.5]
     assert metric("mrr").name == "rr" and metric("rr").column == "mrr"
-    assert PUBLIC_METRICS == ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr")
-    with pytest.raises(ValueError, match="unknown metric 'ndcg'"):
-        metric("ndcg")
+    assert PUBLIC_METRICS == ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "ndcg", "map")
+    with pytest.raises(ValueError, match="unknown metric 'bleu'"):
+        metric("bleu")
     with pytest.raises(ValueError, match="lack metric column"):
         aggregate_cell({"recall": [1.0]})
+
+
+def test_ndcg_and_map_by_hand():
+    q = questions()
+    retrieved = [[("a.txt", 0, 7), ("a.txt", 7, 18), ("b.txt", 0, 11)], [("a.txt", 0, 7)]]
+    omega = {"chroma": np.array([0.5, 0.5]), "union": np.array([0.5, 0.5])}
+    # Q1: ranks 1..3 relevant? no, yes, no; R = 1. Q2: rank 1 not relevant; R = 1.
+    rel = [[False, True, False], [False]]
+    out = score_cell(CellInputs(q, retrieved, np.array([2, 0]), 3, omega, "chroma", None, rel, np.array([1, 1])))
+    # NDCG: (1/log2 3) / (1/log2 2) = 0.6309; AP: precision at rank 2 = 1/2, over min(R, k) = 1
+    assert out["ndcg"] == pytest.approx([1 / np.log2(3), 0.0])
+    assert out["ap"] == pytest.approx([0.5, 0.0])
+    # two relevant chunks in the index, both retrieved at ranks 1 and 3: AP = (1/1 + 2/3) / 2
+    two = score_cell(CellInputs(q, retrieved, np.array([1, 0]), 3, omega, "chroma", None,
+                                [[True, False, True], [False]], np.array([2, 1])))
+    assert two["ap"][0] == pytest.approx((1 + 2 / 3) / 2)
+    assert two["ndcg"][0] == pytest.approx((1 + 1 / np.log2(4)) / (1 + 1 / np.log2(3)))
+    agg = aggregate_cell(two)
+    assert agg["map"] == pytest.approx(((1 + 2 / 3) / 2 + 0) / 2)
+
+
+def test_grid_reports_ndcg_and_map(tmp_path):
+    cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["dense"], top_k=[1, 2])
+    res = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    t = res.table.set_index("k")
+    # dense: Q1 -> a1 (relevant, R = 1) first; Q2 -> a0 then b1 (relevant, R = 1: b1 " nine ten")
+    assert t.loc[1, "ndcg"] == pytest.approx(0.5) and t.loc[1, "map"] == pytest.approx(0.5)
+    assert t.loc[2, "ndcg"] == pytest.approx((1 + 1 / np.log2(3)) / 2)
+    assert t.loc[2, "map"] == pytest.approx((1 + 0.5) / 2)

@@ -22,6 +22,12 @@ per-question column        table column        definition
 ``hit``                    ``hit_rate``        1 when any reference character is retrieved, else 0
 ``rr``                     ``mrr``             1 / rank of the first retrieved chunk that shares a character
                                                with a reference (0 when none in the top k)
+``ndcg``                   ``ndcg``            NDCG@k with binary relevance (a chunk is relevant when it
+                                               shares a character with a reference): DCG over the ideal DCG
+                                               of min(R, k) relevant chunks first, R = relevant chunks in the
+                                               index (Järvelin & Kekäläinen, 2002)
+``ap``                     ``map``             average precision@k: the precision at each relevant rank,
+                                               summed over min(R, k) (mean over questions: MAP)
 =========================  ==================  ==========================================================
 
 The table column is the mean over questions (precision_Ω skips the NaN of a question whose
@@ -68,6 +74,11 @@ class CellInputs:
         Any-of questions: one row per reading and each reading's question position
         (:func:`chunkwise.evaluation.anyof.expand_readings`); a question scores its best
         reading.
+    relevance : list of list of bool, optional
+        Per question, whether each retrieved chunk shares a character with a reference (any
+        reading), in rank order; with ``n_relevant`` it gives NDCG and AP (NaN without them).
+    n_relevant : ndarray of int, shape (n_questions,), optional
+        Relevant chunks in the whole index per question (R).
     """
 
     questions: pd.DataFrame
@@ -77,6 +88,8 @@ class CellInputs:
     omega: Mapping[str, np.ndarray]
     mode: str = "chroma"
     readings: tuple[pd.DataFrame, Sequence[int]] | None = None
+    relevance: Sequence[Sequence[bool]] | None = None
+    n_relevant: np.ndarray | None = None
 
 
 class _Spans:
@@ -137,6 +150,46 @@ def _rr(i: CellInputs, s: _Spans) -> np.ndarray:
     return np.where((first > 0) & (first <= i.k), 1.0 / np.maximum(first, 1), 0.0)
 
 
+def _ranked_relevance(i: CellInputs) -> list[tuple[np.ndarray, int]] | None:
+    if i.relevance is None or i.n_relevant is None:
+        return None
+    out = []
+    for rel, r in zip(i.relevance, np.asarray(i.n_relevant, dtype=np.int64)):
+        rel_arr = np.asarray(list(rel)[: i.k], dtype=float)
+        out.append((rel_arr, max(int(r), int(rel_arr.sum()))))  # a merged parent can add a relevant item
+    return out
+
+
+def _ndcg(i: CellInputs, s: _Spans) -> np.ndarray:
+    ranked = _ranked_relevance(i)
+    if ranked is None:
+        return np.full(len(i.questions), np.nan)
+    out = []
+    for rel, r in ranked:
+        if r == 0:
+            out.append(np.nan)
+            continue
+        discount = 1.0 / np.log2(np.arange(2, i.k + 2))
+        dcg = float((rel * discount[: len(rel)]).sum())
+        out.append(dcg / float(discount[: min(r, i.k)].sum()))
+    return np.asarray(out)
+
+
+def _ap(i: CellInputs, s: _Spans) -> np.ndarray:
+    ranked = _ranked_relevance(i)
+    if ranked is None:
+        return np.full(len(i.questions), np.nan)
+    out = []
+    for rel, r in ranked:
+        if r == 0:
+            out.append(np.nan)
+            continue
+        hits = np.cumsum(rel)
+        precision_at = hits / np.arange(1, len(rel) + 1)
+        out.append(float((precision_at * rel).sum()) / min(r, i.k))
+    return np.asarray(out)
+
+
 #: The metric table, in the order of the per-question and cell-table columns.
 METRIC_TABLE: tuple[Metric, ...] = (
     Metric("recall", "recall", lambda i, s: s.column("recall"), _mean),
@@ -149,6 +202,8 @@ METRIC_TABLE: tuple[Metric, ...] = (
            _nanmean, public=False),
     Metric("hit", "hit_rate", lambda i, s: (s.column("recall") > 0).astype(float), _mean),
     Metric("rr", "mrr", _rr, _mean),
+    Metric("ndcg", "ndcg", _ndcg, _nanmean),
+    Metric("ap", "map", _ap, _nanmean),
 )
 
 #: Per-question metric columns, in table order.

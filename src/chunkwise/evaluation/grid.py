@@ -26,8 +26,10 @@ relevant.
 Metrics per cell (means over questions; :mod:`chunkwise.evaluation.spans`):
 ``recall``, ``precision``, ``iou`` and ``precision_omega`` in the chosen ``mode``, plus
 ``precision_omega_chroma`` and ``precision_omega_union``; ``hit_rate`` (share of questions
-with at least one reference character retrieved) and ``mrr`` (mean of ``1 / rank`` of the
-first retrieved chunk that shares a character with a reference, 0 when none in the top k).
+with at least one reference character retrieved), ``mrr`` (mean of ``1 / rank`` of the
+first retrieved chunk that shares a character with a reference, 0 when none in the top k),
+``ndcg`` and ``map`` (NDCG@k and mean average precision@k, a chunk relevant when it shares a
+character with a reference; :mod:`chunkwise.evaluation.cells` defines every metric).
 
 Cost per cell: ``n_chunks``, ``mean_chunk_tokens``, ``embedded_tokens`` (cl100k_base tokens of
 all chunks the dense index embeds; 0 for BM25), ``index_seconds`` (chunking + embedding or
@@ -851,6 +853,23 @@ def _place(chunks: dict[str, list[Any]], docs: Mapping[str, str], placement: str
     return out
 
 
+def relevant_items(
+    doc_ids: Sequence[str], spans: np.ndarray, targets: Sequence[Sequence[tuple[str, int, int]]]
+) -> list[np.ndarray]:
+    """Per question, a boolean mask over the items: which share a character with one of its
+    references (``(document, start, end)``, any reading; the rule of hit rate and MRR)."""
+    ids = np.asarray(doc_ids, dtype=object)
+    starts, ends = spans[:, 0], spans[:, 1]
+    out = []
+    for tq in targets:
+        mask = np.zeros(len(ids), dtype=bool)
+        for doc, a, b in tq:
+            if a < b:
+                mask |= (ids == doc) & (starts < b) & (a < ends)
+        out.append(mask)
+    return out
+
+
 def _first_relevant_rank(
     ranked: Sequence[int], doc_ids: Sequence[str], spans: np.ndarray, targets: Sequence[tuple[str, int, int]]
 ) -> int:
@@ -1096,6 +1115,9 @@ def run_grid(
 
         # precision_Omega depends only on the chunking: once per mode.
         omega = _omega(q, qx, owner, chunk_spans[spec.label])
+        # which items share a character with each question's references (NDCG, AP); R counts the index
+        relevant = relevant_items(doc_ids, spans, targets_q)
+        n_relevant = np.asarray([int(m[: len(texts)].sum()) for m in relevant], dtype=np.int64)
 
         shared: dict[str, Ranking] = {}  # rankings of retrievers that read no vectors: once per chunking
         all_rankings[spec.label] = {}
@@ -1142,7 +1164,9 @@ def run_grid(
                             [_first_relevant_rank(r, doc_ids, spans, t) for r, t in zip(ranked, targets_q)]
                         )
                     retrieved = [[(doc_ids[j], int(spans[j, 0]), int(spans[j, 1])) for j in r] for r in ranked]
-                    scores = score_cell(CellInputs(q, retrieved, first, k, omega, config.mode, readings))
+                    relevance = [[bool(m[j]) for j in r] for m, r in zip(relevant, ranked)]
+                    scores = score_cell(CellInputs(q, retrieved, first, k, omega, config.mode, readings,
+                                                   relevance, n_relevant))
                     ret_tokens = np.asarray([int(tokens[r].sum()) if r else 0 for r in ranked], dtype=np.float64)
                     name = cell_name(spec, retriever, k, emb_label if multi else None)
                     frame = pd.DataFrame(
@@ -1266,9 +1290,10 @@ def format_table(table: pd.DataFrame, boot: BootstrapResult | None = None, metri
     are added.
     """
     t = table.copy()
-    cols = ["cell", "recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "retrieved_tokens", "query_ms", "index_seconds"]
+    percent = ["recall", "precision", "iou", "precision_omega", "hit_rate", "mrr",
+               *(c for c in ("ndcg", "map") if c in t.columns)]
     view = pd.DataFrame({"cell": t["cell"]})
-    for c in cols[1:7]:
+    for c in percent:
         view[c.replace("precision_omega", "prec_Ω")] = (100 * t[c]).map(lambda v: f"{v:5.1f}")
     if boot is not None:
         bt = boot.table.reindex(t["cell"])

@@ -54,6 +54,7 @@ from chunkwise.evaluation.grid import (
     _omega,
     cell_name,
     ranking_key,
+    relevant_items,
     run_grid,
 )
 from chunkwise.evaluation.spans import MODES, PLACEMENTS, place_spans, score_questions
@@ -365,13 +366,16 @@ def rescore(
         docs, flat = _flat_spans(placed)
         spans = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
         omega = _omega(q, None, None, placed)
+        relevant = relevant_items(docs, spans, targets)
+        n_relevant = np.asarray([int(m.sum()) for m in relevant], dtype=np.int64)
         for row in grid.table[grid.table["chunker"] == spec.label].itertuples(index=False):
             k = int(row.k)
             emb = str(row.embedder) if multi and "embedder" in grid.table.columns else None
             rows = [r[:k] for r in ranks[ranking_key(str(row.retriever), emb)]]
             first = np.asarray([_first_relevant_rank(r, docs, spans, t) for r, t in zip(rows, targets)])
             retrieved = [[(docs[j], *flat[j]) for j in r] for r in rows]
-            values = score_cell(CellInputs(q, retrieved, first, k, omega, mode))
+            relevance = [[bool(m[j]) for j in r] for m, r in zip(relevant, rows)]
+            values = score_cell(CellInputs(q, retrieved, first, k, omega, mode, None, relevance, n_relevant))
             at = cells == row.cell
             for col, v in values.items():
                 per_q.loc[at, col] = v
