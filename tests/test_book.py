@@ -230,6 +230,17 @@ def test_check_notebook_reports_every_problem(tmp_path):
     assert "have outputs" in message and "execution counts" in message
 
 
+def test_check_notebook_refuses_a_figure_cell_without_a_caption(tmp_path):
+    # Chapter 7 once reached CI with an uncaptioned figure: the book refused it only after executing.
+    draw = new_code_cell("fig, ax = plt.subplots()\nplt.show()")
+    path = _write_notebook(tmp_path / "fig.ipynb", [_params_cell("a = 1"), new_code_cell("a"), draw])
+    with pytest.raises(book.NotebookCheckError, match=r"cells \[2\] draw a figure without a caption"):
+        book.check_notebook(path)
+    draw.metadata["mystnb"] = {"figure": {"caption": "What a reader should look for."}}
+    path = _write_notebook(tmp_path / "fig.ipynb", [_params_cell("a = 1"), new_code_cell("a"), draw])
+    assert book.check_notebook(path) == ["a"]
+
+
 @pytest.mark.filterwarnings("ignore:Cell is missing an id field")  # nbformat, reading the broken file
 def test_check_notebook_requires_cell_ids(tmp_path):
     path = _write_notebook(tmp_path / "ids.ipynb", [_params_cell("a = 1"), new_code_cell("a"), new_code_cell("a + 1")])

@@ -287,13 +287,19 @@ def parameters_cell_defaults(path: str | os.PathLike[str]) -> dict[str, Any]:
 # ------------------------------------------------------------------ notebook check
 
 
+_FIGURE_CALLS = ("plt.show()", "plt.subplots(", "plt.figure(")
+
+
 def check_notebook(path: str | os.PathLike[str]) -> list[str]:
     """Check that a source notebook follows the book's conventions.
 
     A source notebook has exactly one code cell tagged ``parameters`` made only of
     ``name = value`` assignments, an ``id`` on every cell (nbformat 4.5), no outputs, no
     execution counts, and no papermill
-    ``injected-parameters`` cell (which would mean an executed copy was committed).
+    ``injected-parameters`` cell (which would mean an executed copy was committed), and a
+    caption (``mystnb.figure.caption``) on every cell that draws with matplotlib
+    (``plt.subplots(``, ``plt.figure(``, ``plt.show()``), checked here so a missing caption
+    fails in seconds rather than after the chapter has run.
 
     Returns
     -------
@@ -337,6 +343,18 @@ def check_notebook(path: str | os.PathLike[str]) -> list[str]:
     if any(INJECTED_TAG in _tags(c) for c in nb.cells):
         problems.append(
             f"has a papermill {INJECTED_TAG!r} cell: this is an executed copy, not a source notebook"
+        )
+    uncaptioned = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        and any(call in c.source for call in _FIGURE_CALLS)
+        and not c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption")
+    ]
+    if uncaptioned:
+        problems.append(
+            f"cells {uncaptioned} draw a figure without a caption (set the cell's metadata "
+            "mystnb.figure.caption; the book refuses uncaptioned figures only after executing)"
         )
     if problems:
         raise NotebookCheckError(f"{path}: " + "; ".join(problems))
