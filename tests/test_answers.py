@@ -133,10 +133,10 @@ def test_evaluate_answers_cli_writes_columns_and_replays_from_the_cache(tmp_path
         assert main(args + ["--out", str(tmp_path / "r1")]) == 0
         first = len(server.requests)
         out = capsys.readouterr().out
-        assert first == 4 and "4 LLM calls, 0 from the cache" in out
+        assert first == 4 and "4 LLM requests: 4 new, 0 from the cache" in out
         assert main(args + ["--out", str(tmp_path / "r2")]) == 0
         assert len(server.requests) == first  # every reply from the cache
-        assert "4 LLM calls, 4 from the cache" in capsys.readouterr().out
+        assert "4 LLM requests: 0 new, 4 from the cache" in capsys.readouterr().out
     table = pd.read_csv(tmp_path / "r2" / "table.csv")
     # "45 cm" exact (F1 1); "On the north fence." vs "the north fence": "on north fence" vs "north fence",
     # precision 2/3, recall 1 -> F1 0.8; mean 0.9
@@ -146,3 +146,55 @@ def test_evaluate_answers_cli_writes_columns_and_replays_from_the_cache(tmp_path
     meta = json.loads((tmp_path / "r2" / "answers.json").read_text())
     assert meta["judge_prompt_version"] == "judge-v1" and meta["llm_cache_hits"] == 4
     assert np.isfinite(per_q["answer_seconds"]).all()
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--answers", "--answer-cells", "Nope | bm25 | k=1"], "are not cells of the grid"),
+    (["--answers", "--answer-cells", "best:0"], "best:N needs N >= 1"),
+    (["--answers", "--answer-cells", "best:three"], "write best:N with a whole number"),
+    (["--answers", "--answer-metric", "bleu"], "--answer-metric must be one of"),
+    (["--answers", "--no-judge", "--answer-metric", "grounded"], "--no-judge turns the judge off"),
+    (["--answer-cells", "all"], "--answer-cells only apply with --answers"),
+    (["--no-judge"], "--no-judge only apply with --answers"),
+])
+def test_bad_answer_options_are_refused_before_the_grid_runs(tmp_path, monkeypatch, capsys, extra, needle):
+    from chunkwise import cli_own_data
+    from chunkwise.cli import main
+
+    def no_grid(*a, **k):
+        raise AssertionError("the grid ran before the options were checked")
+
+    monkeypatch.setattr(cli_own_data, "_make_embedders", no_grid)
+    monkeypatch.setattr("chunkwise.evaluation.grid.run_grid", no_grid)
+    docs, q, cfg = _garden(tmp_path, with_answers=True)
+    args = ["evaluate", "--docs", str(docs), "--questions", str(q), "--config", str(cfg), "--no-progress",
+            "--out", str(tmp_path / "r")]
+    assert main(args + extra) == 1
+    assert needle in capsys.readouterr().err
+
+
+def test_no_judge_without_reference_answers_is_refused_before_the_grid_runs(tmp_path, monkeypatch, capsys):
+    from chunkwise.cli import main
+
+    def no_grid(*a, **k):
+        raise AssertionError("the grid ran")
+
+    monkeypatch.setattr("chunkwise.evaluation.grid.run_grid", no_grid)
+    docs, q, cfg = _garden(tmp_path, with_answers=False)
+    args = ["evaluate", "--docs", str(docs), "--questions", str(q), "--config", str(cfg), "--no-progress",
+            "--out", str(tmp_path / "r"), "--answers", "--no-judge"]
+    assert main(args) == 1
+    assert "no question has one" in capsys.readouterr().err
+
+
+def _garden(tmp_path, with_answers):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Kale wants 45 cm between plants. Beans climb the north fence. Leeks need deep soil.")
+    q = tmp_path / "q.jsonl"
+    ans = ', "reference_answer": "45 cm"' if with_answers else ""
+    q.write_text('{"question": "Kale spacing?", "excerpt": "Kale wants 45 cm between plants."' + ans + "}\n"
+                 '{"question": "Where do beans climb?", "excerpt": "Beans climb the north fence."}\n')
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text('chunkers = ["Sentence:12"]\nretrievers = ["bm25"]\ntop_k = [1]\n')
+    return docs, q, cfg

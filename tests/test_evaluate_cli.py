@@ -150,3 +150,56 @@ def test_evaluate_refuses_an_out_that_is_a_file_before_any_work(tmp_path, capsys
     assert main(["evaluate", "--docs", str(docs), "--questions", str(q), "--out", str(taken), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "is a file, not a folder" in err and "Traceback" not in err and "document(s)" not in err  # nothing was read
+
+
+class _BagOfWords:
+    """A tiny deterministic embedder: one dimension per word of the garden text (two variants)."""
+
+    def __init__(self, name, vocab):
+        self.name, self.vocab = name, vocab
+
+    def embed(self, texts):
+        import re
+
+        import numpy as np
+
+        out = np.zeros((len(texts), len(self.vocab)), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                if w in self.vocab:
+                    out[i, self.vocab.index(w)] += 1.0
+        return out + 1e-3
+
+
+def test_two_embedder_grid_through_evaluate_and_check(tmp_path, monkeypatch, capsys):
+    """A grid of two embedders writes its report.html, and check reruns it (helper-4's crash)."""
+    from chunkwise import cli_own_data
+
+    vocab = {"fake-a": ["kale", "beans", "leeks", "spacing", "climb"], "fake-b": ["plants", "fence", "soil"]}
+    monkeypatch.setattr(cli_own_data, "_make_embedders",
+                        lambda name, progress=False: (_BagOfWords(name, vocab[name]),) * 2)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Kale wants 45 cm between plants. Beans climb the north fence. Leeks need deep soil.")
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "Kale spacing?", "excerpt": "Kale wants 45 cm between plants."}\n'
+                 '{"question": "Where do beans climb?", "excerpt": "Beans climb the north fence."}\n')
+    grid = tmp_path / "grid.toml"
+    grid.write_text('chunkers = ["Sentence:12"]\nretrievers = ["dense", "bm25", "hybrid"]\ntop_k = [1]\n'
+                    'embedders = ["fake-a", "fake-b"]\n')
+    base = tmp_path / "base"
+    assert main(["evaluate", "--docs", str(docs), "--questions", str(q), "--config", str(grid), "--out", str(base),
+                 "--no-progress"]) == 0
+    table = pd.read_csv(base / "table.csv")
+    assert list(table["cell"]) == ["Sentence 12 | fake-a | dense | k=1", "Sentence 12 | - | bm25 | k=1",
+                                   "Sentence 12 | fake-a | hybrid | k=1", "Sentence 12 | fake-b | dense | k=1",
+                                   "Sentence 12 | fake-b | hybrid | k=1"]
+    page = (base / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Questions</h2>" in page and "Sentence 12 | fake-b | hybrid | k=1" in page
+    capsys.readouterr()
+    args = ["check", "--docs", str(docs), "--questions", str(q), "--baseline", str(base), "--no-progress"]
+    assert main(args + ["--out", str(tmp_path / "new")]) == 0
+    assert (tmp_path / "new" / "report.html").is_file()
+    capsys.readouterr()
+    assert main(args + ["--embedder", "fake-a"]) == 2
+    assert "conflicts with the grid's embedders" in capsys.readouterr().err

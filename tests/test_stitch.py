@@ -211,6 +211,7 @@ def test_document_retrieval_by_hand():
         questions=pd.DataFrame({"question_id": ["q1", "q2"]}),
         chunk_objects=chunks,
         rankings={"C": {"dense": [[1, 0, 2], [1, 2, 0]]}},
+        ranking_key_of=lambda retriever, embedder=None: retriever,  # a grid of one embedder
     )
     df = document_retrieval(result, corpus).set_index(["k", "question_id"])
     # q1 (evidence segment 0): k=1 retrieves segment 1 -> P 0, R 0; k=2 segments {1, 0} -> P 1/2, R 1

