@@ -137,3 +137,35 @@ def test_a_plugin_from_a_temporary_module(tmp_path, monkeypatch):
     res = run_grid(DOCS, questions(), cfg, cache_dir=tmp_path / "c", show_progress=False)
     # "one two three four five six" (27 chars) in thirds of 9, "seven eight nine ten" (20) in 7 / 7 / 6
     assert res.chunks["Halves(parts=3)"] == {"a.txt": [(0, 9), (9, 18), (18, 27)], "b.txt": [(0, 7), (7, 14), (14, 20)]}
+
+
+def test_embedded_text_may_differ_from_the_scored_span(tmp_path, monkeypatch):
+    """issue 44 view: (start, end, index_text) from a plugin; the retrievers read index_text, the
+    metrics score the raw span."""
+    from test_grid import WordEmbedder
+
+    chunks = adapt_chunker(lambda t: [(0, 3, "Garden > Kale\n\nabc"), {"start": 4, "end": 9, "index_text": "X"},
+                                      (4, 9)]).split("abc defgh")
+    assert [(c.text, c.start, c.end, c.metadata.get("index_text")) for c in chunks] == [
+        ("abc", 0, 3, "Garden > Kale\n\nabc"), ("defgh", 4, 9, "X"), ("defgh", 4, 9, None)]
+    with pytest.raises(OffsetRecoveryError, match="index_text is a int"):
+        adapt_chunker(lambda t: [(0, 3, 7)]).split("abc defgh")
+    with pytest.raises(OffsetRecoveryError, match="without 'start' and 'end'"):
+        adapt_chunker(lambda t: [{"begin": 0, "end": 3}]).split("abc defgh")
+
+    (tmp_path / "tmp_prefixed.py").write_text(
+        "def whole_with_prefix(text):\n"
+        "    # one chunk per document; b's embedded text gets the prefix 'one two'\n"
+        "    prefix = 'one two ' if text.startswith('seven') else ''\n"
+        "    return [(0, len(text), prefix + text)]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = GridConfig.from_dict({"chunkers": ["tmp_prefixed:whole_with_prefix"], "retrievers": ["dense"], "top_k": [1]})
+    emb = WordEmbedder()
+    res = run_grid(DOCS, questions(), cfg, emb, cache_dir=tmp_path / "c", show_progress=False)
+    assert res.chunks[cfg.chunkers[0].label] == {"a.txt": [(0, 27)], "b.txt": [(0, 20)]}
+    assert ["one two three four five six", "one two seven eight nine ten"] in emb.calls
+    # Q2 "one two nine": cosine to a = 2 / (sqrt 3 * sqrt 6) = 0.47, to b's embedded text 3 / (sqrt 3 * sqrt 6)
+    # = 0.71 -> b, recall 8/8; Q1 "three four" -> a, recall 10/10. Without the prefix Q2 would get a (recall 0).
+    assert res.table.iloc[0]["recall"] == pytest.approx(1.0)
+    assert res.per_question.set_index("question_id").loc["Q2", "recall"] == pytest.approx(1.0)

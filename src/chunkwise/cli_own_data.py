@@ -143,6 +143,8 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
         _check_out_dir(args.out)
         embedding = (f"embedders {', '.join(config.embedders)}" if len(config.embedders) > 1
                      else f"embedder {config.embedders[0] if config.embedders and args.embedder is None else settings['embedder']}")
+        if args.token_budget is not None and args.token_budget < 1:
+            raise ValueError(f"--token-budget must be a whole number of tokens >= 1, got {args.token_budget}.")
         _check_answer_options(args, config)
         print(f"{PROG}: {which}: {config.describe()}; {embedding}", file=sys.stderr)
         docs, report, status = _validate(args)
@@ -180,9 +182,21 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
                   "verdict or intervals (they need at least 2 questions; 20 or more separate real differences).",
                   file=sys.stderr)
         out = Path(args.out)
+        groups = None
+        if result.groups and len(questions) >= 2:  # the questions' tags: per-group tables
+            groups = result.group_table(settings["metric"], baseline=boot.baseline if boot else None,
+                                        n_resamples=int(settings["n_resamples"]), seed=int(settings["seed"]))
+        budget = None
+        if args.token_budget is not None:
+            from chunkwise.evaluation.budget import token_budget_view
+
+            budget = token_budget_view(result, args.token_budget)
         answers = _answer_stage(args, result, settings["metric"]) if args.answers else None
         stage["at"] = "save"
-        paths = result.save(out, boot, docs)
+        paths = result.save(out, boot, docs, groups=groups)
+        if budget is not None:
+            paths["budget"] = out / "budget.csv"
+            budget.table.to_csv(paths["budget"], index=False)
         if answers is not None:
             paths.update(_save_answers(out, *answers))
         stage["at"] = "done"
@@ -208,6 +222,14 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
     if boot is not None:
         print()
         print(boot.verdict)
+    if budget is not None:
+        _print_budget(budget, len(questions), settings)
+    if groups is not None:
+        from chunkwise.evaluation.grid import format_groups
+
+        print(f"\nper question group (tags; {settings['metric']}, percent; paired 95% intervals over the group's "
+              f"questions against {boot.baseline if boot else 'the first cell'}; groups.csv has every cell):")
+        print(format_groups(groups))
     if answers is not None:
         from chunkwise.evaluation.answers import answers_text
 
@@ -226,6 +248,25 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _print_budget(view: Any, n_questions: int, settings: dict[str, Any]) -> None:
+    """The matched-budget table (percent, best recall first) and its paired-bootstrap verdict."""
+    t = view.table.sort_values("recall", ascending=False, kind="stable", na_position="last")
+    shown = t[["cell", "recall", "precision", "iou", "chunks_read", "n_questions"]].copy()
+    for c in ("recall", "precision", "iou"):
+        shown[c] = (100 * shown[c]).round(1)
+    shown["chunks_read"] = shown["chunks_read"].round(1)
+    print(f"\nat a matched budget of {view.budget_tokens} retrieved tokens per question (cl100k_base; the chunk "
+          "that crosses it is cut; percent; chunks_read: chunks per question):")
+    print(shown.to_string(index=False, na_rep="n/a"))
+    for note in t.loc[t["note"] != "", ["cell", "note"]].itertuples(index=False):
+        print(f"{PROG}: {note.cell}: {note.note}", file=sys.stderr)
+    scored = view.table["n_questions"] >= 2
+    if n_questions >= 2 and scored.sum() >= 2 and scored.all():
+        boot = view.bootstrap("recall", n_resamples=int(settings["n_resamples"]), seed=int(settings["seed"]))
+        print()
+        print(boot.verdict)
 
 
 def _check_answer_options(args: argparse.Namespace, config: Any) -> None:
@@ -552,6 +593,10 @@ def add_parsers(sub: Any) -> None:
     ev.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default 10000)")
     ev.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
     ev.add_argument("--rows", type=int, default=30, help="table rows printed, best first (default 30; 0 = all)")
+    ev.add_argument("--token-budget", type=int, default=None, metavar="TOKENS",
+                    help="also score every chunker x retriever at a matched budget of retrieved tokens per "
+                    "question (cl100k_base; ranked chunks read until the budget, the last one cut): budget.csv "
+                    "and a paired-bootstrap verdict on recall, so big chunks cannot win by size")
     ev.add_argument("--answers", action="store_true", help="also answer each question from the retrieved chunks of "
                     "--answer-cells with the LLM (the local model, or CHUNKWISE_LLM_BASE_URL / _MODEL), every reply "
                     "cached; scores token F1 and exact match against the questions' reference_answer and an LLM "

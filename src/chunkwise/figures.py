@@ -279,7 +279,7 @@ def _chunk_text(text: str, start: int, end: int, refs: Sequence[tuple[int, int]]
 
 
 def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame | None = None, *,
-                cell: str | None = None, title: str = "chunkwise report") -> str:
+                cell: str | None = None, title: str = "chunkwise report", groups: pd.DataFrame | None = None) -> str:
     """A standalone HTML page: the grid table, the chunk diagnostics, and one section per question
     showing which cells found it and the chunks that ``cell`` retrieved, gold characters marked.
 
@@ -293,6 +293,10 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
     cell : str, optional
         The cell whose retrieved chunks are shown (default the cell with the highest mean
         recall).
+    groups : DataFrame, optional
+        :meth:`GridResult.group_table <chunkwise.evaluation.grid.GridResult.group_table>`: a
+        "Per question group" section (each group's best cell and every cell's mean and
+        difference to the baseline with its interval, percent).
     title : str
 
     Returns
@@ -337,6 +341,13 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
     ]
     if diagnostics is not None:
         parts += ["<h2>Chunk diagnostics</h2>", diagnostics.to_html(escape=True)]
+    if groups is not None and len(groups):
+        g = groups.copy()
+        for c in ("mean", "mean_low", "mean_high", "diff", "diff_low", "diff_high"):
+            g[c] = (100 * g[c]).round(1)
+        parts += ["<h2>Per question group</h2><p>Groups are the questions' tags; differences are against the "
+                  "baseline cell, with paired bootstrap intervals over the group's questions (percent).</p>",
+                  g.to_html(index=False, escape=True, na_rep="")]
     parts.append(f"<h2>Questions</h2><p>Retrieved chunks of <b>{html.escape(cell)}</b>; gold characters are "
                  "marked. Each question lists the cells that found any of its answer (recall &gt; 0).</p>")
     for i, q in enumerate(result.questions.itertuples()):

@@ -10,6 +10,15 @@
 - any callable ``text -> list`` of strings, of ``(start, end)`` pairs or of objects with
   ``start``/``end`` (or ``start_index``/``end_index``) attributes.
 
+**Embedded text that differs from the span.** A chunk may be embedded (and BM25-indexed) with
+text that is not its span, e.g. a heading path or an LLM-written context before the chunk,
+while span metrics still score the raw characters: return ``(start, end, index_text)``
+triples, mappings ``{"start": ..., "end": ..., "index_text": ...}``, or objects with
+``start``/``end`` (or ``start_index``/``end_index``) and an ``index_text`` string attribute
+(chunkwise ``Chunk`` objects carry it as ``metadata["index_text"]``, as the Contextual
+chunker's do). The chunk's ``text`` stays ``document[start:end]``; the retrievers read
+``index_text`` (:func:`chunkwise.chunkers.contextual.index_text`).
+
 Offsets are what span metrics score, so they must be exact: a piece given as a string is
 looked for in the text at or after the previous piece's start (pieces may overlap), exactly
 first and then ignoring differences of whitespace (a splitter that strips or collapses
@@ -126,25 +135,58 @@ def _from_items(text: str, items: Sequence[Any], who: str) -> list[Chunk]:
         return locate_pieces(text, items, who=who)
     out = []
     for i, it in enumerate(items):
-        if isinstance(it, (tuple, list)) and len(it) == 2:
-            s, e = it
+        embed: Any = None
+        if isinstance(it, (tuple, list)) and len(it) in (2, 3):
+            s, e = it[0], it[1]
+            embed = it[2] if len(it) == 3 else None
+        elif isinstance(it, dict):
+            keys = ("start_index", "end_index") if "start_index" in it else ("start", "end")
+            if not all(k in it for k in keys):
+                raise OffsetRecoveryError(f"{who}: chunk {i} is a mapping without 'start' and 'end' "
+                                          f"(it has {sorted(it)}); give both, and 'index_text' if the embedded "
+                                          "text differs from the span.")
+            s, e = it[keys[0]], it[keys[1]]
+            embed = it.get("index_text")
         elif hasattr(it, "start_index") and hasattr(it, "end_index"):
             s, e = it.start_index, it.end_index
+            embed = getattr(it, "index_text", None)
         elif hasattr(it, "start") and hasattr(it, "end"):
             s, e = it.start, it.end
+            embed = getattr(it, "index_text", None)
         else:
             raise OffsetRecoveryError(
-                f"{who} returned {type(it).__name__} items; return strings, (start, end) pairs or objects with start/end."
+                f"{who} returned {type(it).__name__} items; return strings, (start, end) pairs, "
+                "(start, end, index_text) triples or objects with start/end."
             )
+        if isinstance(s, bool) or isinstance(e, bool) or not _whole(s) or not _whole(e):
+            raise OffsetRecoveryError(f"{who}: chunk {i} has offsets ({s!r}, {e!r}); give whole character offsets.")
         s, e = int(s), int(e)
         if not 0 <= s <= e <= len(text):
             raise OffsetRecoveryError(f"{who}: chunk {i} has offsets [{s}, {e}) outside the document of {len(text)} characters.")
-        claimed = getattr(it, "text", None)
+        if embed is not None and not isinstance(embed, str):
+            raise OffsetRecoveryError(f"{who}: chunk {i}'s index_text is a {type(embed).__name__}; give the text to "
+                                      "embed as a string (or leave it out to embed the span).")
+        claimed = getattr(it, "text", None) if not isinstance(it, dict) else it.get("text")
         if isinstance(claimed, str) and claimed != text[s:e]:
+            if embed is not None:
+                raise OffsetRecoveryError(
+                    f"{who}: chunk {i}'s text is not the document's characters [{s}, {e}) (text starts "
+                    f"{claimed[:40]!r}); put what is embedded in index_text and keep text == document[start:end].")
             # offsets that do not reproduce the chunk's text (e.g. counted in bytes): place the text instead
             return locate_pieces(text, [getattr(x, "text", "") for x in items], who=who)
-        out.append(Chunk(text[s:e], s, e, {"piece": i}))
+        meta: dict[str, Any] = {"piece": i}
+        if embed is not None:
+            meta["index_text"] = embed
+        out.append(Chunk(text[s:e], s, e, meta))
     return out
+
+
+def _whole(value: Any) -> bool:
+    """Whether ``value`` is a whole number (an int, or a float / numpy number equal to one)."""
+    try:
+        return int(value) == value
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 class _Adapted:

@@ -69,6 +69,7 @@ __all__ = [
     "load_documents",
     "load_questions",
     "locate_excerpt",
+    "question_tags",
     "read_questions",
     "validate_questions",
 ]
@@ -213,6 +214,34 @@ def _parse_list(value: Any, what: str, where: str) -> list[Any]:
     raise ValueError(f"{where}: {what} must be a list or a string, got {type(value).__name__}.")
 
 
+def question_tags(value: Any, where: str = "a question") -> list[str]:
+    """A question's ``tags`` (the groups it belongs to) as a list of distinct strings.
+
+    Accepts a list of strings, a JSON list in a string (``'["billing", "refunds"]'``), a
+    comma-separated string (``"billing, refunds"``, as a CSV cell) or nothing (``None``,
+    ``""``, NaN: no tags). Order is kept, duplicates dropped, surrounding spaces stripped.
+
+    Raises
+    ------
+    ValueError
+        For a tag that is not a non-empty string, naming ``where``.
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return []
+    if isinstance(value, str) and not value.strip().startswith("["):
+        items: list[Any] = [t for t in value.split(",") if t.strip()]
+    else:
+        items = _parse_list(value, "tags", where)
+    out: list[str] = []
+    for t in items:
+        if not isinstance(t, str) or not t.strip():
+            raise ValueError(f"{where}: tags must be non-empty strings (a list, or names separated by commas), "
+                             f"got {t!r}.")
+        if t.strip() not in out:
+            out.append(t.strip())
+    return out
+
+
 def _record(raw: Mapping[str, Any], row: int, source: str) -> dict[str, Any]:
     """One question record from a CSV row / JSON object / YAML mapping."""
     where = f"{source} row {row}"
@@ -262,6 +291,7 @@ def _record(raw: Mapping[str, Any], row: int, source: str) -> dict[str, Any]:
         "document": doc,
         "references": refs,
         "reference_answer": answer.strip() if isinstance(answer, str) and answer.strip() else None,
+        "tags": question_tags(keys.get("tags"), where),
     }
 
 
@@ -724,6 +754,11 @@ def validate_questions(
 
         if not str(q.get("question") or "").strip():
             add("error", "empty_question", q.get("document"), None, "the question text is empty; write the question.")
+        try:
+            tags = question_tags(q.get("tags"), f"question {qid!r}")
+        except ValueError as exc:
+            add("error", "bad_tags", q.get("document"), None, str(exc))
+            tags = []
         named = q.get("document")
         if named is not None and str(named).strip():
             doc, candidates = _resolve_document(str(named), docs)
@@ -746,7 +781,7 @@ def validate_questions(
         if any(r.get("slot") is not None for r in refs) and len({r.get("slot") for r in refs}) < len(refs):
             row = _validate_any_of(qid, str(q.get("question")), refs, docs, search_docs, add)
             if row is not None and not bad:
-                usable.append({**row, "reference_answer": _answer_of(q)})
+                usable.append({**row, "reference_answer": _answer_of(q), "tags": tags})
             continue
 
         # Candidate documents for a question without a document: those holding every excerpt.
@@ -884,11 +919,14 @@ def validate_questions(
                 "references": located,
                 "readings": None,
                 "reference_answer": _answer_of(q),
+                "tags": tags,
             }
         )
     columns = ["question_id", "question", "corpus_id", "references", "readings"]
     if any(u.get("reference_answer") is not None for u in usable):  # the answer stage's reference
         columns.append("reference_answer")
+    if any(u.get("tags") for u in usable):  # question groups: per-group tables (GridResult.group_table)
+        columns.append("tags")
     frame = pd.DataFrame(usable, columns=columns)
     return ValidationReport(issues, frame, len(questions), n_refs)
 

@@ -46,7 +46,10 @@ import pandas as pd
 from chunkwise.evaluation.anyof import best_reading
 from chunkwise.evaluation.spans import score_questions
 
-__all__ = ["METRICS", "METRIC_TABLE", "PUBLIC_METRICS", "CellInputs", "Metric", "aggregate_cell", "metric", "score_cell"]
+__all__ = [
+    "METRICS", "METRIC_TABLE", "PUBLIC_METRICS", "CellInputs", "Metric", "aggregate_cell", "metric", "score_cell",
+    "span_scores_per_question",
+]
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,34 @@ class CellInputs:
     n_relevant: np.ndarray | None = None
 
 
+def span_scores_per_question(
+    questions: pd.DataFrame,
+    retrieved: Sequence[Sequence[tuple[str, int, int]]],
+    mode: str = "chroma",
+    readings: tuple[pd.DataFrame, Sequence[int]] | None = None,
+) -> pd.DataFrame:
+    """Recall, precision and IoU of each question's retrieved spans; an any-of question keeps
+    its best reading (:func:`~chunkwise.evaluation.anyof.best_reading`).
+
+    Parameters
+    ----------
+    questions, retrieved, mode, readings
+        As the fields of :class:`CellInputs`.
+
+    Returns
+    -------
+    DataFrame
+        One row per question in order, with the columns of
+        :func:`~chunkwise.evaluation.spans.score_questions` (``recall``, ``precision``,
+        ``iou``, fractions).
+    """
+    if readings is None:
+        return score_questions(questions, retrieved, None, mode=mode)
+    qx, owner = readings
+    sc_x = score_questions(qx, [retrieved[o] for o in owner], None, mode=mode)
+    return sc_x.iloc[best_reading(sc_x, np.asarray(owner), len(questions))].reset_index(drop=True)
+
+
 class _Spans:
     """Span scores of a cell, computed once and shared by the span metrics."""
 
@@ -102,12 +133,7 @@ class _Spans:
     def column(self, name: str) -> np.ndarray:
         if self._frame is None:
             i = self.inputs
-            if i.readings is None:
-                self._frame = score_questions(i.questions, i.retrieved, None, mode=i.mode)
-            else:
-                qx, owner = i.readings
-                sc_x = score_questions(qx, [i.retrieved[o] for o in owner], None, mode=i.mode)
-                self._frame = sc_x.iloc[best_reading(sc_x, owner, len(i.questions))].reset_index(drop=True)
+            self._frame = span_scores_per_question(i.questions, i.retrieved, i.mode, i.readings)
         return self._frame[name].to_numpy(dtype=float)
 
 

@@ -328,6 +328,14 @@ class GridConfig:
         return len(self.chunkers) * per_k * len(self.top_k)
 
     @property
+    def search_depth(self) -> int:
+        """How many chunks each ranking holds (fewer when a retriever returns fewer): the
+        largest k, or ``hybrid_depth`` when it is larger and a fused retriever runs."""
+        order, _ = _retriever_order(self.retrievers)
+        max_k = max(self.top_k)
+        return max(self.hybrid_depth, max_k) if any(retriever_kind(r).uses for r in order) else max_k
+
+    @property
     def cell_names(self) -> list[str]:
         """The names of the grid's cells in the order :func:`run_grid` writes them (chunker, then
         embedder, then retriever, then k), known before anything runs."""
@@ -632,6 +640,85 @@ class GridResult:
             **kwargs,
         )
 
+    @property
+    def groups(self) -> dict[str, list[str]]:
+        """Question groups from the questions' ``tags``: tag -> question ids (in question order);
+        empty when no question has a tag. A question with several tags is in each group."""
+        if "tags" not in self.questions.columns:
+            return {}
+        out: dict[str, list[str]] = {}
+        for qid, tags in zip(self.questions["question_id"].astype(str), self.questions["tags"]):
+            for t in tags if isinstance(tags, (list, tuple)) else []:
+                out.setdefault(str(t), []).append(qid)
+        return out
+
+    def group_table(
+        self,
+        metric: str = "recall",
+        baseline: str | None = None,
+        n_resamples: int = 10_000,
+        seed: int = 0,
+        confidence: float = 0.95,
+    ) -> pd.DataFrame:
+        """Each cell's ``metric`` within each question group, with paired intervals against the baseline.
+
+        A group is a tag of the questions file (:attr:`groups`); ``"all"`` (every question)
+        comes first. Within a group the bootstrap resamples only its questions
+        (:func:`~chunkwise.evaluation.stats.paired_bootstrap`, same seed for every group), so a
+        group's interval is as wide as its question count makes it: a difference between cells
+        is a finding in that group only when its interval excludes 0.
+
+        Parameters
+        ----------
+        metric : str, default "recall"
+            A per-question metric (:data:`METRICS`).
+        baseline : str, optional
+            The cell differences are taken against; default the first cell.
+        n_resamples, seed, confidence
+            Of the bootstrap.
+
+        Returns
+        -------
+        DataFrame
+            One row per (group, cell): ``group``, ``n_questions``, ``cell``, ``mean``,
+            ``mean_low``, ``mean_high``, ``diff``, ``diff_low``, ``diff_high`` (against
+            ``baseline``; fractions), ``p_best`` and ``best`` (the group's best cell by mean).
+            A group of one question has its mean and NaN intervals.
+
+        Raises
+        ------
+        ValueError
+            If no question has a tag, or for an unknown metric or baseline.
+        """
+        groups = self.groups
+        if not groups:
+            raise ValueError("no question has tags: add a tags field to the questions file (e.g. "
+                             '"tags": ["billing"]) to get per-group tables.')
+        if baseline is not None and baseline not in self.cells:
+            raise ValueError(f"baseline {baseline!r} is not a cell of the grid.")
+        wide = self.scores(metric)
+        wide.index = wide.index.astype(str)
+        rows = []
+        for group, ids in {"all": list(wide.index), **groups}.items():
+            part = wide.loc[ids]
+            means = part.mean(axis=0)
+            best = str(means.idxmax())
+            if len(ids) >= 2:
+                boot = paired_bootstrap(part, baseline, metric=metric, n_resamples=n_resamples, seed=seed,
+                                        confidence=confidence)
+                t = boot.table
+            else:
+                t = pd.DataFrame(index=part.columns, columns=["mean_low", "mean_high", "diff", "diff_low", "diff_high",
+                                                              "p_best"], dtype=float)
+                base = baseline or part.columns[0]
+                t["diff"] = part.iloc[0] - part.iloc[0][base]
+            for cell in part.columns:
+                rows.append({"group": group, "n_questions": len(ids), "cell": cell, "mean": float(means[cell]),
+                             **{c: float(t.loc[cell, c]) for c in ("mean_low", "mean_high", "diff", "diff_low",
+                                                                    "diff_high", "p_best")},
+                             "best": cell == best})
+        return pd.DataFrame(rows)
+
     def with_scores(
         self, per_question: pd.DataFrame, chunks: dict[str, dict[str, list[tuple[int, int]]]] | None = None, **config: Any
     ) -> GridResult:
@@ -716,7 +803,8 @@ class GridResult:
         }
 
     def save(self, out_dir: str | Path, boot: BootstrapResult | None = None, docs: Mapping[str, str] | None = None,
-             document: str | None = None, max_chars: int = 40_000) -> dict[str, Path]:
+             document: str | None = None, max_chars: int = 40_000,
+             groups: pd.DataFrame | None = None) -> dict[str, Path]:
         """Write the report folder.
 
         Files: ``table.csv`` (one row per cell), ``per_question.csv``, ``report.json``,
@@ -727,7 +815,8 @@ class GridResult:
         :func:`chunkwise.figures.report_html`) and ``boundaries.html``: one document
         (``document``, default the one with the most questions) with every chunker's boundaries
         and the gold excerpts; a document longer than ``max_chars`` characters is drawn from a
-        quarter window before its first excerpt, ``max_chars`` characters long.
+        quarter window before its first excerpt, ``max_chars`` characters long. With ``groups``
+        (:meth:`group_table`), ``groups.csv`` and a per-group section of ``report.html``.
 
         Returns
         -------
@@ -743,6 +832,9 @@ class GridResult:
         self.table.to_csv(paths["table"], index=False)
         paths["per_question"] = out / "per_question.csv"
         self.per_question_table().to_csv(paths["per_question"], index=False)
+        if groups is not None:
+            paths["groups"] = out / "groups.csv"
+            groups.to_csv(paths["groups"], index=False)
         paths["report"] = out / "report.json"
         paths["report"].write_text(json.dumps(self.to_dict(boot), indent=2, ensure_ascii=False), encoding="utf-8")
         metric = boot.metric if boot is not None else "recall"
@@ -778,7 +870,7 @@ class GridResult:
             diag = self.diagnostics(docs)
             diag.to_csv(paths["diagnostics"])
             paths["html"] = out / "report.html"
-            paths["html"].write_text(figures.report_html(self, docs, diag), encoding="utf-8")
+            paths["html"].write_text(figures.report_html(self, docs, diag, groups=groups), encoding="utf-8")
         return paths
 
     def diagnostics(self, docs: Mapping[str, str], floor_tokens: int = 32) -> pd.DataFrame:
@@ -1116,7 +1208,7 @@ def run_grid(
     readings = (qx, owner) if qx is not None else None
     targets_q = relevant_targets(q)
     max_k = max(config.top_k)
-    depth = max(config.hybrid_depth, max_k) if any(retriever_kind(r).uses for r in order) else max_k
+    depth = config.search_depth
     qv: dict[str, np.ndarray | None] = {e.label: None for e in axis}
     embed_q_seconds: dict[str, float] = {e.label: 0.0 for e in axis}
     if needs_dense:
@@ -1372,3 +1464,35 @@ def format_table(table: pd.DataFrame, boot: BootstrapResult | None = None, metri
     order = t[metric].to_numpy().argsort(kind="stable")[::-1] if metric in t.columns else np.arange(len(t))
     return view.iloc[order].to_string(index=False)
 
+
+
+def format_groups(groups: pd.DataFrame) -> str:
+    """One line per question group of :meth:`GridResult.group_table`: its question count, its
+    best cell's mean (percent, with the cell's own interval) and that cell's difference to the
+    baseline with the paired interval, said to be beyond the noise only when the interval
+    excludes 0.
+
+    Parameters
+    ----------
+    groups : DataFrame
+        From :meth:`GridResult.group_table`.
+    """
+
+    def pct(x: float) -> str:
+        return "n/a" if pd.isna(x) else f"{100 * x:.1f}"
+
+    lines = []
+    for group, part in groups.groupby("group", sort=False):
+        best = part[part["best"]].iloc[0]
+        n = int(best["n_questions"])
+        line = f"{group} ({n} question{'s' if n != 1 else ''}): best {best['cell']} {pct(best['mean'])}%"
+        if pd.isna(best["diff_low"]):
+            lines.append(line + " (one question: no interval)")
+        elif best["diff"] == 0 and best["diff_low"] == 0 and best["diff_high"] == 0:
+            lines.append(line + f" [{pct(best['mean_low'])}, {pct(best['mean_high'])}], the baseline itself")
+        else:
+            noise = "beyond the noise" if best["diff_low"] > 0 else "within the noise"
+            lines.append(line + f" [{pct(best['mean_low'])}, {pct(best['mean_high'])}]; vs the baseline "
+                         f"{'+' if best['diff'] >= 0 else ''}{pct(best['diff'])} [{pct(best['diff_low'])}, "
+                         f"{pct(best['diff_high'])}] ({noise})")
+    return "\n".join(lines)
