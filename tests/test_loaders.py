@@ -139,3 +139,64 @@ def test_one_named_file_of_unknown_type_is_read_as_text(tmp_path):
     p.write_text("plain words")
     assert read_document(p, unknown_as_text=True) == "plain words"
     assert load_documents(p) == {"notes.log": "plain words"}
+
+
+def test_pdf_page_map_and_page_labels_in_the_report(tmp_path):
+    """issue 44 view: every PDF excerpt and retrieved chunk carries its page in report.html."""
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    from chunkwise.datasets.loaders import PagedText, page_label
+    from chunkwise.evaluation.grid import GridConfig, run_grid
+
+    w = PdfWriter()
+    for lines in (["Soil needs lime."], ["Water at dawn."], ["Kale wants space."]):
+        w.add_page(PdfReader(io.BytesIO(text_pdf(lines))).pages[0])
+    with open(tmp_path / "guide.pdf", "wb") as f:
+        w.write(f)
+    (tmp_path / "note.txt").write_text("Beans climb.")
+    docs = load_documents(tmp_path)
+    # "Soil needs lime." (16) + blank line -> page 2 at 18, "Water at dawn." (14) + 2 -> page 3 at 34
+    assert docs["guide.pdf"] == "Soil needs lime.\n\nWater at dawn.\n\nKale wants space."
+    assert docs.page_starts == {"guide.pdf": [0, 18, 34]} and type(docs["guide.pdf"]) is str
+    assert page_label([0, 18, 34], 18, 32) == "p. 2" and page_label([0, 18, 34], 10, 20) == "pp. 1-2"
+    assert page_label([0, 18, 34], 34, 51) == "p. 3"
+    # universal newlines shift later pages back by one per "\r\n" before them
+    assert PagedText("a\nb", [0, 2]).page_starts == [0, 2]
+    report = validate_questions(docs, [{"question_id": "q1", "question": "What does kale want?",
+                                        "references": [{"content": "Kale wants space."}]},
+                                       {"question_id": "q2", "question": "When to water?",
+                                        "references": [{"content": "Water at dawn."}]}])
+    cfg = GridConfig(chunkers=["Sentence:8"], retrievers=["bm25"], top_k=[1])
+    res = run_grid(docs, report.questions, cfg, cache_dir=tmp_path / "c", show_progress=False)
+    paths = res.save(tmp_path / "r", None, docs)
+    page = paths["html"].read_text(encoding="utf-8")
+    assert "document guide.pdf (p. 3)" in page and "document guide.pdf (p. 2)" in page
+    assert "#1 guide.pdf p. 3 [34, 51)" in page
+
+
+def test_pdf_text_with_crlf_keeps_page_starts_on_the_normalised_text(tmp_path, monkeypatch):
+    from chunkwise.datasets import loaders
+
+    class FakePage:
+        def __init__(self, text):
+            self.text = text
+
+        def extract_text(self):
+            return self.text
+
+    class FakeReader:
+        is_encrypted = False
+
+        def __init__(self, path):
+            self.pages = [FakePage("a\r\nb"), FakePage("c\r\n\r\nd"), FakePage("e")]
+
+    import pypdf
+
+    monkeypatch.setattr(pypdf, "PdfReader", FakeReader)
+    (tmp_path / "x.pdf").write_bytes(b"%PDF-1.4")
+    text = loaders.read_document(tmp_path / "x.pdf")
+    assert str(text) == "a\nb\n\nc\n\nd\n\ne"
+    assert text.page_starts == [0, 5, 11]
+    assert [str(text)[s] for s in text.page_starts] == ["a", "c", "e"]

@@ -288,6 +288,9 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
     result : GridResult
         From :func:`chunkwise.evaluation.grid.run_grid` (its ``rankings`` and ``chunk_objects``).
     docs : mapping name -> text
+        A :class:`~chunkwise.datasets.loaders.Documents` from ``load_documents`` also gives each
+        PDF's page map: every excerpt and retrieved chunk of a PDF is then labelled with its
+        page ("p. 3", "pp. 3-4").
     diagnostics : DataFrame, optional
         :meth:`GridResult.diagnostics`; omitted when None.
     cell : str, optional
@@ -348,6 +351,9 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
         parts += ["<h2>Per question group</h2><p>Groups are the questions' tags; differences are against the "
                   "baseline cell, with paired bootstrap intervals over the group's questions (percent).</p>",
                   g.to_html(index=False, escape=True, na_rep="")]
+    from chunkwise.datasets.loaders import page_label
+
+    pages: Mapping[str, list[int]] = getattr(docs, "page_starts", {}) or {}
     parts.append(f"<h2>Questions</h2><p>Retrieved chunks of <b>{html.escape(cell)}</b>; gold characters are "
                  "marked. Each question lists the cells that found any of its answer (recall &gt; 0).</p>")
     for i, q in enumerate(result.questions.itertuples()):
@@ -359,12 +365,15 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
         status = "hit" if r_here > 0 else "miss"
         parts.append(f"<details><summary><span class='{status}'>recall {100 * r_here:.0f}%</span> "
                      f"{html.escape(qid)}: {html.escape(str(q.question))}</summary>")
-        parts.append(f"<p>document {html.escape(str(q.corpus_id))}; found by {len(found)} of {len(recall.columns)} "
+        starts = pages.get(str(q.corpus_id))
+        where = f" ({', '.join(page_label(starts, a, b) for a, b in refs)})" if starts and refs else ""
+        parts.append(f"<p>document {html.escape(str(q.corpus_id))}{where}; found by {len(found)} of {len(recall.columns)} "
                      f"cells{': ' + html.escape(', '.join(found[:12])) + (' ...' if len(found) > 12 else '') if found else ''}</p>")
         for rank, j in enumerate(ranked_all[i][:k], 1):
             c, d = chunks[j], doc_of[j]
             mine = refs if d == str(q.corpus_id) else []
-            parts.append(f"<div class='chunk'><small>#{rank} {html.escape(d)} [{c.start}, {c.end})</small>\n"
+            page = f" {page_label(pages[d], c.start, c.end)}" if d in pages else ""
+            parts.append(f"<div class='chunk'><small>#{rank} {html.escape(d)}{page} [{c.start}, {c.end})</small>\n"
                          f"{_chunk_text(docs[d], c.start, c.end, mine)}</div>")
         parts.append("</details>")
     parts.append("</body></html>")

@@ -46,6 +46,7 @@ a content stream past pypdf's decompression limit, a table python-docx cannot wa
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import io
 import os
@@ -54,8 +55,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LOADERS", "Documents", "SkippedFile", "UnreadableDocument", "is_chunkwise_page", "printable_name",
-           "read_document"]
+__all__ = ["LOADERS", "Documents", "PagedText", "SkippedFile", "UnreadableDocument", "is_chunkwise_page", "page_label",
+           "page_of", "printable_name", "read_document"]
 
 
 class UnreadableDocument(ValueError):
@@ -80,15 +81,42 @@ class SkippedFile:
 
 class Documents(dict):
     """Document name -> extracted text (a ``dict``), with ``skipped``: the files not loaded
-    (list of :class:`SkippedFile`), ``kinds``: name -> loader suffix, and ``renamed``: printable
+    (list of :class:`SkippedFile`), ``kinds``: name -> loader suffix, ``renamed``: printable
     name -> ``repr`` of the file name on disk, for files whose name is not valid UTF-8
-    (:func:`printable_name`)."""
+    (:func:`printable_name`), and ``page_starts``: PDF name -> the character offset where each
+    of its pages begins (:func:`page_label` turns a span into ``"p. 3"``)."""
 
     def __init__(self, *args: object, **kw: object) -> None:
         super().__init__(*args, **kw)
         self.skipped: list[SkippedFile] = []
         self.kinds: dict[str, str] = {}
         self.renamed: dict[str, str] = {}
+        self.page_starts: dict[str, list[int]] = {}
+
+
+class PagedText(str):
+    """The text of a PDF with ``page_starts``: the character offset where each page begins
+    (first 0, one per page, pages joined by a blank line). :func:`load_documents` keeps the
+    map in :attr:`Documents.page_starts` and the text as a plain ``str``."""
+
+    page_starts: list[int]
+
+    def __new__(cls, text: str, page_starts: list[int]) -> PagedText:
+        obj = super().__new__(cls, text)
+        obj.page_starts = list(page_starts)
+        return obj
+
+
+def page_of(page_starts: list[int], offset: int) -> int:
+    """The 1-based page holding character ``offset`` of a PDF's text (:class:`PagedText`)."""
+    return max(1, bisect.bisect_right(page_starts, offset))
+
+
+def page_label(page_starts: list[int], start: int, end: int) -> str:
+    """``"p. 3"`` for a span on one page, ``"pp. 3-4"`` for one that crosses pages
+    (``[start, end)``, character offsets)."""
+    a, b = page_of(page_starts, start), page_of(page_starts, max(start, end - 1))
+    return f"p. {a}" if a == b else f"pp. {a}-{b}"
 
 
 def printable_name(name: str) -> str:
@@ -179,13 +207,20 @@ def _read_pdf(path: Path, name: str, encoding: str) -> str:
         # pypdf raises PdfReadError, LimitReachedError (a stream past its decompression limit),
         # and on damaged files KeyError, TypeError, RecursionError, zlib.error ...
         raise UnreadableDocument(name, f"is not a readable PDF ({_why(exc)}).") from exc
-    text = "\n\n".join(p.strip("\n") for p in pages)
+    pieces = [p.strip("\n") for p in pages]
+    text = "\n\n".join(pieces)
     if not text.strip():
         raise UnreadableDocument(
             name,
             f"has no text layer ({len(pages)} page(s), no extractable text: a scanned PDF?); run OCR first, e.g. ocrmypdf.",
         )
-    return _universal(text)
+    # where each page starts in the text: raw offsets, less one per "\r\n" before them (universal newlines)
+    raw_starts, at = [], 0
+    for piece in pieces:
+        raw_starts.append(at)
+        at += len(piece) + 2
+    crlf = [m.start() for m in re.finditer("\r\n", text)]
+    return PagedText(_universal(text), [s - bisect.bisect_left(crlf, s - 1) for s in raw_starts])
 
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"

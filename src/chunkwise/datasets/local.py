@@ -85,6 +85,14 @@ PathLike = str | os.PathLike[str]
 # --------------------------------------------------------------------------------------
 
 
+def _keep(out: Documents, name: str, text: str) -> None:
+    """Store a document's text as a plain ``str``, and a PDF's page map in ``out.page_starts``."""
+    starts = getattr(text, "page_starts", None)
+    if starts is not None:
+        out.page_starts[name] = list(starts)
+    out[name] = str(text)
+
+
 def load_documents(
     path: PathLike,
     *,
@@ -139,7 +147,7 @@ def load_documents(
     out = Documents()
     if root.is_file():
         name = printable_name(root.name)
-        out[name] = read_document(root, name, encoding, unknown_as_text=True)
+        _keep(out, name, read_document(root, name, encoding, unknown_as_text=True))
         out.kinds[name] = root.suffix.lower()
         if name != root.name:
             out.renamed[name] = repr(root.name)
@@ -175,7 +183,7 @@ def load_documents(
                                                  "file; rename it to valid UTF-8."))
             continue
         try:
-            out[name] = read_document(p, name, encoding)
+            _keep(out, name, read_document(p, name, encoding))
             out.kinds[name] = p.suffix.lower()
             if name != rel.as_posix():
                 out.renamed[name] = repr(rel.as_posix())
