@@ -169,3 +169,32 @@ def test_embedded_text_may_differ_from_the_scored_span(tmp_path, monkeypatch):
     # = 0.71 -> b, recall 8/8; Q1 "three four" -> a, recall 10/10. Without the prefix Q2 would get a (recall 0).
     assert res.table.iloc[0]["recall"] == pytest.approx(1.0)
     assert res.per_question.set_index("question_id").loc["Q2", "recall"] == pytest.approx(1.0)
+
+
+def test_a_failing_plugin_is_one_line_naming_it_and_the_document(tmp_path, monkeypatch):
+    """issue 44, poor messages: a plugin that raises, returns no list or fails to build."""
+    (tmp_path / "tmp_bad.py").write_text(
+        "class Raises:\n"
+        "    def split(self, text):\n"
+        "        raise RuntimeError('internal failure')\n"
+        "class ReturnsNone:\n"
+        "    def split(self, text):\n"
+        "        return None\n"
+        "class CtorFails:\n"
+        "    def __init__(self):\n"
+        "        raise ImportError('needs spacy')\n"
+        "def reversed_pair(text):\n"
+        "    return [(5, 2)]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cases = {
+        "tmp_bad:Raises": r"document 'a.txt': tmp_bad:Raises raised RuntimeError: internal failure; the error is the "
+                          r"splitter's own",
+        "tmp_bad:ReturnsNone": r"document 'a.txt': tmp_bad:ReturnsNone returned NoneType, not a list of chunks",
+        "tmp_bad:CtorFails": r"chunker 'tmp_bad:CtorFails': its constructor raised ImportError: needs spacy",
+        "tmp_bad:reversed_pair": r"document 'a.txt': tmp_bad:reversed_pair: chunk 0 has reversed offsets \[5, 2\)",
+    }
+    for spec, message in cases.items():
+        cfg = GridConfig.from_dict({"chunkers": [spec], "retrievers": ["bm25"], "top_k": [1]})
+        with pytest.raises(ValueError, match=message):
+            run_grid(DOCS, questions(), cfg, cache_dir=tmp_path / "c", show_progress=False)

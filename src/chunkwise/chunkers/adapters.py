@@ -35,11 +35,15 @@ from typing import Any
 from chunkwise.chunk import Chunk
 from chunkwise.text import whitespace_pattern
 
-__all__ = ["OffsetRecoveryError", "adapt_chunker", "locate_pieces"]
+__all__ = ["ChunkerPluginError", "OffsetRecoveryError", "adapt_chunker", "locate_pieces"]
 
 
 class OffsetRecoveryError(ValueError):
     """A chunk of a foreign splitter whose text is not a slice of the document."""
+
+
+class ChunkerPluginError(ValueError):
+    """A foreign splitter that raised, or returned something that is not a list of chunks."""
 
 
 def locate_pieces(text: str, pieces: Sequence[str], *, who: str = "the splitter") -> list[Chunk]:
@@ -161,6 +165,8 @@ def _from_items(text: str, items: Sequence[Any], who: str) -> list[Chunk]:
         if isinstance(s, bool) or isinstance(e, bool) or not _whole(s) or not _whole(e):
             raise OffsetRecoveryError(f"{who}: chunk {i} has offsets ({s!r}, {e!r}); give whole character offsets.")
         s, e = int(s), int(e)
+        if s > e:
+            raise OffsetRecoveryError(f"{who}: chunk {i} has reversed offsets [{s}, {e}); give start <= end.")
         if not 0 <= s <= e <= len(text):
             raise OffsetRecoveryError(f"{who}: chunk {i} has offsets [{s}, {e}) outside the document of {len(text)} characters.")
         if embed is not None and not isinstance(embed, str):
@@ -198,7 +204,21 @@ class _Adapted:
         self.wrapped = wrapped
 
     def split(self, text: str) -> list[Chunk]:
-        return _from_items(text, list(self._call(text)), self.who)
+        try:
+            items = self._call(text)
+        except OffsetRecoveryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's splitter can fail in any way; name it, one line
+            raise ChunkerPluginError(
+                f"{self.who} raised {type(exc).__name__}: {exc}; the error is the splitter's own (its code or its "
+                "arguments), not chunkwise's: fix it and rerun."
+            ) from exc
+        if items is None or isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+            raise ChunkerPluginError(
+                f"{self.who} returned {'one string' if isinstance(items, str) else type(items).__name__}, not a list "
+                "of chunks; return a list of strings, (start, end) pairs, (start, end, index_text) triples or chunk "
+                "objects.")
+        return _from_items(text, list(items), self.who)
 
     def __repr__(self) -> str:
         return f"adapt_chunker({self.wrapped!r})"

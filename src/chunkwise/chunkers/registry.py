@@ -235,6 +235,11 @@ def _plugin_kind(name: str, obj: Any) -> ChunkerKind:
             raise ValueError(
                 f"chunker {name!r}: building it with kwargs {kwargs} failed ({exc}); check the kwargs table of the grid file."
             ) from exc
+        except Exception as exc:  # noqa: BLE001 - the user's constructor can fail in any way; name it, one line
+            raise ValueError(
+                f"chunker {name!r}: its constructor raised {type(exc).__name__}: {exc}; the error is the chunker's "
+                "own (a missing package, a model it loads, its arguments): fix that and rerun."
+            ) from exc
         return adapt_chunker(made, name=name)
 
     doc = (inspect.getdoc(obj) or "").strip().splitlines()

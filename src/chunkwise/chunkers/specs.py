@@ -391,7 +391,15 @@ def chunk_corpus(
     spec = spec.boundary_spec
     kind = spec.kind
     if not kind.span_cache:
-        return kind.make(spec, embedder, llm).split(text)
+        chunker = kind.make(spec, embedder, llm)
+        if not kind.plugin:
+            return chunker.split(text)
+        from chunkwise.chunkers.adapters import ChunkerPluginError, OffsetRecoveryError
+
+        try:
+            return chunker.split(text)
+        except (ChunkerPluginError, OffsetRecoveryError) as exc:  # say which document
+            raise type(exc)(f"document {name!r}: {exc}") from exc
     ident = ""
     if kind.needs == "embedder":
         ident = getattr(embedder, "name", type(embedder).__name__)
