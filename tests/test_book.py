@@ -136,6 +136,12 @@ def test_cli_parameters_round_trip_exactly(tmp_path, monkeypatch, capsys):
         "cfg": JSON_TEXT, "path": WINDOWS_PATH, "s": "x=y=z", "text": "",
         "n": 7, "ratio": 0.001, "flag": True, "sizes": [3, 4],
     }
+    # the run record the findings page reads: what was injected and where it came from
+    from chunkwise.findings import load_run_records
+
+    record = load_run_records(root / "book" / "generated" / "results")["tiny"]
+    assert record["parameters"]["n"] == 7 and record["parameters"]["sizes"] == [3, 4]
+    assert set(record["origin"].values()) == {"command line"}
 
 
 def test_cli_rejects_undeclared_parameter(tmp_path, monkeypatch, capsys):
@@ -811,6 +817,12 @@ def test_profile_values_are_injected_and_p_wins(tmp_path, monkeypatch, capsys):
     assert "- `s = 'p=q'` (profile test)" in note.source and "- `ratio = 2` (profile test)" in note.source
     assert len({c.get("id") for c in nb.cells}) == len(nb.cells)
     nbformat.validate(nb)
+    from chunkwise.findings import build_line, load_run_records
+
+    records = load_run_records(root / "book" / "generated" / "results")
+    assert records["tiny"]["origin"] == {"n": "command line", "s": "profile test", "ratio": "profile test"}
+    assert build_line(["tiny"], records).startswith("**This build used the **test** parameter profile** "
+                                                    "(tiny: n, ratio, s)")
 
 
 def test_without_a_profile_the_page_gets_no_note(tmp_path, monkeypatch, capsys):

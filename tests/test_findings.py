@@ -262,9 +262,10 @@ def test_findings_page_from_synthetic_results(tmp_path):
     assert page.index("### The semantic-chunking guide") < page.index("### Chroma's technical report") < page.index(
         "### The PG-RAG paper")
     # The overview counts verdicts per table.
-    # columns: reproduced, not reproduced, inconclusive, not comparable here, not testable here, not run
-    assert "| guide: G | 2 | 0 | 1 | 0 | 0 | 0 | 1 |" in page
-    assert "| PG-RAG paper: T | 1 | 1 | 0 | 0 | 0 | 0 | 0 |" in page
+    # columns: reproduced, not reproduced, inconclusive, not comparable here, not comparable here (profile),
+    # not testable here, not run
+    assert "| guide: G | 2 | 0 | 1 | 0 | 0 | 0 | 0 | 1 |" in page
+    assert "| PG-RAG paper: T | 1 | 1 | 0 | 0 | 0 | 0 | 0 | 0 |" in page
     # A results file that lacks a key the registry needs fails the page (and the build).
     fd.write_results("ch3", {"bleu": 54.0}, out_dir=book / "generated" / "results")
     with pytest.raises(fd.FindingsError, match="ch3: q"):
@@ -436,3 +437,42 @@ def test_the_real_headline_registry_names_only_registered_claims():
     assert {h.chapter for h in heads} >= {
         "01_handbook_boundaries", "02_chroma_recall", "03_crud_pgrag", "04_your_own_data", "05_strategies",
         "06_stitched_vs_real", "07_what_matters"}
+
+
+def test_a_profile_run_is_named_and_its_differences_are_not_comparable(tmp_path):
+    """issue 43: the build's first line names its profile; a claim whose chapter ran under it is
+    'not comparable here (profile)', never 'not reproduced'."""
+    import json
+
+    book = _book(tmp_path)
+    reg = tmp_path / "claims.csv"
+    with reg.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fd.CLAIM_COLUMNS)
+        w.writeheader()
+        w.writerow(dict(zip(fd.CLAIM_COLUMNS, ["a", "Chroma report", "t1", "G", "recall", "85.4", "%", "number",
+                                               "2", "ch2", "r", "", "we get {r}", ""])))
+        w.writerow(dict(zip(fd.CLAIM_COLUMNS, ["b", "guide", "p", "G", "shifts", "2", "", "number", "0", "ch1",
+                                               "n", "", "", ""])))
+    results = book / "generated" / "results"
+    fd.write_results("ch1", {"n": 2}, out_dir=results)
+    fd.write_results("ch2", {"r": 70.0}, out_dir=results)
+    # no run records: nothing is known about the parameters
+    fd.write_findings_page(book, claims_path=reg)
+    assert "Chapters run outside `chunkwise run-notebooks`" in (book / fd.BUILD_LINE_PAGE).read_text()
+    (results / "runs").mkdir()
+    (results / "runs" / "ch1.json").write_text(json.dumps({"chapter": "ch1", "parameters": {}, "origin": {}}))
+    (results / "runs" / "ch2.json").write_text(json.dumps({
+        "chapter": "ch2", "parameters": {"corpora": ["a", "b"], "n_resamples": 2000},
+        "origin": {"corpora": "profile ci", "n_resamples": "profile ci"}}))
+    page = fd.write_findings_page(book, claims_path=reg).read_text(encoding="utf-8")
+    line = (book / fd.BUILD_LINE_PAGE).read_text(encoding="utf-8")
+    assert line.startswith("**This build used the **ci** parameter profile** (ch2: corpora, n_resamples)")
+    assert "**not comparable here (profile)**: ch2 ran with the ci profile (corpora, n_resamples), not its " \
+           "defaults; measured: we get 70.0" in page
+    assert "**not reproduced**: we get" not in page and "| shifts | p | 2 | 2 | +0 | ±0 | **reproduced** |" in page
+    # at the defaults every claim is judged as before, and the line says it is the published experiment
+    (results / "runs" / "ch2.json").write_text(json.dumps({"chapter": "ch2", "parameters": {}, "origin": {}}))
+    page = fd.write_findings_page(book, claims_path=reg).read_text(encoding="utf-8")
+    assert (book / fd.BUILD_LINE_PAGE).read_text() == (
+        "**This build ran every chapter at the defaults: the published experiment.**\n")
+    assert "**not reproduced**: we get 70.0" in page

@@ -961,7 +961,9 @@ def execute_notebook(
         The executed notebook. The kernel's working directory is the notebook's own folder,
         so paths such as ``../data/handbook/handbook.txt`` resolve as they do in Jupyter. The
         kernel's ``CHUNKWISE_RESULTS_DIR`` is ``<out_dir>/results``, where the chapter's
-        :func:`chunkwise.findings.write_results` call writes its results file.
+        :func:`chunkwise.findings.write_results` call writes its results file; after a
+        successful run ``<out_dir>/results/runs/<stem>.json`` records the injected parameters
+        and their origin (empty at the defaults) for the findings page.
 
     Notes
     -----
@@ -1067,6 +1069,7 @@ def execute_notebook(
         if origin is not None and parameters:
             _add_profile_note(running, _profile_note(parameters, origin, about))
         running.replace(output)
+        _write_run_record(out_dir / "results", source.stem, parameters, origin)
     finally:
         # Ctrl-C (KeyboardInterrupt), SystemExit, ...: never leave the hidden partial copy behind.
         running.unlink(missing_ok=True)
@@ -1075,6 +1078,25 @@ def execute_notebook(
     failed.unlink(missing_ok=True)
     failed_log.unlink(missing_ok=True)
     return output
+
+
+def _write_run_record(results: Path, stem: str, parameters: Mapping[str, Any], origin: Mapping[str, str] | None) -> None:
+    """``<results>/runs/<stem>.json``: the parameters a chapter ran with and where each came from
+    (a profile, the command line), read by :func:`chunkwise.findings.load_run_records` so the
+    findings page can say which build it reports."""
+    import json
+
+    folder = results / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    origin = dict(origin or {})
+    record = {
+        "chapter": stem,
+        "parameters": {k: v for k, v in parameters.items()},
+        "origin": {k: origin.get(k, "command line") for k in parameters},
+    }
+    tmp = folder / f".{stem}.{os.getpid()}.json"
+    tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    tmp.replace(folder / f"{stem}.json")
 
 
 def _keep_failed(running: Path, failed: Path) -> None:

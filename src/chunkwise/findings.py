@@ -73,6 +73,8 @@ __all__ = [
     "required_keys",
     "results_dir",
     "verdict",
+    "build_line",
+    "load_run_records",
     "write_findings_page",
     "write_results",
 ]
@@ -83,6 +85,10 @@ RESULTS_ENV = "CHUNKWISE_RESULTS_DIR"
 FINDINGS_PAGE = Path("generated") / "findings.md"
 #: The headline questions alone (the intro includes it), relative to the book folder.
 HEADLINE_PAGE = Path("generated") / "headlines.md"
+#: The one-line description of the build, included at the top of the intro and findings pages.
+BUILD_LINE_PAGE = Path("generated") / "build.md"
+#: Subfolder of the results folder with one run record per chapter (``chunkwise.book``).
+RUNS_DIR = "runs"
 #: Claim kinds of the registry.
 KINDS = ("number", "exact", "untestable")
 #: Columns of ``data/findings/claims.csv``, in order.
@@ -94,7 +100,8 @@ CLAIM_COLUMNS = (
 OPTIONAL_COLUMNS = ("not_comparable",)
 #: Verdict classes, in the order the page counts them.
 VERDICTS = (
-    "reproduced", "not reproduced", "inconclusive", "not comparable here", "not testable here", "not run in this build",
+    "reproduced", "not reproduced", "inconclusive", "not comparable here", "not comparable here (profile)",
+    "not testable here", "not run in this build",
 )
 #: What each verdict class means (the page's counts line and legend).
 VERDICT_MEANINGS = {
@@ -104,6 +111,11 @@ VERDICT_MEANINGS = {
     "not comparable here": (
         "the published number depends on something this book does not have by construction (a different "
         "generator, data pool or embedder), so a difference says nothing about the publication; the reason is given"
+    ),
+    "not comparable here (profile)": (
+        "the chapter ran with parameters that cut its inputs (a parameter profile such as ci, or values given "
+        "on the command line), so a difference from the source says nothing about it; the chapter at its "
+        "defaults (`make book`) is the published test"
     ),
     "not testable here": "this offline machine cannot run it; the verdict says what would be needed",
     "not run in this build": "the chapter's results were not produced for this build",
@@ -232,6 +244,74 @@ def load_results(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
             raise FindingsError(f"{path} has no 'results' object; rerun its chapter")
         found[path.stem] = data["results"]
     return found
+
+
+def load_run_records(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The run records ``<folder>/runs/<chapter>.json`` that ``chunkwise run-notebooks`` writes:
+    ``{chapter: {"parameters": {...}, "origin": {name: "profile ci" | "command line"}}}``
+    (empty when none; a chapter run by hand in Jupyter has none).
+
+    Raises
+    ------
+    FindingsError
+        If a record is not valid JSON or lacks its ``parameters`` object.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    runs = Path(folder) / RUNS_DIR
+    if not runs.is_dir():
+        return out
+    for path in sorted(runs.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise FindingsError(f"{path} is not valid JSON ({exc}); rerun its chapter") from None
+        if not isinstance(data, dict) or not isinstance(data.get("parameters"), dict):
+            raise FindingsError(f"{path} has no 'parameters' object; rerun its chapter")
+        out[path.stem] = {"parameters": data["parameters"], "origin": dict(data.get("origin") or {})}
+    return out
+
+
+def _changed_by(record: Mapping[str, Any] | None) -> str:
+    """What set a chapter's non-default parameters: ``"the ci profile"``, ``"the command line"``,
+    both, or ``""`` when it ran at its defaults (or has no record)."""
+    if not record or not record.get("parameters"):
+        return ""
+    origins = sorted(set(record.get("origin", {}).values())) or ["command line"]
+    names = [f"the {o.removeprefix('profile ')} profile" if o.startswith("profile ") else f"the {o}" for o in origins]
+    return " and ".join(names)
+
+
+def build_line(results_chapters: Sequence[str], records: Mapping[str, Mapping[str, Any]]) -> str:
+    """One sentence naming what this build ran: every chapter at its defaults (the published
+    experiment), or which chapters a parameter profile or the command line changed.
+
+    Parameters
+    ----------
+    results_chapters : sequence of str
+        The chapters whose results files this build has.
+    records : mapping
+        :func:`load_run_records`.
+    """
+    if not results_chapters:
+        return "**This build ran no chapter**: the verdicts below are all \"not run in this build\"."
+    changed = {ch: _changed_by(records.get(ch)) for ch in results_chapters}
+    profiles = sorted({r["origin"][k].removeprefix("profile ") for ch in results_chapters
+                       for r in [records.get(ch) or {}] for k in (r.get("parameters") or {})
+                       if str(r.get("origin", {}).get(k, "")).startswith("profile ")})
+    cut = [ch for ch, by in changed.items() if by]
+    unknown = [ch for ch in results_chapters if ch not in records]
+    if not cut:
+        line = (f"**This build ran {'every chapter' if not unknown else 'its chapters'} at the defaults: the published "
+                "experiment.**")
+    else:
+        what = f"the **{', '.join(profiles)}** parameter profile" if profiles else "parameters given on the command line"
+        params = "; ".join(f"{ch}: {', '.join(sorted(records[ch]['parameters']))}" for ch in cut)
+        line = (f"**This build used {what}** ({params}), not the chapters' defaults: its numbers are not the "
+                "published run's, and a claim of those chapters that differs from its source is \"not comparable "
+                "here (profile)\". `make book` builds the published run.")
+    if unknown:
+        line += f" Chapters run outside `chunkwise run-notebooks` (parameters not recorded): {', '.join(unknown)}."
+    return line
 
 
 # ------------------------------------------------------------------------- the registry
@@ -650,12 +730,24 @@ def _require(claim: Claim, results: Mapping[str, Any]) -> None:
 def evaluate(
     claims: Sequence[Claim], results: Mapping[str, Mapping[str, Any]],
     cross_checks: Mapping[str, Mapping[str, float]] | None = None,
+    runs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`verdict` for every claim, plus the claim's fields and ``implied`` (what the
-    source's own table implies for a prose claim, formatted, or ``""``)."""
+    source's own table implies for a prose claim, formatted, or ``""``).
+
+    With ``runs`` (:func:`load_run_records`), a claim of a chapter that ran with non-default
+    parameters (a profile, the command line) is ``not comparable here (profile)`` where it would
+    be ``not reproduced`` or ``inconclusive``: its inputs were cut, so the difference says
+    nothing about the source."""
     rows = []
     for c in claims:
         row = {**c.__dict__, **verdict(c, results.get(c.chapter) if c.chapter else None)}
+        by = _changed_by((runs or {}).get(c.chapter)) if c.chapter else ""
+        if by and row["verdict"] in ("not reproduced", "inconclusive"):
+            params = ", ".join(sorted((runs or {})[c.chapter]["parameters"]))
+            row["detail"] = (f"{c.chapter} ran with {by} ({params}), not its defaults; measured: "
+                             f"{row['detail'] or row['ours']}")
+            row["verdict"] = "not comparable here (profile)"
         implied = ""
         if c.cross_check:
             name, _, key = c.cross_check.partition(":")
@@ -913,8 +1005,9 @@ def write_findings_page(
     claims_path: str | os.PathLike[str] | None = None,
     results_folder: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Write :func:`findings_markdown` to ``<book_dir>/generated/findings.md`` and the headline
-    questions alone, with a count of their verdicts, to ``<book_dir>/generated/headlines.md``.
+    """Write :func:`findings_markdown` to ``<book_dir>/generated/findings.md``, the headline
+    questions alone, with a count of their verdicts, to ``<book_dir>/generated/headlines.md``,
+    and :func:`build_line` (which parameters this build ran) to ``<book_dir>/generated/build.md``.
 
     Parameters
     ----------
@@ -946,7 +1039,9 @@ def write_findings_page(
     except FileNotFoundError:
         root = find_repo_root()
     claims = load_claims(claims_path if claims_path is not None else root / "data" / "findings" / "claims.csv")
-    results = load_results(results_folder if results_folder is not None else book / "generated" / "results")
+    folder = Path(results_folder) if results_folder is not None else book / "generated" / "results"
+    results = load_results(folder)
+    runs = load_run_records(folder)
     lacking = missing_keys(claims, results)
     if lacking:
         raise FindingsError(
@@ -954,12 +1049,13 @@ def write_findings_page(
             + "; ".join(f"{ch}: {', '.join(ks)}" for ch, ks in lacking.items())
             + " (rerun those chapters, or fix data/findings/claims.csv)"
         )
-    rows = evaluate(claims, results, _cross_checks(root))
+    rows = evaluate(claims, results, _cross_checks(root), runs)
     headline_path = Path(claims_path).with_name("headline.csv") if claims_path is not None else (
         root / "data" / "findings" / "headline.csv")
     heads = headline_rows(load_headlines(headline_path, claims), rows) if headline_path.is_file() else []
     out = book / FINDINGS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
+    (book / BUILD_LINE_PAGE).write_text(build_line(sorted(results), runs) + "\n", encoding="utf-8")
     out.write_text(findings_markdown(rows, heads), encoding="utf-8")
     counts = {v: sum(h["verdict"] == v for h in heads) for v in (*VERDICTS, "mixed")}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
