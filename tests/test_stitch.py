@@ -263,3 +263,44 @@ def test_paper_table_gaps():
     assert t.loc[("stella_en_1.5B_v5", "Miracl"), "breakpoint_minus_fixed"] == pytest.approx(12.44)
     assert t.loc[("stella_en_1.5B_v5", "HotpotQA"), "breakpoint_minus_fixed"] == pytest.approx(-3.22)
     assert np.all(t.loc[t["documents"] == "original", "breakpoint_minus_fixed"] < 0)
+
+
+def test_a_seam_after_a_source_without_final_whitespace_gets_a_line_break():
+    """issue 43: '...2000). TheBozdech...' -- a source's last segment without trailing whitespace
+    was glued to the next segment's first word."""
+    docs = {"a": "Alpha one is here now.\nAlpha two is here (2000).", "b": "Delta one is here now.\nThe end."}
+    q = pd.DataFrame({"question_id": ["q"], "question": ["x"], "corpus_id": ["a"], "references": [[(0, 22)]]})
+    q["reference_texts"] = [["Alpha one is here now."]]
+    segs = segment_documents(docs, q, min_tokens=3, max_tokens=8)
+    assert [s.text for s in segs] == ["Alpha one is here now.\n", "Alpha two is here (2000).",
+                                      "Delta one is here now.\n", "The end."]
+    real = build_condition(docs, q, "real", segments=segs)
+    assert real.docs == docs and real.summary()["separators_inserted"] == 0
+    for seed in range(8):
+        sc = build_condition(docs, q, "stitched", segments=segs, segments_per_document=4, seed=seed)
+        (text,) = sc.docs.values()
+        seams = sc.seam_table()
+        # every moved segment that follows "(2000)." or "The end." starts on a new line
+        assert ").A" not in text and ").D" not in text and ".T" not in text.replace(".\nT", "")
+        assert "(2000).\n" in text or text.endswith("(2000).")
+        assert seams["after_line_break"].all()
+        assert (seams["separator"] > 0).sum() == sc.summary()["separators_inserted"]
+        # offsets shift with the separators: every segment and reference is still exact
+        for r in sc.placements.itertuples():
+            assert text[r.start:r.end] == segs[r.segment_id].text
+        (refs,) = sc.questions["references"]
+        assert [text[s:e] for s, e in refs] == ["Alpha one is here now."]
+    sh = build_condition(docs, q, "shuffled", segments=segs, seed=3)
+    assert all(t.count("\n") >= 1 for t in sh.docs.values())
+
+
+def test_seam_table_says_whether_a_seam_follows_a_line_break():
+    docs = {"a": "One two three four. Five six seven eight.\n\nNine ten eleven."}
+    q = pd.DataFrame({"question_id": ["q"], "question": ["x"], "corpus_id": ["a"], "references": [[(0, 4)]]})
+    q["reference_texts"] = [["One "]]
+    segs = segment_documents(docs, q, min_tokens=4, max_tokens=6)
+    real = build_condition(docs, q, "real", segments=segs)
+    # cuts: after "four. " (a sentence end, a space) and after the blank line (a paragraph end)
+    assert [s.text for s in segs] == ["One two three four. ", "Five six seven eight.\n\n", "Nine ten eleven."]
+    assert real.seam_table()["after_line_break"].tolist() == [False, True]
+    assert real.summary()["seams_after_line_break"] == 1

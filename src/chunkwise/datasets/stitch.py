@@ -23,7 +23,12 @@ removes that cut, so the segment grows), and the references of one question that
 several segments keep those segments in one new document. Every segment is copied verbatim,
 its trailing whitespace included, so the three conditions hold exactly the same text in a
 different order, and a question's references are carried to their new offsets exactly
-(``new_doc[start:end] == reference``).
+(``new_doc[start:end] == reference``). Segments usually end after the whitespace that follows
+them (a line break at a paragraph end, a space at a sentence end: :meth:`StitchedCorpus.seam_table`
+says which, ``after_line_break``); a source's last segment may end without any, and where such a
+segment is moved before another, one line break (:data:`SEPARATOR`) is put between them, so the
+stitched and shuffled texts hold that one extra character per such seam (``separator`` in the
+seam table) and never glue two words together.
 
 References
 ----------
@@ -45,6 +50,7 @@ import pandas as pd
 
 __all__ = [
     "CONDITIONS",
+    "SEPARATOR",
     "Segment",
     "StitchedCorpus",
     "build_condition",
@@ -53,6 +59,9 @@ __all__ = [
 
 #: The three conditions :func:`build_condition` builds.
 CONDITIONS: tuple[str, ...] = ("real", "stitched", "shuffled")
+#: Inserted at a seam whose left segment does not end in whitespace and whose right one does
+#: not start with it (a source's last segment, moved before another): the two words stay apart.
+SEPARATOR = "\n"
 
 # a paragraph starts after whitespace that holds a line break
 _PARAGRAPH_START = re.compile(r"\s*\n\s*")
@@ -128,13 +137,19 @@ class StitchedCorpus:
     def seam_table(self) -> pd.DataFrame:
         """One row per seam: ``document``, ``offset``, ``left_segment``, ``right_segment``,
         ``left_source``, ``right_source``, ``cross_source`` (the two sides come from different
-        sources) and ``contiguous`` (the right segment follows the left one in its source, so
-        the seam moved nothing)."""
+        sources), ``contiguous`` (the right segment follows the left one in its source, so
+        the seam moved nothing), ``separator`` (characters put between the two segments: 1
+        where :data:`SEPARATOR` was inserted, else 0) and ``after_line_break`` (the whitespace
+        that ends the left side holds a line break: a paragraph end, rather than a sentence
+        end followed by a space)."""
         rows = []
         for doc, group in self.placements.groupby("document", sort=False):
             g = group.reset_index(drop=True)
             for i in range(1, len(g)):
                 left, right = g.iloc[i - 1], g.iloc[i]
+                text = self.docs[str(doc)]
+                gap = text[int(left["end"]) : int(right["start"])]
+                before = text[max(0, int(left["end"]) - 64) : int(right["start"])]
                 rows.append(
                     {
                         "document": str(doc),
@@ -146,12 +161,14 @@ class StitchedCorpus:
                         "cross_source": left["source"] != right["source"],
                         "contiguous": left["source"] == right["source"]
                         and int(left["source_end"]) == int(right["source_start"]),
+                        "separator": len(gap),
+                        "after_line_break": "\n" in before[len(before.rstrip()):],
                     }
                 )
         return pd.DataFrame(
             rows,
             columns=["document", "offset", "left_segment", "right_segment", "left_source", "right_source",
-                     "cross_source", "contiguous"],
+                     "cross_source", "contiguous", "separator", "after_line_break"],
         )
 
     def segment_lookup(self) -> dict[str, tuple[list[int], list[int]]]:
@@ -164,7 +181,7 @@ class StitchedCorpus:
 
     def summary(self) -> dict[str, Any]:
         """Counts for a table: documents, segments, seams, cross-source and contiguous seams,
-        mean segment tokens."""
+        seams after a line break, separators inserted, mean segment tokens."""
         seams = self.seam_table()
         return {
             "condition": self.condition,
@@ -175,6 +192,8 @@ class StitchedCorpus:
             "seams": int(len(seams)),
             "cross_source_seams": int(seams["cross_source"].sum()) if len(seams) else 0,
             "contiguous_seams": int(seams["contiguous"].sum()) if len(seams) else 0,
+            "seams_after_line_break": int(seams["after_line_break"].sum()) if len(seams) else 0,
+            "separators_inserted": int((seams["separator"] > 0).sum()) if len(seams) else 0,
             "questions": int(len(self.questions)),
         }
 
@@ -297,7 +316,9 @@ def segment_documents(
     last sentence cut within ``max_tokens`` if that reaches ``min_tokens``; otherwise (a
     reference, a sentence or a table longer than the range) at the first allowed cut that
     reaches ``min_tokens``, so that segment is longer than ``max_tokens``. A last
-    piece under ``min_tokens`` joins the segment before it. Sizes are decided on token counts
+    piece under ``min_tokens`` joins the segment before it. Segments can still fall under
+    ``min_tokens``: a whole source shorter than it is one segment, and sizes are decided on
+    the pieces' token counts, which can exceed the joined text's by a token or two per piece. Sizes are decided on token counts
     of the pieces between candidate cuts (a token or two from the exact count of the joined
     text); :attr:`Segment.n_tokens` is the exact count.
 
@@ -531,6 +552,8 @@ def build_condition(
         ``<source>~shuffled`` (``shuffled``) or keep their names (``real``). In ``stitched``,
         neighbouring segments come from different sources except where one source holds more
         than half of a document's segments (:meth:`StitchedCorpus.seam_table` flags such seams).
+        An empty source has no segment, so it is in no condition (``real`` included); no
+        question can refer to it.
 
     Raises
     ------
@@ -580,12 +603,20 @@ def build_condition(
     rows = []
     where: dict[int, tuple[str, int]] = {}
     for name, ids in layout:
-        parts = []
+        parts: list[str] = []
         pos = 0
+        prev: Segment | None = None
         for i in ids:
             seg = segments[i]
             text = seg.text
+            moved = prev is not None and not (prev.source == seg.source and prev.source_end == seg.source_start)
+            if moved and prev is not None and not prev.text[-1:].isspace() and not text[:1].isspace():
+                # a segment that does not end in whitespace (a source's last one) before a moved
+                # segment: one line break keeps the two words apart (Qu, Tu & Bao join with "\n")
+                parts.append(SEPARATOR)
+                pos += len(SEPARATOR)
             parts.append(text)
+            prev = seg
             rows.append((seg.segment_id, seg.source, seg.source_start, seg.source_end, name, pos, pos + len(text), seg.n_tokens))
             where[seg.segment_id] = (name, pos)
             pos += len(text)
