@@ -182,3 +182,31 @@ def test_interval_coverage_by_simulation():
         m, lo, hi = paired_difference_ci(other, base, n_resamples=1000, seed=i)
         covered += lo <= true <= hi
     assert 180 <= covered <= 198, covered
+
+
+def test_paired_difference_p_by_hand_and_consistent_with_the_interval():
+    from chunkwise.evaluation.stats import paired_difference_ci, paired_difference_p
+
+    # every question gains 1: no resample reaches 0
+    assert paired_difference_p([1, 1, 1, 1], [0, 0, 0, 0], n_resamples=2000) == 0.0
+    # differences +1 and -1: resampled means -1, 0, +1 with probabilities 1/4, 1/2, 1/4 -> p = 1
+    assert paired_difference_p([1, 0], [0, 1], n_resamples=2000) == 1.0
+    # differences 1 and 0: the mean is 0 with probability 1/4 -> p = 2 * 1/4
+    assert paired_difference_p([1, 0], [0, 0], n_resamples=20_000) == pytest.approx(0.5, abs=0.02)
+    assert paired_difference_p([0, 0, 0], [0, 0, 0]) == 1.0
+    rng = np.random.default_rng(1)
+    a, b = rng.random(40), rng.random(40)
+    for shift in (0.0, 0.05, 0.1, 0.2):
+        p = paired_difference_p(a + shift, b, n_resamples=4000, seed=5)
+        _, lo, hi = paired_difference_ci(a + shift, b, n_resamples=4000, seed=5)
+        assert (p < 0.05) == (lo > 0 or hi < 0)
+
+
+def test_holm_by_hand():
+    from chunkwise.evaluation.stats import holm
+
+    # sorted .01 x4 = .04, .03 x3 = .09, .04 x2 = .08 -> .09 (monotone), .5 x1 = .5
+    assert holm([0.01, 0.04, 0.03, 0.5]).tolist() == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert np.isnan(holm([0.2, float("nan")])[1]) and holm([0.2, float("nan")])[0] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        holm([1.5])

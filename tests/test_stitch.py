@@ -12,9 +12,13 @@ import pytest
 from chunkwise.chunk import Chunk
 from chunkwise.datasets.stitch import build_condition, segment_documents
 from chunkwise.experiments.stitched import (
+    cross_fit,
     document_retrieval,
     document_retrieval_summary,
+    holm_verdicts,
     interaction,
+    pattern_verdict,
+    unscorable_references,
     paper_table,
     seam_boundaries,
     verdict_words,
@@ -223,6 +227,17 @@ def test_document_retrieval_by_hand():
     summary = document_retrieval_summary(document_retrieval(result, corpus)).set_index("k")
     # k=2: mean P = 0.75, mean R = 1.0 -> F1 of means 2*0.75/(1.75)
     assert summary.loc[2, "doc_f1_of_means"] == pytest.approx(1.5 / 1.75)
+    # any overlap: chunk [8, 15) touches segments 0 and 1, so at k=1 q1 gets {0, 1}: P 1/2, R 1
+    assert df.loc[(1, "q1"), ["doc_precision_any", "doc_recall_any"]].tolist() == [0.5, 1.0]
+    assert df.loc[(1, "q1"), "doc_f1_any"] == pytest.approx(2 / 3)
+    assert df.loc[(1, "q2"), ["doc_precision_any", "doc_recall_any"]].tolist() == [0.5, 1.0]
+    # every segment is some chunk's majority segment here: nothing is unscorable
+    un = unscorable_references(result, corpus)
+    assert un.loc["C"].tolist() == [0.0, 0.0]
+    # one chunk over the whole text: 10 characters of each segment, the tie goes to segment 0, so
+    # segment 1 (q2's evidence) can never be credited
+    whole = SimpleNamespace(questions=result.questions, chunk_objects={"W": {"x": [Chunk("A" * 20, 0, 20)]}})
+    assert unscorable_references(whole, corpus).loc["W"].tolist() == [0.5, 0.5]
 
 
 def test_seam_boundaries_by_hand():
@@ -304,3 +319,34 @@ def test_seam_table_says_whether_a_seam_follows_a_line_break():
     assert [s.text for s in segs] == ["One two three four. ", "Five six seven eight.\n\n", "Nine ten eleven."]
     assert real.seam_table()["after_line_break"].tolist() == [False, True]
     assert real.summary()["seams_after_line_break"] == 1
+
+
+def test_pattern_verdict_needs_the_stitched_gap_and_the_interaction():
+    assert pattern_verdict(0.5, 2.0, 1.0, 3.0) == "supports"
+    # gains from stitching but not ahead on stitched text (tuned Semantic's case): cannot tell
+    assert pattern_verdict(-3.0, 1.0, 2.0, 9.0) == "cannot tell"
+    assert pattern_verdict(-3.0, -1.0, 2.0, 9.0) == "contradicts"
+    assert pattern_verdict(1.0, 3.0, -4.0, -1.0) == "contradicts"
+
+
+def test_holm_verdicts_by_hand():
+    rows = pd.DataFrame({"gap_treated": [2.0, 1.0, -1.0], "gap_treated_p": [0.001, 0.02, 0.5],
+                         "interaction": [3.0, 2.0, -2.0], "interaction_p": [0.004, 0.03, 0.01]})
+    out = holm_verdicts(rows)
+    # six tests sorted: .001 x6 = .006, .004 x5 = .02, .01 x4 = .04, .02 x3 = .06, .03 x2 = .06, .5 x1 = .5
+    assert out["gap_treated_p_holm"].tolist() == pytest.approx([0.006, 0.06, 0.5])
+    assert out["interaction_p_holm"].tolist() == pytest.approx([0.02, 0.06, 0.04])
+    assert out["verdict_holm"].tolist() == ["supports", "cannot tell", "contradicts"]
+
+
+def test_cross_fit_never_scores_a_question_with_the_setting_chosen_on_it():
+    # each question favours another setting: chosen on the other question, each gets 0
+    s = pd.DataFrame({"A": [1.0, 0.0], "B": [0.0, 1.0]}, index=["q1", "q2"])
+    out, chosen = cross_fit(s, folds=2, seed=0)
+    assert out.tolist() == [0.0, 0.0] and sorted(chosen) == ["A", "B"]
+    # a setting best everywhere is chosen in every fold
+    s2 = pd.DataFrame({"A": [0.9, 0.8, 0.7, 0.6], "B": [0.1, 0.2, 0.3, 0.4]}, index=list("abcd"))
+    out2, chosen2 = cross_fit(s2, folds=2, seed=3)
+    assert chosen2 == ["A", "A"] and out2.tolist() == [0.9, 0.8, 0.7, 0.6]
+    with pytest.raises(ValueError, match="at least 2 questions"):
+        cross_fit(s2.iloc[:1])

@@ -47,8 +47,10 @@ import pandas as pd
 
 __all__ = [
     "BootstrapResult",
+    "holm",
     "paired_bootstrap",
     "paired_difference_ci",
+    "paired_difference_p",
     "questions_to_separate",
     "verdict",
 ]
@@ -188,6 +190,92 @@ def paired_difference_ci(
     res = paired_bootstrap({"a": a, "b": b}, baseline="b", n_resamples=n_resamples, seed=seed, confidence=confidence)
     row = res.table.loc["a"]
     return float(row["diff"]), float(row["diff_low"]), float(row["diff_high"])
+
+
+def paired_difference_p(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> float:
+    """Two-sided percentile-bootstrap p-value of ``mean(a - b) = 0`` over the questions both answered.
+
+    ``p = min(1, 2 * min(P*(d <= 0), P*(d >= 0)))`` over the resampled mean differences ``d``:
+    the smallest ``alpha`` at which the ``1 - alpha`` percentile interval of
+    :func:`paired_difference_ci` (same resampling, same seed) reaches 0. Use it to correct a
+    family of intervals (:func:`holm`).
+
+    Parameters
+    ----------
+    a, b : sequence of float, same length
+        Per-question scores; a pair with a NaN is dropped.
+    n_resamples, seed
+        As in :func:`paired_bootstrap`.
+
+    Returns
+    -------
+    float
+        In ``[1 / n_resamples, 1]`` roughly; 1.0 when every difference is 0.
+
+    Raises
+    ------
+    ValueError
+        For different lengths or fewer than 2 usable pairs.
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"a and b must be 1-d and of the same length, got {x.shape} and {y.shape}.")
+    d = (x - y)[~(np.isnan(x) | np.isnan(y))]
+    if d.size < 2:
+        raise ValueError(f"the bootstrap needs at least 2 questions with both scores, got {d.size}.")
+    if not np.any(d):
+        return 1.0
+    rng = np.random.default_rng(int(seed))
+    le = ge = 0
+    for start in range(0, n_resamples, _BATCH):
+        size = min(_BATCH, n_resamples - start)
+        means = (_resample_counts(rng, d.size, size) @ d) / d.size
+        le += int((means <= 0).sum())
+        ge += int((means >= 0).sum())
+    return float(min(1.0, 2 * min(le, ge) / n_resamples))
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjustment of a family of p-values (Holm, 1979, Scand. J. Statist. 6:65-70).
+
+    The i-th smallest of ``m`` p-values is multiplied by ``m - i + 1`` (i from 1), made
+    non-decreasing along that order, and capped at 1; rejecting where the adjusted value is
+    below ``alpha`` controls the family-wise error rate at ``alpha``.
+
+    Parameters
+    ----------
+    p_values : sequence of float
+        In [0, 1]; NaN stays NaN and does not count in ``m``.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        Adjusted p-values in the input order.
+
+    Raises
+    ------
+    ValueError
+        For a value outside [0, 1].
+    """
+    p = np.asarray(p_values, dtype=float)
+    ok = ~np.isnan(p)
+    if np.any((p[ok] < 0) | (p[ok] > 1)):
+        raise ValueError("p-values must lie in [0, 1].")
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(ok)
+    order = idx[np.argsort(p[idx], kind="stable")]
+    m = len(order)
+    running = 0.0
+    for i, j in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p[j]))
+        out[j] = running
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -36,10 +36,14 @@ import pandas as pd
 
 __all__ = [
     "PAPER_F1_AT_5",
+    "cross_fit",
+    "holm_verdicts",
+    "pattern_verdict",
     "document_retrieval",
     "interaction",
     "paper_table",
     "seam_boundaries",
+    "unscorable_references",
     "seam_cosines",
     "verdict_words",
 ]
@@ -115,13 +119,31 @@ def _majority_segment(lookup: tuple[list[int], list[int]], ends: list[int], star
     return best
 
 
+def _overlapped_segments(lookup: tuple[list[int], list[int]], ends: list[int], start: int, end: int) -> set[int]:
+    """Ids of every segment sharing at least one character with ``[start, end)``."""
+    starts, ids = lookup
+    i = max(bisect.bisect_right(starts, start) - 1, 0)
+    out = set()
+    while i < len(starts) and starts[i] < end:
+        if min(end, ends[i]) > max(start, starts[i]):
+            out.add(ids[i])
+        i += 1
+    return out
+
+
 def document_retrieval(
     result: Any, corpus: Any, retriever: str = "dense", top_k: Sequence[int] | None = None,
     embedder: str | None = None,
 ) -> pd.DataFrame:
-    """Qu, Tu & Bao's document-retrieval measure, with a segment in the role of a short document.
+    """Segment-retrieval F1: Qu, Tu & Bao's document-retrieval measure with a segment of our
+    corpora in the role of their short document.
 
-    A retrieved chunk is labelled with the segment holding most of its characters. At each k,
+    It is *not* the paper's number: the paper scores retrieval of its short source documents
+    from the long stitched one; here the unit is the segment, so it is named segment-retrieval
+    F1 in the book. A retrieved chunk is labelled with the segment holding most of its
+    characters (the ``_any`` columns instead credit every segment the chunk overlaps, an upper
+    reading; :func:`unscorable_references` says how many evidence segments the majority rule
+    can never credit). At each k,
     the retrieved segments are the distinct labels of the top-k chunks; per question,
     ``doc_recall = |relevant & retrieved| / |relevant|`` and ``doc_precision = |relevant &
     retrieved| / |retrieved|``, where the relevant segments are those holding the question's
@@ -148,7 +170,8 @@ def document_retrieval(
     -------
     DataFrame
         One row per (chunker, k, question): ``chunker``, ``k``, ``question_id``,
-        ``doc_precision``, ``doc_recall``, ``doc_f1`` (fractions).
+        ``doc_precision``, ``doc_recall``, ``doc_f1`` and the any-overlap
+        ``doc_precision_any``, ``doc_recall_any``, ``doc_f1_any`` (fractions).
 
     Raises
     ------
@@ -168,28 +191,71 @@ def document_retrieval(
     evidence = [set(cq.loc[qid, "evidence_segments"]) for qid in q["question_id"]]
     lookup = corpus.segment_lookup()
     ends_of = {d: list(map(int, g["end"])) for d, g in corpus.placements.groupby("document", sort=False)}
+    def prf(got: set[int], ev: set[int]) -> tuple[float, float, float]:
+        hit = len(got & ev)
+        p = hit / len(got) if got else 0.0
+        r = hit / len(ev)
+        return p, r, 2 * p * r / (p + r) if p + r else 0.0
+
     rows = []
     for label, by_doc in result.chunk_objects.items():
         labels = [
             _majority_segment(lookup[doc], ends_of[doc], c.start, c.end) for doc, chunks in by_doc.items() for c in chunks
+        ]
+        touched = [
+            _overlapped_segments(lookup[doc], ends_of[doc], c.start, c.end) for doc, chunks in by_doc.items() for c in chunks
         ]
         ranked_all = result.rankings[label][key]
         for k in ks:
             if any(len(r) < k and len(r) < len(labels) for r in ranked_all):
                 raise ValueError(f"k={k} is deeper than the grid searched; rerun it with {k} in top_k.")
             for qid, ranked, ev in zip(q["question_id"], ranked_all, evidence):
-                got = {labels[j] for j in ranked[:k]}
-                hit = len(got & ev)
-                p = hit / len(got) if got else 0.0
-                r = hit / len(ev)
-                rows.append((label, k, qid, p, r, 2 * p * r / (p + r) if p + r else 0.0))
-    return pd.DataFrame(rows, columns=["chunker", "k", "question_id", "doc_precision", "doc_recall", "doc_f1"])
+                majority = prf({labels[j] for j in ranked[:k]}, ev)
+                anyof = prf(set().union(*(touched[j] for j in ranked[:k])), ev)
+                rows.append((label, k, qid, *majority, *anyof))
+    return pd.DataFrame(rows, columns=["chunker", "k", "question_id", "doc_precision", "doc_recall", "doc_f1",
+                                       "doc_precision_any", "doc_recall_any", "doc_f1_any"])
+
+
+def unscorable_references(result: Any, corpus: Any) -> pd.DataFrame:
+    """How many evidence segments :func:`document_retrieval` can never credit, per chunker.
+
+    Under the majority rule a segment counts as retrieved only through a chunk that holds more
+    of its characters than of any other segment's; a segment that is no chunk's majority
+    segment (it sits inside a chunk dominated by a longer neighbour) can never be found, so its
+    question can never reach full ``doc_recall`` whatever the retriever does.
+
+    Returns
+    -------
+    DataFrame
+        Index = chunker label: ``share_evidence_unscorable`` (fraction of the (question,
+        evidence segment) pairs whose segment is no chunk's majority segment) and
+        ``share_questions_unscorable`` (fraction of questions none of whose evidence segments
+        can be credited).
+    """
+    q = result.questions
+    cq = corpus.questions.assign(question_id=corpus.questions["question_id"].astype(str)).set_index("question_id")
+    evidence = [set(cq.loc[qid, "evidence_segments"]) for qid in q["question_id"].astype(str)]
+    lookup = corpus.segment_lookup()
+    ends_of = {d: list(map(int, g["end"])) for d, g in corpus.placements.groupby("document", sort=False)}
+    rows = {}
+    for label, by_doc in result.chunk_objects.items():
+        credited = {_majority_segment(lookup[doc], ends_of[doc], c.start, c.end)
+                    for doc, chunks in by_doc.items() for c in chunks}
+        pairs = [seg in credited for ev in evidence for seg in ev]
+        rows[label] = {
+            "share_evidence_unscorable": 1 - float(np.mean(pairs)) if pairs else np.nan,
+            "share_questions_unscorable": float(np.mean([not (ev & credited) for ev in evidence])) if evidence else np.nan,
+        }
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def document_retrieval_summary(per_question: pd.DataFrame) -> pd.DataFrame:
     """Means per (chunker, k) of :func:`document_retrieval`, plus ``doc_f1_of_means`` (the
     paper's aggregation: F1 of the averaged precision and recall). Fractions."""
-    g = per_question.groupby(["chunker", "k"], sort=False)[["doc_precision", "doc_recall", "doc_f1"]].mean()
+    cols = [c for c in ("doc_precision", "doc_recall", "doc_f1", "doc_precision_any", "doc_recall_any", "doc_f1_any")
+            if c in per_question.columns]
+    g = per_question.groupby(["chunker", "k"], sort=False)[cols].mean()
     p, r = g["doc_precision"], g["doc_recall"]
     g["doc_f1_of_means"] = np.where(p + r > 0, 2 * p * r / (p + r).where(p + r > 0, 1), 0.0)
     return g.reset_index()
@@ -406,14 +472,16 @@ def interaction(
         ``gap_treated``, ``gap_control`` (mean method - reference in each condition),
         ``interaction`` (their difference) and its 95% percentile interval
         ``interaction_low`` / ``interaction_high``; also the intervals of the two gaps
-        (``gap_treated_low`` ...). Same units as the scores.
+        (``gap_treated_low`` ...). Same units as the scores. Each of the three has its
+        two-sided bootstrap p-value (``interaction_p`` ...;
+        :func:`~chunkwise.evaluation.stats.paired_difference_p`), for :func:`holm_verdicts`.
 
     Raises
     ------
     ValueError
         If a condition or column is missing or the conditions hold different questions.
     """
-    from chunkwise.evaluation.stats import paired_difference_ci
+    from chunkwise.evaluation.stats import paired_difference_ci, paired_difference_p
 
     for cond in (treated, control):
         if cond not in scores:
@@ -439,7 +507,110 @@ def interaction(
     }.items():
         d, lo, hi = paired_difference_ci(a, b, n_resamples=n_resamples, seed=seed)
         out[name], out[f"{name}_low"], out[f"{name}_high"] = d, lo, hi
+        out[f"{name}_p"] = paired_difference_p(a, b, n_resamples=n_resamples, seed=seed)
     return out
+
+
+def pattern_verdict(gap_treated_low: float, gap_treated_high: float, interaction_low: float,
+                    interaction_high: float) -> str:
+    """The paper's pattern, judged on both of its parts.
+
+    Qu, Tu & Bao's finding has two parts: on stitched documents the semantic chunker is *ahead*
+    of the reference, and stitching moves the gap its way. So:
+
+    - ``"supports"`` needs both intervals above 0: the stitched gap and the interaction;
+    - ``"contradicts"`` when either lies below 0 (behind on stitched text, or stitching moves
+      the gap against it);
+    - otherwise ``"cannot tell"`` (e.g. a chunker that gains from stitching but is not ahead
+      on stitched text).
+    """
+    if gap_treated_low > 0 and interaction_low > 0:
+        return "supports"
+    if gap_treated_high < 0 or interaction_high < 0:
+        return "contradicts"
+    return "cannot tell"
+
+
+def holm_verdicts(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """:func:`pattern_verdict` for a family of exploratory contrasts, with Holm's correction.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        One row per contrast with :func:`interaction`'s ``gap_treated``, ``interaction`` and
+        their ``_p`` values.
+    alpha : float, default 0.05
+        Family-wise error rate.
+
+    Returns
+    -------
+    DataFrame
+        ``rows`` with ``gap_treated_p_holm`` and ``interaction_p_holm`` (adjusted over the
+        ``2 * len(rows)`` tests of the family) and ``verdict_holm``: ``"supports"`` when both
+        adjusted p-values are below ``alpha`` and both estimates above 0, ``"contradicts"``
+        when either is below ``alpha`` with its estimate below 0, else ``"cannot tell"``.
+    """
+    from chunkwise.evaluation.stats import holm
+
+    out = rows.copy()
+    adjusted = holm(np.concatenate([out["gap_treated_p"].to_numpy(float), out["interaction_p"].to_numpy(float)]))
+    out["gap_treated_p_holm"] = adjusted[: len(out)]
+    out["interaction_p_holm"] = adjusted[len(out):]
+    words = []
+    for r in out.itertuples():
+        gap_pos = r.gap_treated_p_holm < alpha and r.gap_treated > 0
+        gap_neg = r.gap_treated_p_holm < alpha and r.gap_treated < 0
+        int_pos = r.interaction_p_holm < alpha and r.interaction > 0
+        int_neg = r.interaction_p_holm < alpha and r.interaction < 0
+        words.append("supports" if gap_pos and int_pos else "contradicts" if gap_neg or int_neg else "cannot tell")
+    out["verdict_holm"] = words
+    return out
+
+
+def cross_fit(scores: pd.DataFrame, folds: int = 2, seed: int = 0) -> tuple[pd.Series, list[str]]:
+    """The best of several settings, chosen without looking at the questions it is scored on.
+
+    The questions are split at random (``seed``) into ``folds`` folds of near-equal size; for
+    each fold the setting (column) with the highest mean on the *other* folds is chosen, and
+    its scores on this fold are kept. The result is an honest per-question score of "the best
+    setting of the sweep" (2-fold cross-fitting): choosing on the test questions themselves
+    would favour whichever setting got lucky on them.
+
+    Parameters
+    ----------
+    scores : DataFrame
+        Rows = questions, columns = the settings of a sweep (e.g. breakpoint percentiles).
+    folds : int, default 2
+    seed : int, default 0
+        The fold split; use the same seed in every condition of a paired comparison.
+
+    Returns
+    -------
+    (Series, list of str)
+        Per-question scores (index = ``scores.index``) and the setting chosen for each fold.
+
+    Raises
+    ------
+    ValueError
+        For fewer than ``folds`` questions, ``folds < 2`` or an empty sweep.
+    """
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
+        raise ValueError(f"folds must be an int >= 2, got {folds!r}.")
+    if scores.shape[1] < 1:
+        raise ValueError("cross_fit needs at least one setting (column).")
+    n = len(scores)
+    if n < folds:
+        raise ValueError(f"cross_fit needs at least {folds} questions, got {n}.")
+    fold_of = np.random.default_rng(int(seed)).permutation(np.arange(n) % folds)
+    out = pd.Series(np.nan, index=scores.index, dtype=float)
+    chosen = []
+    values = scores.to_numpy(dtype=float)
+    for f in range(folds):
+        train = values[fold_of != f]
+        best = int(np.nanargmax(np.nanmean(train, axis=0)))
+        chosen.append(str(scores.columns[best]))
+        out.iloc[np.flatnonzero(fold_of == f)] = values[fold_of == f, best]
+    return out, chosen
 
 
 def verdict_words(low: float, high: float) -> str:
