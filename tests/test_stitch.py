@@ -13,6 +13,7 @@ from chunkwise.chunk import Chunk
 from chunkwise.datasets.stitch import build_condition, segment_documents
 from chunkwise.experiments.stitched import (
     cross_fit,
+    cross_fit_apply,
     document_retrieval,
     document_retrieval_summary,
     holm_verdicts,
@@ -342,11 +343,14 @@ def test_holm_verdicts_by_hand():
 def test_cross_fit_never_scores_a_question_with_the_setting_chosen_on_it():
     # each question favours another setting: chosen on the other question, each gets 0
     s = pd.DataFrame({"A": [1.0, 0.0], "B": [0.0, 1.0]}, index=["q1", "q2"])
-    out, chosen = cross_fit(s, folds=2, seed=0)
+    out, chosen, fold = cross_fit(s, folds=2, seed=0)
     assert out.tolist() == [0.0, 0.0] and sorted(chosen) == ["A", "B"]
+    # the same choice read on another measure: each question gets the other question's setting
+    other = pd.DataFrame({"A": [10.0, 20.0], "B": [30.0, 40.0]}, index=["q1", "q2"])
+    assert cross_fit_apply(other, chosen, fold).tolist() == [30.0, 20.0]
     # a setting best everywhere is chosen in every fold
     s2 = pd.DataFrame({"A": [0.9, 0.8, 0.7, 0.6], "B": [0.1, 0.2, 0.3, 0.4]}, index=list("abcd"))
-    out2, chosen2 = cross_fit(s2, folds=2, seed=3)
+    out2, chosen2, _ = cross_fit(s2, folds=2, seed=3)
     assert chosen2 == ["A", "A"] and out2.tolist() == [0.9, 0.8, 0.7, 0.6]
     with pytest.raises(ValueError, match="at least 2 questions"):
         cross_fit(s2.iloc[:1])

@@ -37,6 +37,7 @@ import pandas as pd
 __all__ = [
     "PAPER_F1_AT_5",
     "cross_fit",
+    "cross_fit_apply",
     "holm_verdicts",
     "pattern_verdict",
     "document_retrieval",
@@ -567,7 +568,7 @@ def holm_verdicts(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     return out
 
 
-def cross_fit(scores: pd.DataFrame, folds: int = 2, seed: int = 0) -> tuple[pd.Series, list[str]]:
+def cross_fit(scores: pd.DataFrame, folds: int = 2, seed: int = 0) -> tuple[pd.Series, list[str], pd.Series]:
     """The best of several settings, chosen without looking at the questions it is scored on.
 
     The questions are split at random (``seed``) into ``folds`` folds of near-equal size; for
@@ -586,8 +587,10 @@ def cross_fit(scores: pd.DataFrame, folds: int = 2, seed: int = 0) -> tuple[pd.S
 
     Returns
     -------
-    (Series, list of str)
-        Per-question scores (index = ``scores.index``) and the setting chosen for each fold.
+    (Series, list of str, Series)
+        Per-question scores (index = ``scores.index``), the setting chosen for each fold, and
+        each question's fold (for :func:`cross_fit_apply`, which reads another measure of the
+        same choice).
 
     Raises
     ------
@@ -610,7 +613,22 @@ def cross_fit(scores: pd.DataFrame, folds: int = 2, seed: int = 0) -> tuple[pd.S
         best = int(np.nanargmax(np.nanmean(train, axis=0)))
         chosen.append(str(scores.columns[best]))
         out.iloc[np.flatnonzero(fold_of == f)] = values[fold_of == f, best]
-    return out, chosen
+    return out, chosen, pd.Series(fold_of, index=scores.index)
+
+
+def cross_fit_apply(other: pd.DataFrame, chosen: Sequence[str], fold: pd.Series) -> pd.Series:
+    """Per question, ``other``'s value for the setting :func:`cross_fit` chose for its fold
+    (another measure of the same choice, e.g. precision beside the recall it was chosen on).
+
+    Raises
+    ------
+    ValueError
+        If ``other`` lacks a question or a chosen setting.
+    """
+    missing = [c for c in chosen if c not in other.columns]
+    if missing or not set(fold.index) <= set(other.index):
+        raise ValueError("other must hold every question of the fold split and every chosen setting.")
+    return pd.Series([float(other.loc[q, chosen[int(f)]]) for q, f in fold.items()], index=fold.index)
 
 
 def verdict_words(low: float, high: float) -> str:
