@@ -210,3 +210,13 @@ def test_holm_by_hand():
     assert np.isnan(holm([0.2, float("nan")])[1]) and holm([0.2, float("nan")])[0] == pytest.approx(0.2)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         holm([1.5])
+
+
+def test_describe_interval():
+    from chunkwise.evaluation.stats import describe_interval
+
+    assert describe_interval(3.31, -1.14, 5.0) == "+3.3 [-1.1, +5.0]"
+    assert describe_interval(0.612, 0.58, 0.641, scale=100, signed=False) == "61.2 [58.0, 64.1]"
+    # a value that rounds to zero has no sign; NaN is n/a
+    assert describe_interval(-0.04, -0.001, 0.0) == "0.0 [0.0, 0.0]"
+    assert describe_interval(float("nan"), 1, 2, decimals=2) == "n/a [+1.00, +2.00]"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from chunkwise.evaluation.stats import describe_interval
 from chunkwise.crud.answer_metrics import QuestEval, score_answer_texts
 
 if TYPE_CHECKING:
@@ -516,7 +517,7 @@ def ordering_result(
     row = paired_with(mine, reference=best, metric=metric, n_resamples=n_resamples, seed=seed).loc[(task, method)]
     word = _interval_word(row)
     verdict = {"ahead beyond": "PG-RAG ahead", "behind beyond": "baseline ahead"}.get(word, "cannot tell")
-    ci = (f"{row['difference']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]" if word
+    ci = (describe_interval(row["difference"], row["ci_low"], row["ci_high"]) if word
           else f"{row['difference']:+.1f} (no interval: {int(row['n_shared'])} shared questions)")
     return {f"pg_rag_vs_best_{prefix}": verdict, f"pg_rag_vs_best_{prefix}_ci": ci,
             f"best_baseline_{prefix}": PAPER_METHOD.get(best, best)}

@@ -47,6 +47,7 @@ import pandas as pd
 
 __all__ = [
     "BootstrapResult",
+    "describe_interval",
     "holm",
     "paired_bootstrap",
     "paired_difference_ci",
@@ -190,6 +191,38 @@ def paired_difference_ci(
     res = paired_bootstrap({"a": a, "b": b}, baseline="b", n_resamples=n_resamples, seed=seed, confidence=confidence)
     row = res.table.loc["a"]
     return float(row["diff"]), float(row["diff_low"]), float(row["diff_high"])
+
+
+def describe_interval(point: float, low: float, high: float, *, scale: float = 1.0, decimals: int = 1,
+                      signed: bool = True) -> str:
+    """An estimate with its interval as the book prints it: ``"+3.3 [-1.1, +5.0]"``.
+
+    Parameters
+    ----------
+    point, low, high : float
+        The estimate and its interval, in the unit to print after ``scale``.
+    scale : float, default 1.0
+        Multiplies all three first (100 turns fractions into percentage points).
+    decimals : int, default 1
+    signed : bool, default True
+        Print a sign on every number (differences); False for levels (``"61.2 [58.0, 64.1]"``).
+
+    Returns
+    -------
+    str
+        A value that rounds to zero prints as ``0.0`` (never ``-0.0`` or ``+0.0``); a NaN as
+        ``n/a``.
+    """
+    def one(x: float) -> str:
+        x = float(x) * scale
+        if math.isnan(x):
+            return "n/a"
+        text = f"{x:.{decimals}f}"
+        if float(text) == 0:
+            return f"{0:.{decimals}f}"
+        return f"{x:+.{decimals}f}" if signed else text
+
+    return f"{one(point)} [{one(low)}, {one(high)}]"
 
 
 def paired_difference_p(

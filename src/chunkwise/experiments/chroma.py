@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from chunkwise.evaluation.stats import describe_interval
 from chunkwise.chunk import Chunk
 from chunkwise.chunkers.specs import (  # noqa: F401 - re-exported: chapter 2 and its tests use ch.parse_spec
     ChunkerSpec,
@@ -987,7 +988,7 @@ def k_winner_result(
     d, lo, hi = pair_difference(grid, small, large, metric, retriever, k_large, n_resamples, seed)
     d0, lo0, hi0 = pair_difference(grid, small, large, metric, retriever, ref_k, n_resamples, seed)
     changes = "yes" if (hi < 0 and lo0 > 0) else "cannot tell"
-    return {**out, "k_winner_changes": changes, "k_winner_gap_ci": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"}
+    return {**out, "k_winner_changes": changes, "k_winner_gap_ci": describe_interval(d, lo, hi)}
 
 
 def llm_chunker_result(
@@ -1039,7 +1040,7 @@ def llm_chunker_result(
     d, lo, hi = diff
     side = "LLM ahead" if lo > 0 else "recursive ahead" if hi < 0 else "cannot tell"
     a = llm_runs.loc["all"]
-    return {**out, "llm_vs_recursive": side, "llm_vs_recursive_ci": f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]",
+    return {**out, "llm_vs_recursive": side, "llm_vs_recursive_ci": describe_interval(d, lo, hi),
             "llm_mean_chunk_tokens": int(round(float(a["mean_chunk_tokens"]))),
             "llm_requests": int(a["windows"]) + int(a["repairs"])}
 

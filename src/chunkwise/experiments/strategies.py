@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from chunkwise.evaluation.stats import describe_interval
 from chunkwise.llm.cache import NotCachedError
 
 if TYPE_CHECKING:
@@ -694,7 +695,7 @@ def findings_results(
         r = table_small.loc[ctx]
         side = _side(r, "recall")
         out["contextual_vs_recursive"] = {"ahead": "contextual ahead", "behind": "recursive ahead"}.get(side, "cannot tell")
-        out["contextual_vs_recursive_ci"] = f"{r['recall_diff']:+.1f} [{r['recall_low']:+.1f}, {r['recall_high']:+.1f}]"
+        out["contextual_vs_recursive_ci"] = describe_interval(r["recall_diff"], r["recall_low"], r["recall_high"])
     measured = []
     for st in STRATEGIES:
         spec = parse_spec(st.spec).spec_string()
