@@ -100,3 +100,31 @@ def test_range_difference_by_hand():
     assert out["range_a"] == pytest.approx(0.4) and out["range_b"] == pytest.approx(0.2)
     assert out["diff"] == pytest.approx(0.2)
     assert [out["diff_low"], out["diff_high"]] == pytest.approx([0.2, 0.2])
+
+
+def test_chapter_answer_from_the_tables():
+    from chunkwise.experiments.whatmatters import chapter_answer, range_verdict
+
+    ranges = pd.DataFrame({"range": [0.319, 0.089, 0.034], "range_low": [0.292, 0.06, 0.025],
+                           "range_high": [0.346, 0.119, 0.044], "best": ["10", "Cluster 200", "e5"]},
+                          index=pd.Index(["k", "chunker", "embedder"], name="factor"))
+    ev = {"diff": 0.033, "diff_low": -0.011, "diff_high": 0.05}
+    agree = pd.DataFrame({"rho": [0.83, -0.09, 0.31]})
+    trunc = pd.DataFrame({"ref_chars_past_window": [0.649, 0.1, 0.0, 0.0]},
+                         index=pd.MultiIndex.from_tuples([("Kamradt", "MiniLM"), ("Kamradt", "mpnet"),
+                                                          ("TokenText 200", "MiniLM"), ("TokenText 200", "mpnet")]))
+    iou = pd.DataFrame({"range": [0.085], "best": ["Cluster 200"]}, index=["chunker"])
+    text = chapter_answer(ranges, ev, agree, {"MiniLM": "Kamradt", "mpnet": "Cluster 200"},
+                          largest_chunker="Kamradt", iou_ranges=iou, truncation=trunc,
+                          matched_chunker="Kamradt", matched_word="cannot tell", n_questions=276,
+                          corpora=["state_of_the_union", "chatlogs"], retrievers=["dense", "bm25", "hybrid"],
+                          top_k=[1, 3, 5, 10])
+    assert text.startswith("On 276 questions of Chroma's state_of_the_union, chatlogs corpora, the factor with the "
+                           "largest range of mean recall is **k** (31.9 points, interval 29.2 to 34.6), then "
+                           "chunker (8.9), embedder (3.4). ")
+    assert "the embedder's range minus the chunker's is +3.3 [-1.1, +5.0] points: **cannot tell**" in text
+    assert "rho from -0.09 to 0.83" in text and "Kamradt under MiniLM, Cluster 200 under mpnet" in text
+    assert "Kamradt loses 65% of its reference characters to MiniLM's window" in text
+    assert text.endswith("Verdicts cover these corpora, two chunkers, two embedders, three retrievers and k in "
+                         "{1, 3, 5, 10}.")
+    assert range_verdict(0.01, 0.05) == "embedder ahead" and range_verdict(-0.05, -0.01) == "chunker ahead"

@@ -26,14 +26,17 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-__all__ = ["FACTORS", "balanced_scores", "factor_ranges", "range_difference", "ranking_agreement", "variance_shares"]
+__all__ = [
+    "FACTORS", "balanced_scores", "chapter_answer", "factor_ranges", "range_difference", "range_verdict",
+    "ranking_agreement", "variance_shares",
+]
 
 #: The factors of the grid, as columns of ``GridResult.per_question``.
 FACTORS: tuple[str, ...] = ("chunker", "embedder", "retriever", "k")
@@ -339,3 +342,100 @@ def range_difference(
     alpha = (1 - confidence) / 2
     return {"range_a": float(ra), "range_b": float(rb), "diff": float(ra - rb),
             "diff_low": float(np.quantile(d, alpha)), "diff_high": float(np.quantile(d, 1 - alpha))}
+
+
+def range_verdict(diff_low: float, diff_high: float, a: str = "embedder", b: str = "chunker") -> str:
+    """``"<a> ahead"`` when the interval of range(a) - range(b) lies above 0, ``"<b> ahead"`` below
+    it, else ``"cannot tell"`` (:func:`range_difference`)."""
+    if diff_low > 0:
+        return f"{a} ahead"
+    if diff_high < 0:
+        return f"{b} ahead"
+    return "cannot tell"
+
+
+def chapter_answer(
+    ranges: pd.DataFrame,
+    dense_difference: Mapping[str, float],
+    agreement: pd.DataFrame,
+    best_by: Mapping[str, str],
+    *,
+    largest_chunker: str,
+    iou_ranges: pd.DataFrame,
+    truncation: pd.DataFrame,
+    matched_chunker: str,
+    matched_word: str,
+    n_questions: int,
+    corpora: Sequence[str],
+    retrievers: Sequence[str],
+    top_k: Sequence[int],
+) -> str:
+    """Chapter 7's answer, built from its tables.
+
+    Parameters
+    ----------
+    ranges : DataFrame
+        :func:`factor_ranges` indexed by factor, largest range first.
+    dense_difference : mapping
+        :func:`range_difference` of embedder against chunker under dense retrieval (fractions).
+    agreement : DataFrame
+        :func:`ranking_agreement` (``rho``).
+    best_by : mapping embedder -> chunker label
+        The best chunker under each embedder.
+    largest_chunker : str
+        The chunker with the largest chunks.
+    iou_ranges : DataFrame
+        :func:`factor_ranges` of IoU, indexed by factor.
+    truncation : DataFrame
+        Index (chunker, embedder), column ``ref_chars_past_window`` (fraction).
+    matched_chunker, matched_word : str
+        The chunker re-cut with the retrieval embedder, and that section's verdict.
+    n_questions : int
+    corpora, retrievers : sequence of str
+    top_k : sequence of int
+
+    Returns
+    -------
+    str
+        Markdown: the factors by range with the largest's interval, the embedder-minus-chunker
+        verdict with its interval, the ranking agreement, the size and window caveats, the matched
+        model's verdict, and the settings the verdicts cover.
+    """
+    from chunkwise.evaluation.stats import describe_interval
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.1f}"
+
+    top = ranges.index[0]
+    ev = dense_difference
+    word = range_verdict(ev["diff_low"], ev["diff_high"])
+    worst = truncation["ref_chars_past_window"].idxmax()
+    n_chunkers = truncation.index.get_level_values(0).nunique()
+    return (
+        f"On {n_questions} questions of Chroma's {', '.join(corpora)} corpora, the factor with the largest "
+        f"range of mean recall is **{top}** ({pct(ranges.loc[top, 'range'])} points, interval "
+        f"{pct(ranges.loc[top, 'range_low'])} to {pct(ranges.loc[top, 'range_high'])}), then "
+        + ", ".join(f"{f} ({pct(ranges.loc[f, 'range'])})" for f in ranges.index[1:]) + ". "
+        f"Under dense retrieval the embedder's range minus the chunker's is "
+        f"{describe_interval(ev['diff'], ev['diff_low'], ev['diff_high'], scale=100)} points: **{word}** "
+        "(Qu, Tu & Bao: embedding quality could matter more than chunking). The chunker ranking between "
+        f"embedders has Spearman's rho from {agreement['rho'].min():.2f} to {agreement['rho'].max():.2f} "
+        "(the best chunker: " + ", ".join(f"{b} under {e}" for e, b in best_by.items()) + "). "
+        f"Part of the chunker's range is size: {largest_chunker}'s chunks are the largest, and under IoU the "
+        f"chunker's range is {pct(iou_ranges.loc['chunker', 'range'])} points with "
+        f"{iou_ranges.loc['chunker', 'best']} best; {worst[0]} loses "
+        f"{100 * truncation.loc[worst, 'ref_chars_past_window']:.0f}% of its reference characters to "
+        f"{worst[1]}'s window. "
+        f"Cutting {matched_chunker} with the retrieval embedder: **{matched_word}**. "
+        f"Verdicts cover these corpora, {_count(n_chunkers, 'chunker')}, {_count(len(best_by), 'embedder')}, "
+        f"{_count(len(retrievers), 'retriever')} and k in {{{', '.join(map(str, top_k))}}}."
+    )
+
+
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _count(n: int, noun: str) -> str:
+    """``"six chunkers"``, ``"one embedder"``, ``"12 chunkers"``."""
+    return f"{_WORDS[n] if n < len(_WORDS) else n} {noun}{'' if n == 1 else 's'}"
+
