@@ -390,6 +390,11 @@ def test_k_winner_result_names_a_change_only_when_both_leads_exceed_the_noise(mo
     assert ch.k_winner_result(grid, ranking, ref_k=5)["k_winner_changes"] == "cannot tell"
     ranking.loc[2, "best"] = "A"
     assert ch.k_winner_result(grid, ranking, ref_k=5)["k_winner_changes"] == "no"
+    # the same first place, but tied with the runner-up (both at 100%): cannot tell
+    ranking["runner_up"], ranking["best_mean"], ranking["lead"] = "B", [90.0, 95.0, 100.0], [1.0, 2.0, 0.0]
+    tie = ch.k_winner_result(grid, ranking, ref_k=5)
+    assert tie["k_winner_changes"] == "cannot tell"
+    assert tie["k_winner_gap_ci"] == "0 (at k=10 A ties with B at 100.0%: no first place to compare)"
     with pytest.raises(ValueError, match="smaller than its largest"):
         ch.k_winner_result(grid, ranking, ref_k=10)
     with pytest.raises(ValueError, match="no retriever 'bm25'"):

@@ -964,8 +964,9 @@ def k_winner_result(
     dict
         ``k_winner_changes``: ``"yes"`` when a different chunker ranks first at the largest k
         and both leads (the old first's at ``ref_k``, the new first's at the largest k) have
-        95% paired intervals above 0; ``"no"`` when the same chunker ranks first at both;
-        ``"cannot tell"`` otherwise. ``k_winner_small`` / ``k_winner_large`` (the first at each
+        95% paired intervals above 0; ``"no"`` when the same chunker ranks first at both and
+        leads alone at both (a first place shared with the runner-up, e.g. everyone at 100%,
+        is ``"cannot tell"``); ``"cannot tell"`` otherwise. ``k_winner_small`` / ``k_winner_large`` (the first at each
         k), ``k_large``, and ``k_winner_gap_ci``: at the largest k, the ``ref_k`` winner minus
         the first there, ``"+d [low, high]"`` in points (``"0"`` when they are the same).
 
@@ -984,6 +985,13 @@ def k_winner_result(
     small, large = rows.loc[ref_k, "best"], rows.loc[k_large, "best"]
     out: dict[str, Any] = {"k_winner_small": small, "k_winner_large": large, "k_large": int(k_large)}
     if small == large:
+        tied = [kk for kk in (ref_k, k_large) if "lead" in rows.columns and abs(float(rows.loc[kk, "lead"])) < 1e-9]
+        if tied:  # "the same chunker ranks first" on a tie says nothing about which is first
+            kk = tied[-1]
+            r = rows.loc[kk]
+            return {**out, "k_winner_changes": "cannot tell",
+                    "k_winner_gap_ci": f"0 (at k={kk} {r['best']} ties with {r['runner_up']} at "
+                                       f"{float(r['best_mean']):.1f}%: no first place to compare)"}
         return {**out, "k_winner_changes": "no", "k_winner_gap_ci": "0 (the same chunker ranks first)"}
     d, lo, hi = pair_difference(grid, small, large, metric, retriever, k_large, n_resamples, seed)
     d0, lo0, hi0 = pair_difference(grid, small, large, metric, retriever, ref_k, n_resamples, seed)
