@@ -977,8 +977,91 @@ def findings_results(
     return out
 
 
+def chapter_answer(table: pd.DataFrame, n_sentences: int, n_gold: int, n_control_sentences: int) -> str:
+    """Chapter 1's answer, built from its sweep (so it stays right when the sweep or the texts change).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`run_sweep` over both texts: ``text`` ("handbook" / "control"), ``buffer_size``,
+        ``threshold``, ``amount``, ``min_chunk_size`` (NaN for none), ``chunks``,
+        ``shifts_found``, ``recall``, ``extra_splits``, ``windowdiff``.
+    n_sentences, n_gold : int
+        The handbook's sentences and real topic shifts.
+    n_control_sentences : int
+        The control text's sentences.
+
+    Returns
+    -------
+    str
+        LangChain's defaults' outcome, how many settings find every shift and the best of them
+        by WindowDiff, what a percentile threshold does to the control text, whether a setting
+        that leaves the control whole finds the shifts, and why there is no interval (the
+        chunker is deterministic).
+    """
+    key = ["buffer_size", "threshold", "amount", "min_chunk_size"]
+    hand_rows = table[table.text == "handbook"].set_index(key)
+    ctrl_rows = table[table.text == "control"].set_index(key)
+    both = hand_rows[hand_rows.recall == 1.0][["chunks", "extra_splits", "windowdiff"]]
+    both = both.join(ctrl_rows[["chunks"]].rename(columns={"chunks": "control_chunks"}))
+    d_key = (1, "percentile", 95.0, np.nan)
+    d = hand_rows.loc[d_key] if d_key in hand_rows.index else None
+    best = both.sort_values(["windowdiff", "extra_splits"]).head(1)
+    sentences = [
+        f"On the {n_sentences}-sentence handbook text with {n_gold} real topic shifts, "
+        + (f"LangChain's defaults (`buffer_size=1`, 95th percentile) make {d.chunks} chunks and "
+           f"find {d.shifts_found} shifts." if d is not None
+           else "LangChain's defaults (`buffer_size=1`, 95th percentile) were not in this sweep.")
+    ]
+    if len(best):
+        (b, rule, amount, mcs), r = best.index[0], best.iloc[0]
+        size = "no min_chunk_size" if pd.isna(mcs) else f"min_chunk_size {int(mcs)} characters"
+        n_extra = int(r.extra_splits)
+        sentences.append(
+            f"{len(both)} of the {len(hand_rows)} settings of the sweep find every shift; the best of "
+            f"them by WindowDiff (buffer_size {b}, {rule.replace('_', ' ')} {amount:g}, {size}) "
+            f"pays {n_extra} extra split{'' if n_extra == 1 else 's'} for it and still cuts the "
+            f"single-topic control text into {int(r.control_chunks)} chunks.")
+    else:
+        sentences.append(f"None of the {len(hand_rows)} settings of the sweep finds every shift.")
+    pct_all = table[table.threshold == "percentile"].assign(
+        min_chunk_size=table.min_chunk_size.fillna(0)).pivot_table(
+        index=["buffer_size", "amount", "min_chunk_size"], columns="text", values="chunks", aggfunc="first")
+    n_pct, n_same = len(pct_all), int((pct_all["control"] == pct_all["handbook"]).sum())
+    n_whole = int((pct_all["control"] == 1).sum())
+    pct_lo, pct_hi = int(pct_all["control"].min()), int(pct_all["control"].max())
+    sentences.append(
+        (f"A percentile threshold never leaves a text whole: in all {n_pct} percentile settings it "
+         f"cuts the control, where there is nothing to find, into {pct_lo} to {pct_hi} chunks"
+         if n_whole == 0 else
+         f"A percentile threshold leaves the control, where there is nothing to find, whole in only "
+         f"{n_whole} of its {n_pct} settings and cuts it into up to {pct_hi} chunks")
+        + f", as many as the handbook in {n_same} of them: the number of cuts follows from the "
+        "number of sentences and the percentile, not from the meaning.")
+    ctrl_whole = ctrl_rows[ctrl_rows.chunks == 1].index
+    agree = hand_rows.loc[ctrl_whole]
+    whole_rules = sorted(set(agree.index.get_level_values("threshold")))
+    n_whole_both = int((agree.recall == 1.0).sum())
+    if len(ctrl_whole):
+        sentences.append(
+            f"Of the {len(ctrl_whole)} settings that do leave the control whole (rules: "
+            f"{', '.join(w.replace('_', ' ') for w in whole_rules)}), "
+            + ("none finds every handbook shift." if n_whole_both == 0
+               else f"{n_whole_both} find{'s' if n_whole_both == 1 else ''} every handbook shift."))
+    else:
+        sentences.append("No setting of the sweep leaves the control text whole.")
+    sizes = (f"of {n_sentences} sentences each" if n_sentences == n_control_sentences
+             else f"({n_sentences} and {n_control_sentences} sentences)")
+    sentences.append(
+        f"These are exact counts on two short texts {sizes} with one embedding model, not estimates: "
+        "the chunker is deterministic, so there is no interval to give, and the run cannot say how "
+        "often the same happens on other documents.")
+    return " ".join(sentences)
+
+
 __all__ = [
     "BREAKPOINT_DEFAULTS",
+    "chapter_answer",
     "HandbookText",
     "ARTICLE_RESULTS_COLUMNS",
     "ARTICLE_SETTINGS_COLUMNS",
