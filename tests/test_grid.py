@@ -399,3 +399,18 @@ def test_k_winner_result_names_a_change_only_when_both_leads_exceed_the_noise(mo
         ch.k_winner_result(grid, ranking, ref_k=10)
     with pytest.raises(ValueError, match="no retriever 'bm25'"):
         ch.k_winner_result(grid, ranking, ref_k=5, retriever="bm25")
+
+
+def test_k_winner_sentence_says_a_tie_apart_from_a_change():
+    from chunkwise.experiments import chroma as ch
+
+    outcomes = {
+        "dense": {"k_winner_changes": "cannot tell", "k_winner_small": "A", "k_winner_large": "A"},  # a tie
+        "bm25": {"k_winner_changes": "no", "k_winner_small": "A", "k_winner_large": "A"},
+        "hybrid": {"k_winner_changes": "cannot tell", "k_winner_small": "A", "k_winner_large": "B"},
+    }
+    assert ch.k_winner_sentence(outcomes, 5, 15) == (
+        "With dense search, the chunker that ranks first at k = 5 shares first place with another at one of "
+        "the two k, so the data cannot tell whether the winner changes; with BM25, the chunker that ranks "
+        "first at k = 5 still ranks first at k = 15; with hybrid retrieval, a different chunker ranks first "
+        "at k = 15, but at least one of the two leads is within the noise.")

@@ -999,6 +999,44 @@ def k_winner_result(
     return {**out, "k_winner_changes": changes, "k_winner_gap_ci": describe_interval(d, lo, hi)}
 
 
+def k_winner_sentence(outcomes: dict[str, dict[str, Any]], ref_k: int, k_large: int) -> str:
+    """One sentence on whether the first chunker changes with k, per retriever.
+
+    Parameters
+    ----------
+    outcomes : mapping retriever -> :func:`k_winner_result`
+    ref_k, k_large : int
+        The two k compared.
+
+    Returns
+    -------
+    str
+        Retrievers grouped by outcome: the same first (``"no"``), a different first with both
+        leads beyond the noise (``"yes"``), a different first with a lead within it, or the same
+        first tied with the runner-up (both ``"cannot tell"``, said apart).
+    """
+    names = {"dense": "dense search", "bm25": "BM25", "hybrid": "hybrid retrieval"}
+    phrases = {
+        "no": f"the chunker that ranks first at k = {ref_k} still ranks first at k = {k_large}",
+        "yes": f"a different chunker ranks first at k = {k_large}, with both leads beyond the noise",
+        "cannot tell": (f"a different chunker ranks first at k = {k_large}, but at least one of the two "
+                        "leads is within the noise"),
+        "tie": (f"the chunker that ranks first at k = {ref_k} shares first place with another at one of "
+                "the two k, so the data cannot tell whether the winner changes"),
+    }
+    groups: dict[str, list[str]] = {}
+    for retriever, o in outcomes.items():
+        key = o["k_winner_changes"]
+        if key == "cannot tell" and o["k_winner_small"] == o["k_winner_large"]:
+            key = "tie"
+        groups.setdefault(key, []).append(names.get(retriever, retriever))
+
+    def join(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+    return "With " + "; with ".join(f"{join(rs)}, {phrases[o]}" for o, rs in groups.items()) + "."
+
+
 def llm_chunker_result(
     diff: tuple[float, float, float] | None,
     llm_runs: pd.DataFrame | None,
