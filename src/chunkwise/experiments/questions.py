@@ -105,6 +105,7 @@ __all__ = [
     "RankAgreement",
     "build_messages",
     "build_numbered_messages",
+    "chapter_answer",
     "generate_questions",
     "passage_sentences",
     "rank_agreement",
@@ -1079,3 +1080,119 @@ def iter_candidates(result: GenerationResult, reason: str | None = None) -> Iter
             raise ValueError(f"unknown reason {reason!r}; use one of {', '.join(DROP_REASONS)}.")
         frame = frame[frame["reason"] == reason]
     return frame.to_dict("records")
+
+
+def chapter_answer(
+    generated: Any,
+    n_grid: int,
+    llm_stats: Mapping[str, int],
+    runs: Mapping[str, Any],
+    rerun: Any,
+    boots: Mapping[tuple[str, str], Any],
+    overall: Any = None,
+    at_k5: Any = None,
+) -> tuple[str, str]:
+    """Chapter 4's answer and its run facts, built from the run.
+
+    Parameters
+    ----------
+    generated : GenerationResult
+        The generated set (``questions``, ``candidates``, ``dropped``).
+    n_grid : int
+        Generated questions on the corpora of the grid.
+    llm_stats : mapping
+        ``calls`` and ``cache_hits`` of the generation.
+    runs : mapping name -> GridResult
+        The grid under each question set (``"published"``, ``"generated"``).
+    rerun : GridResult
+        The generated set's grid again (warm).
+    boots : mapping (set name, metric) -> BootstrapResult
+        Recall and IoU at k = 5 under each set.
+    overall, at_k5 : RankAgreement, optional
+        :func:`rank_agreement` of the two sets over all cells and over the cells at k = 5; both
+        needed when both sets ran.
+
+    Returns
+    -------
+    (str, str)
+        The answer (Markdown sentences) and the run facts (a Markdown list).
+    """
+    def pct(x: float) -> str:
+        return f"{100 * x:.1f}"
+
+    def ci_words(lo: float, hi: float) -> str:
+        return f"95% CI {lo:.2f} to {hi:.2f}"
+
+    n_kept, n_cand = len(generated.questions), len(generated.candidates)
+    drop_reasons = sorted(((n, k.replace("_", " ")) for k, n in generated.dropped.items() if n), reverse=True)
+    drop_words = ", ".join(f"{k} {n}" for n, k in drop_reasons) or "none dropped"
+    facts = [
+        f"- generated set: {n_kept} questions kept of {n_cand} candidates, {n_grid} of them on the corpora of "
+        f"the grid; dropped by reason: {drop_words}; LLM calls {llm_stats['calls']}, from the cache "
+        f"{llm_stats['cache_hits']}",
+    ]
+    for name, r in runs.items():
+        facts.append(f"- grid with the {name} set ({len(r.questions)} questions): {r.seconds:.1f} s, "
+                     f"{r.n_embedded} texts embedded")
+    facts.append(f"- the generated set's grid again, warm: {rerun.seconds:.1f} s, {rerun.n_embedded} texts embedded")
+    sentences = []
+    if {"published", "generated"} <= set(runs):
+        if overall is None or at_k5 is None:
+            raise ValueError("with both question sets, pass the rank agreements overall and at_k5.")
+        pub = runs["published"]
+        bp, bg = boots[("published", "recall")], boots[("generated", "recall")]
+        facts.append(f"- rank agreement on recall, all cells: {overall.describe()}")
+        facts.append(f"- rank agreement on recall at k = 5: {at_k5.describe()}")
+        for metric in ("recall", "iou"):
+            p_, g_ = boots[("published", metric)], boots[("generated", metric)]
+            facts.append(
+                f"- {metric} at k = 5: best cell {p_.best} under the published set (best in "
+                f"{p_.table.loc[p_.best, 'p_best']:.0%} of resamples), {g_.best} under the generated set "
+                f"({g_.table.loc[g_.best, 'p_best']:.0%}); the generated set's best is "
+                f"{'in play' if g_.best in p_.in_play else 'ruled out'} under the published set; "
+                f"{len(p_.in_play)} vs {len(g_.in_play)} of {len(p_.table)} cells in play")
+        sentences.append(
+            f"The local model kept {n_kept} of its {n_cand} candidate questions"
+            + (f", {n_grid} of them on the corpora of the grid, where the published set has "
+               f"{len(pub.questions)}." if n_grid < n_kept else
+               f"; the published set has {len(pub.questions)} questions on the same corpora."))
+        sentences.append(
+            f"Over all {len(overall.cells)} cells of the grid the two sets' rankings agree with Spearman's rho "
+            f"{overall.spearman:.2f} ({ci_words(*overall.spearman_ci)}); among the {len(at_k5.cells)} cells at "
+            f"k = 5, where only the chunker and the retriever change, rho is {at_k5.spearman:.2f} "
+            f"({ci_words(*at_k5.spearman_ci)})"
+            + (", an interval that reaches 0" if round(at_k5.spearman_ci[0], 2) <= 0 else "")
+            + (", so much of the overall agreement comes from k, which both sets order alike."
+               if overall.spearman > at_k5.spearman else "."))
+
+        def verdict_words(b: Any, name: str) -> str:
+            p = b.table.loc[b.best, "p_best"]
+            if b.winner is not None:
+                return f"the {name} set names a winner, {b.best} (best in {p:.0%} of resamples)"
+            return f"the {name} set names no winner (its best cell, {b.best}, is best in only {p:.0%} of resamples)"
+
+        def in_play_words(b: Any) -> str:
+            n = len(b.in_play)
+            return f"all {n}" if n == len(b.table) else f"{n} of {len(b.table)}"
+
+        sentences.append(
+            f"On recall at k = 5, {verdict_words(bp, 'published')} and keeps {in_play_words(bp)} cells in play; "
+            f"{verdict_words(bg, 'generated')} and keeps {in_play_words(bg)} in play.")
+        if bg.best == bp.best:
+            sentences.append("Both sets have the same best cell.")
+        else:
+            row = bp.table.loc[bg.best]
+            sentences.append(
+                f"Under the published questions the generated set's best cell is {pct(-row['diff_best'])} recall "
+                f"points behind their best (paired bootstrap 95% CI {pct(-row['diff_best_high'])} to "
+                f"{pct(-row['diff_best_low'])}), so it is {'ruled out' if bg.best in bp.ruled_out else 'still in play'}.")
+        sentences.append(
+            f"What the run cannot show is whether the {n_grid} generated questions in the grid are right: nobody "
+            "reviewed them, and the model that wrote them also chose their answers.")
+    else:
+        sentences.append(
+            f"No checked question set was given, so the chapter generated {n_kept} questions from {n_cand} "
+            f"candidates ({n_grid} in the grid) and evaluated the grid with them, but could not test whether "
+            "they rank the cells as a checked set would.")
+    return " ".join(sentences), "\n".join(facts)
+
