@@ -1037,6 +1037,111 @@ def k_winner_sentence(outcomes: dict[str, dict[str, Any]], ref_k: int, k_large: 
     return "With " + "; with ".join(f"{join(rs)}, {phrases[o]}" for o, rs in groups.items()) + "."
 
 
+def noise_word(low: float, high: float) -> str:
+    """``"beyond"`` when a paired interval excludes 0, else ``"within"`` (the noise)."""
+    return "beyond" if low > 0 or high < 0 else "within"
+
+
+def short_label(label: str) -> str:
+    """``"TokenText 250 overlap 125"`` -> ``"TokenText 250/125"`` (table rows that fit the page)."""
+    return label.replace(" overlap ", "/")
+
+
+def chapter_answer(
+    *,
+    comparison: pd.DataFrame,
+    same_setup: bool,
+    placement: str,
+    recall_tolerance: float,
+    corpora_run: Sequence[str],
+    all_five: bool,
+    embedding_model: str,
+    metric_mode: str,
+    top_k: int,
+    baseline: str,
+    clear: pd.DataFrame,
+    n_chunkers: int,
+    n_questions: int,
+    best: str | None = None,
+    runner_up: str | None = None,
+    top_here: tuple[float, float, float] | None = None,
+    top_true: tuple[float, float, float] | None = None,
+    k_sentence: str = "",
+    untested: Sequence[str] = (),
+) -> str:
+    """Chapter 2's answer, built from its tables.
+
+    Parameters
+    ----------
+    comparison : DataFrame
+        Ours beside the report (``recall_reported``, ``recall_delta``,
+        ``precision_omega_reported``, ``precision_omega_delta``; points).
+    same_setup : bool
+        The run is the report's setup (all-MiniLM-L6-v2, chroma mode, k = 5, all five corpora),
+        so its means are comparable with the report's.
+    placement : {"report", "exact"}
+    recall_tolerance : float
+        Points (the findings page's tolerance for the recall rows).
+    corpora_run, all_five, embedding_model, metric_mode, top_k
+        What the run did, to say why it is not comparable when it is not.
+    baseline : str
+        The baseline chunker's label.
+    clear : DataFrame
+        The chunkers whose recall differs from the baseline's beyond the noise: ``chunker``,
+        ``diff``, ``diff_low``, ``diff_high`` (points).
+    n_chunkers, n_questions : int
+    best, runner_up : str, optional
+        The first two chunkers; ``top_here`` their paired difference at ``placement`` and
+        ``top_true`` at the chunks' true offsets (points, with the interval).
+    k_sentence : str
+        :func:`k_winner_sentence`.
+    untested : sequence of str
+        What the run did not test.
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
+    from chunkwise.evaluation.stats import describe_interval
+
+    def interval(d: float, lo: float, hi: float) -> str:
+        return describe_interval(d, lo, hi, decimals=2)
+
+    where = "the report's placement" if placement == "report" else "the chunks' true offsets"
+    if same_setup:
+        rec_all = comparison.dropna(subset=["recall_reported"])
+        pom_all = comparison.dropna(subset=["precision_omega_reported"])
+        repro = (
+            f"At {where}, our {{term}}`span recall` is within {recall_tolerance:g} points of the report's "
+            f"all-MiniLM-L6-v2 value for {int((rec_all.recall_delta.abs() <= recall_tolerance).sum())} of "
+            f"{len(rec_all)} chunkers (largest gap {rec_all.recall_delta.abs().max():.1f} points), and "
+            "{term}`precision_Ω`, which no retriever can move, differs from it by "
+            f"{pom_all.precision_omega_delta.min():+.1f} to {pom_all.precision_omega_delta.max():+.1f} points.")
+    else:
+        how = (f"scores {n_questions} questions on {len(corpora_run)} of the report's five corpora "
+               f"({', '.join(corpora_run)})" if not all_five else
+               f"runs {embedding_model}, metric mode {metric_mode!r} and top_k = {top_k}")
+        repro = (f"This run {how}, so its means are {{term}}`not comparable here` with the report's "
+                 "all-MiniLM-L6-v2 values; the chapter's default run makes that comparison.")
+    noise = (
+        f"Against {short_label(baseline)}, {len(clear)} of the {n_chunkers - 1} other chunkers differ in recall "
+        f"beyond the noise of {n_questions} questions (95% {{term}}`paired bootstrap` interval excluding 0)"
+        + (": " + "; ".join(f"{short_label(c)} {interval(d_, lo_, hi_)}" for c, d_, lo_, hi_ in
+                            zip(clear.chunker, clear["diff"], clear.diff_low, clear.diff_high))
+           if len(clear) else "") + ".")
+    top = ""
+    if runner_up is not None and top_here is not None:
+        top = (f"At the top, {short_label(str(best))} leads {short_label(runner_up)} by {interval(*top_here)} at "
+               f"{where}, {noise_word(*top_here[1:])} the noise")
+        if top_true is not None:
+            top += (f", and by {interval(*top_true)} at the chunks' true offsets, "
+                    f"{noise_word(*top_true[1:])} it")
+        top += "."
+    limits = "This run does not test " + " or ".join(untested) + "." if untested else ""
+    return " ".join(s for s in (repro, noise, top, k_sentence, limits) if s)
+
+
 def llm_chunker_result(
     diff: tuple[float, float, float] | None,
     llm_runs: pd.DataFrame | None,
