@@ -990,11 +990,14 @@ def test_ordering_result_compares_pg_rag_with_the_best_baseline_on_shared_questi
     got = cx.ordering_result(scores, n_resamples=500)
     # best baseline: dense (0.5 > 0.3); PG-RAG minus it is +20 points on every question
     assert got == {"pg_rag_vs_best_doc1": "PG-RAG ahead", "pg_rag_vs_best_doc1_ci": "+20.0 [+20.0, +20.0]",
-                   "best_baseline_doc1": "DPR"}
+                   "best_baseline_doc1": "DPR", "pg_rag_vs_best_doc1_n": 12}
     worse = _scores_frame({"dense": [0.5] * n, "pg_rag": [0.4, 0.6] * (n // 2)})
     assert cx.ordering_result(worse, n_resamples=500)["pg_rag_vs_best_doc1"] == "cannot tell"
     few = _scores_frame({"dense": [0.5] * 3, "pg_rag": [0.9] * 3})
     assert cx.ordering_result(few)["pg_rag_vs_best_doc1_ci"] == "+40.0 (no interval: 3 shared questions)"
+    # a failed answer (NaN) leaves the question out of the pair: the count says over how many
+    gap = _scores_frame({"dense": [0.5] * n, "pg_rag": [0.7] * (n - 2) + [float("nan")] * 2})
+    assert cx.ordering_result(gap, n_resamples=200)["pg_rag_vs_best_doc1_n"] == n - 2
     with pytest.raises(ValueError, match="no scores for 'pg_rag'"):
         cx.ordering_result(_scores_frame({"dense": [0.5] * 3}))
 

@@ -497,7 +497,9 @@ def ordering_result(
         With the task's prefix (``doc1`` ...): ``pg_rag_vs_best_<p>`` = ``"PG-RAG ahead"`` /
         ``"baseline ahead"`` when the 95% paired interval is above / below 0, ``"cannot tell"``
         when it contains 0 or has too few shared questions; ``pg_rag_vs_best_<p>_ci``
-        (``"+d [low, high]"`` points) and ``best_baseline_<p>`` (the paper's label).
+        (``"+d [low, high]"`` points), ``best_baseline_<p>`` (the paper's label) and
+        ``pg_rag_vs_best_<p>_n``, the questions both methods answered (the ones the interval is
+        over; fewer than the task's items where an answer failed or was not scored).
 
     Raises
     ------
@@ -520,7 +522,8 @@ def ordering_result(
     ci = (describe_interval(row["difference"], row["ci_low"], row["ci_high"]) if word
           else f"{row['difference']:+.1f} (no interval: {int(row['n_shared'])} shared questions)")
     return {f"pg_rag_vs_best_{prefix}": verdict, f"pg_rag_vs_best_{prefix}_ci": ci,
-            f"best_baseline_{prefix}": PAPER_METHOD.get(best, best)}
+            f"best_baseline_{prefix}": PAPER_METHOD.get(best, best),
+            f"pg_rag_vs_best_{prefix}_n": int(row["n_shared"])}
 
 
 def headline_verdict(
