@@ -215,9 +215,9 @@ def test_crud_findings_results_cover_every_chapter3_claim():
     claims = fd.load_claims(CLAIMS)
     # with the ordering question's keys (crud.ordering_result, tested in test_crud.py), nothing is missing
     assert fd.missing_keys(claims, {"03_crud_pgrag": got}) == {"03_crud_pgrag": [
-        "pg_rag_vs_best_doc1", "best_baseline_doc1", "pg_rag_vs_best_doc1_ci"]}
+        "pg_rag_vs_best_doc1", "best_baseline_doc1", "pg_rag_vs_best_doc1_ci", "pg_rag_vs_best_doc1_n"]}
     ordering = {"pg_rag_vs_best_doc1": "cannot tell", "pg_rag_vs_best_doc1_ci": "+1.0 [-2.0, +4.0]",
-                "best_baseline_doc1": "DPR"}
+                "best_baseline_doc1": "DPR", "pg_rag_vs_best_doc1_n": 44}
     assert fd.missing_keys(claims, {"03_crud_pgrag": {**got, **ordering}}) == {}
 
 
