@@ -141,3 +141,32 @@ def test_a_solution_that_raises_fails_the_chapter_run(tmp_path):
     nbformat.write(nb, path)
     with pytest.raises(book.NotebookExecutionError, match="the exercise rotted"):
         book.execute_notebook(path, {}, tmp_path / "out", progress_bar=False)
+
+
+def test_tidy_and_the_reader_check_on_raw_table_cells(tmp_path):
+    import nbformat
+    import pandas as pd
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from chunkwise import book
+
+    df = pd.DataFrame({"a": [-0.04, 1.26, float("nan")], "b": ["x", None, "y"], "n": [1, 2, 3]})
+    t = book.tidy(df, decimals=1)
+    assert t["a"].tolist() == [0.0, 1.3, "–"] and str(t["a"].iloc[0]) == "0.0"
+    assert t["b"].tolist() == ["x", "–", "y"] and t["n"].tolist() == [1, 2, 3]
+
+    def page(frame):
+        cell = new_code_cell("frame")
+        cell.outputs = [new_output("execute_result", {"text/html": frame.to_html(), "text/plain": "x"},
+                                   execution_count=1)]
+        path = tmp_path / "ch.ipynb"
+        nbformat.write(new_notebook(cells=[cell]), path)
+        return book.reader_problems(path)
+
+    raw = page(df.round(1))
+    assert raw == ["ch.ipynb cell 0: a table shows '-0.0', 'NaN' (write a dash or a word for a missing "
+                   "value; a value that rounds to zero has no sign)"]
+    assert page(t) == []
+    wide = pd.DataFrame([range(15)], columns=[f"c{i}" for i in range(15)])
+    assert page(wide) == ["ch.ipynb cell 0: a table of 16 columns, wider than the page (at most 14: split it or "
+                          "show the columns the text reads)"]

@@ -52,6 +52,7 @@ __all__ = [
     "find_repo_root",
     "html_frame",
     "load_profile",
+    "tidy",
     "parameters_cell_defaults",
     "parameters_cell_names",
     "profile_about",
@@ -461,7 +462,12 @@ def reader_problems(path: str | os.PathLike[str]) -> list[str]:
     - a figure (an ``image/png`` or ``image/svg+xml`` output) from a cell without a caption
       (cell metadata ``mystnb.figure.caption``);
     - a cell tagged ``solution`` that was not executed;
-    - a ``{glue...}`` reference in a Markdown cell to a key that no output of the run glued.
+    - a ``{glue...}`` reference in a Markdown cell to a key that no output of the run glued;
+    - a table (an HTML output) with a cell that reads ``nan``, ``NaN``, ``None``, ``<NA>`` or a
+      negative zero (``-0.0``, ``-0``): missing values need a word or a dash, and a value
+      that rounds to zero has no sign;
+    - a table with more than :data:`MAX_TABLE_COLUMNS` columns, index included, which the page
+      cannot show (split it, or show the columns the text reads).
 
     Returns
     -------
@@ -488,7 +494,64 @@ def reader_problems(path: str | os.PathLike[str]) -> list[str]:
             out.append(f"{name} cell {i}: a figure without a caption (set metadata mystnb.figure.caption)")
         if SOLUTION_TAG in _tags(c) and c.get("execution_count") is None:
             out.append(f"{name} cell {i}: an exercise solution that was not executed")
+        for o in c.get("outputs", []):
+            page = o.get("data", {}).get("text/html")
+            if not page:
+                continue
+            page = "".join(page) if isinstance(page, list) else page
+            if "srcdoc=" in page:  # a drawing framed as a page (html_frame), not a table
+                continue
+            for rows in _html_tables(page):
+                n_cols = max((len(r) for r in rows), default=0)
+                bad = sorted({x for r in rows[1:] for x in r[1:] if _RAW_CELL.fullmatch(x)})
+                if bad:
+                    out.append(f"{name} cell {i}: a table shows {', '.join(map(repr, bad))} (write a dash or a "
+                               "word for a missing value; a value that rounds to zero has no sign)")
+                if n_cols > MAX_TABLE_COLUMNS:
+                    out.append(f"{name} cell {i}: a table of {n_cols} columns, wider than the page (at most "
+                               f"{MAX_TABLE_COLUMNS}: split it or show the columns the text reads)")
     return out
+
+
+#: Widest table a chapter may show (columns, index included).
+MAX_TABLE_COLUMNS = 14
+#: Table cells a reader should never see.
+_RAW_CELL = re.compile(r"nan|NaN|None|<NA>|NaT|-0(\.0+)?%?")
+
+
+def _html_tables(page: str) -> list[list[list[str]]]:
+    """The tables of an HTML page: per table, its rows of cell texts (header rows included)."""
+    from html.parser import HTMLParser
+
+    class _Tables(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tables: list[list[list[str]]] = []
+            self.stack: list[list[list[str]]] = []
+            self.cell: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            if tag == "table":
+                self.stack.append([])
+            elif tag == "tr" and self.stack:
+                self.stack[-1].append([])
+            elif tag in ("td", "th") and self.stack and self.stack[-1]:
+                self.cell = []
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("td", "th") and self.cell is not None and self.stack and self.stack[-1]:
+                self.stack[-1][-1].append("".join(self.cell).strip())
+                self.cell = None
+            elif tag == "table" and self.stack:
+                self.tables.append([r for r in self.stack.pop() if r])
+
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    parser = _Tables()
+    parser.feed(page)
+    return parser.tables
 
 
 # ---------------------------------------------------------------- CLI value typing
@@ -1290,6 +1353,40 @@ def write_status_page(book_dir: str | os.PathLike[str]) -> Path:
     out = book / STATUS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
+    return out
+
+
+def tidy(df: Any, decimals: int | None = None, missing: str = "–") -> Any:
+    """A table as a reader should see it: no ``NaN`` and no negative zero.
+
+    Parameters
+    ----------
+    df : DataFrame
+    decimals : int, optional
+        Round the float columns to this many decimals first.
+    missing : str, default "–"
+        Shown for a missing value (the column becomes text where it has one).
+
+    Returns
+    -------
+    DataFrame
+        A copy: float columns rounded (when asked) with ``-0.0`` made ``0.0``; every missing
+        value replaced by ``missing``. Whole numbers in a float column with a missing value
+        keep their decimals (``12.0``), so read the table's unit from its column name.
+    """
+    import pandas as pd
+
+    out = df.copy()
+    for c in out.columns:
+        col = out[c]
+        if pd.api.types.is_float_dtype(col):
+            col = col.round(decimals) if decimals is not None else col
+            col = col + 0.0  # -0.0 + 0.0 == 0.0
+            if col.isna().any():
+                col = col.astype(object).where(col.notna(), missing)
+            out[c] = col
+        elif col.isna().any():
+            out[c] = col.astype(object).where(col.notna(), missing)
     return out
 
 
