@@ -1031,6 +1031,8 @@ def test_readable_paired_puts_the_interval_in_brackets():
     assert out.loc[("t", "a")].tolist() == ["30.3", "28.0", "+2.3", "[-4.4, +9.3]", 46]
     assert out.loc[("t", "b"), "95% interval"] == "–"
     assert cx.format_interval(0.1234, 0.8, ".2f") == "[0.12, 0.80]" and cx.format_interval(nan, 1.0) == "–"
+    paired.loc[("t", "b"), "difference"] = -0.04  # rounds to zero: no sign
+    assert cx.readable_paired(paired).loc[("t", "b"), "difference"] == "0.0"
 
 
 def test_chapter_answer_states_the_differences_their_intervals_and_the_verdict():

@@ -686,7 +686,9 @@ def readable_paired(table: pd.DataFrame) -> pd.DataFrame:
             if col == "ci_low":
                 out["95% interval"] = [format_interval(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"])]
         elif col == "difference":
-            out[col] = [f"{v:+.1f}" if pd.notna(v) else "–" for v in table[col]]
+            # a difference that rounds to zero has no sign ("0.0", never "-0.0")
+            out[col] = [("0.0" if round(float(v), 1) == 0 else f"{v:+.1f}") if pd.notna(v) else "–"
+                        for v in table[col]]
         elif col == "n_shared":
             out[col] = table[col].astype(int)
         elif col in ("method", "reference", "default", "variant"):
