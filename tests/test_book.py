@@ -821,7 +821,7 @@ def test_profile_values_are_injected_and_p_wins(tmp_path, monkeypatch, capsys):
 
     records = load_run_records(root / "book" / "generated" / "results")
     assert records["tiny"]["origin"] == {"n": "command line", "s": "profile test", "ratio": "profile test"}
-    assert build_line(["tiny"], records).startswith("**This build used the **test** parameter profile** "
+    assert build_line(["tiny"], records).startswith("**This build used the `test` parameter profile** "
                                                     "(tiny: n, ratio, s)")
 
 

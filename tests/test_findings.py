@@ -466,7 +466,7 @@ def test_a_profile_run_is_named_and_its_differences_are_not_comparable(tmp_path)
         "origin": {"corpora": "profile ci", "n_resamples": "profile ci"}}))
     page = fd.write_findings_page(book, claims_path=reg).read_text(encoding="utf-8")
     line = (book / fd.BUILD_LINE_PAGE).read_text(encoding="utf-8")
-    assert line.startswith("**This build used the **ci** parameter profile** (ch2: corpora, n_resamples)")
+    assert line.startswith("**This build used the `ci` parameter profile** (ch2: corpora, n_resamples)")
     assert "**not comparable here (profile)**: ch2 ran with the ci profile (corpora, n_resamples), not its " \
            "defaults; measured: we get 70.0" in page
     assert "**not reproduced**: we get" not in page and "| shifts | p | 2 | 2 | +0 | ±0 | **reproduced** |" in page

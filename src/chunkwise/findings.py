@@ -304,7 +304,7 @@ def build_line(results_chapters: Sequence[str], records: Mapping[str, Mapping[st
         line = (f"**This build ran {'every chapter' if not unknown else 'its chapters'} at the defaults: the published "
                 "experiment.**")
     else:
-        what = f"the **{', '.join(profiles)}** parameter profile" if profiles else "parameters given on the command line"
+        what = f"the `{', '.join(profiles)}` parameter profile" if profiles else "parameters given on the command line"
         params = "; ".join(f"{ch}: {', '.join(sorted(records[ch]['parameters']))}" for ch in cut)
         line = (f"**This build used {what}** ({params}), not the chapters' defaults: its numbers are not the "
                 "published run's, and a claim of those chapters that differs from its source is \"not comparable "
