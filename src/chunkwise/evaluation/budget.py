@@ -122,6 +122,7 @@ def token_budget_view(result: Any, budget_tokens: int) -> BudgetView:
     depth = result.config.search_depth
     combos = result.table.drop_duplicates(["chunker", "embedder", "retriever"])
     rows, per_q = [], []
+    tokens_of: dict[str, list[list[int]]] = {}  # per chunking, once: its retrievers share the chunks
     for row in combos.itertuples(index=False):
         label, emb, retriever = str(row.chunker), str(row.embedder), str(row.retriever)
         name = f"{label} | {emb} | {retriever} | budget={budget}" if multi else f"{label} | {retriever} | budget={budget}"
@@ -130,7 +131,9 @@ def token_budget_view(result: Any, budget_tokens: int) -> BudgetView:
         _, ranking = result.ranking_of(str(row.cell))
         chunk_list = [c for cs in result.chunk_objects[label].values() for c in cs]
         spans = [(d, int(s), int(e)) for d, ss in result.chunks[label].items() for s, e in ss]
-        token_ids = enc.encode_ordinary_batch([c.text for c in chunk_list])
+        if label not in tokens_of:
+            tokens_of[label] = enc.encode_ordinary_batch([c.text for c in chunk_list])
+        token_ids = tokens_of[label]
         retrieved, n_read, t_read, short = [], [], [], []
         for ranked in ranking:
             got: list[tuple[str, int, int]] = []
