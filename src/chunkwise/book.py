@@ -1096,6 +1096,14 @@ def execute_notebook(
     if cell_timeout is not None:
         engine_kwargs["execution_timeout"] = cell_timeout
     before = _file_state(output)
+    # what the numbers depend on, taken before the kernel starts (chunkwise.provenance)
+    from chunkwise.provenance import run_provenance
+
+    try:
+        repo_root = find_repo_root(source.parent)
+    except FileNotFoundError:
+        repo_root = source.parent.parent
+    provenance = run_provenance(source, repo_root)
     try:
         try:
             with _quiet_parameter_inspection():
@@ -1132,7 +1140,7 @@ def execute_notebook(
         if origin is not None and parameters:
             _add_profile_note(running, _profile_note(parameters, origin, about))
         running.replace(output)
-        _write_run_record(out_dir / "results", source.stem, parameters, origin)
+        _write_run_record(out_dir / "results", source.stem, parameters, origin, provenance)
     finally:
         # Ctrl-C (KeyboardInterrupt), SystemExit, ...: never leave the hidden partial copy behind.
         running.unlink(missing_ok=True)
@@ -1143,10 +1151,14 @@ def execute_notebook(
     return output
 
 
-def _write_run_record(results: Path, stem: str, parameters: Mapping[str, Any], origin: Mapping[str, str] | None) -> None:
+def _write_run_record(
+    results: Path, stem: str, parameters: Mapping[str, Any], origin: Mapping[str, str] | None,
+    provenance: Mapping[str, Any] | None = None,
+) -> None:
     """``<results>/runs/<stem>.json``: the parameters a chapter ran with and where each came from
     (a profile, the command line), read by :func:`chunkwise.findings.load_run_records` so the
-    findings page can say which build it reports."""
+    findings page can say which build it reports, and the run's provenance (commit, machine,
+    source fingerprints: :func:`chunkwise.provenance.run_provenance`)."""
     import json
 
     folder = results / "runs"
@@ -1157,6 +1169,8 @@ def _write_run_record(results: Path, stem: str, parameters: Mapping[str, Any], o
         "parameters": {k: v for k, v in parameters.items()},
         "origin": {k: origin.get(k, "command line") for k in parameters},
     }
+    if provenance is not None:
+        record["provenance"] = dict(provenance)
     tmp = folder / f".{stem}.{os.getpid()}.json"
     tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
     tmp.replace(folder / f"{stem}.json")

@@ -241,8 +241,14 @@ def _config_extensions(book_dir: Path) -> list[str]:
     return list((config.get("sphinx") or {}).get("extra_extensions") or [])
 
 
-def build_book(book_dir: Path, strict: bool = True) -> int:
+def build_book(book_dir: Path, strict: bool = True, published: bool = False) -> int:
     """Build the HTML book and return 0 only if it is clean.
+
+    ``published=True`` (``make read``) first replaces ``generated/`` by the committed published
+    run (``book/published/``, :func:`chunkwise.provenance.stage_published`), executing nothing,
+    and prints for each chapter whether its run matches the current source or what changed
+    since (the page carries the same list in a banner). Either way every chapter with a run
+    record gets a line saying which commit, parameters and machine produced it.
 
     Non-zero, before anything is built, when a page of ``_toc.yml`` has no source file (the
     chapters in ``generated/`` exist only after ``chunkwise run-notebooks``); and when
@@ -260,7 +266,9 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
             f"Sphinx extension(s) {', '.join(missing)} named in {book_dir / '_config.yml'} are "
             f"not installed; reinstall the book extra: pip install -e '.[book]'"
         )
-    missing_docs = _missing_toc_documents(book_dir)
+    if published and not (book_dir / "published").is_dir():
+        return _fail(f"{book_dir / 'published'} does not exist: there is no published run to read")
+    missing_docs = [] if published else _missing_toc_documents(book_dir)
     if missing_docs:
         generated = [d for d in missing_docs if d.startswith("generated/")]
         hint = (
@@ -270,6 +278,21 @@ def build_book(book_dir: Path, strict: bool = True) -> int:
         )
         return _fail(f"{len(missing_docs)} page(s) of {book_dir / '_toc.yml'} do not exist yet "
                      f"({', '.join(missing_docs)}): {hint}")
+    from chunkwise import provenance
+
+    repo_root = book_dir.parent
+    try:
+        if published:
+            stale = provenance.stage_published(book_dir, repo_root)
+            print(f"{PROG}: the published run ({book_dir / provenance.PUBLISHED_DIR}), per chapter:\n"
+                  + provenance.staleness_summary(stale), file=sys.stderr)
+        else:
+            provenance.annotate_pages(book_dir / "generated", repo_root, published=False)
+    except (OSError, ValueError) as exc:  # PublishError is a ValueError
+        return _fail(f"could not prepare the chapters' provenance: {exc}")
+    if published and _missing_toc_documents(book_dir):
+        return _fail(f"the published run lacks page(s) {', '.join(_missing_toc_documents(book_dir))} "
+                     "of _toc.yml: publish a full run (`chunkwise publish`)")
     reports_dir = book_dir / REPORTS
     shutil.rmtree(reports_dir, ignore_errors=True)  # never judge this build by old reports
     try:  # the intro's status section includes this page (what this build holds)
@@ -346,7 +369,7 @@ def _cmd_build_book(args: argparse.Namespace) -> int:
             book_dir = book.find_repo_root() / "book"
         except FileNotFoundError as exc:
             return _fail(str(exc))
-    return build_book(book_dir, strict=args.strict)
+    return build_book(book_dir, strict=args.strict, published=args.published)
 
 
 # ----------------------------------------------------------------- check-notebook
@@ -665,6 +688,11 @@ def _parser() -> argparse.ArgumentParser:
         help="treat warnings as errors (default: --strict)",
     )
     build.add_argument("--book", metavar="DIR", help="book folder (default: <repo>/book)")
+    build.add_argument(
+        "--published", action="store_true",
+        help="build from the committed published run (book/published/) instead of generated/, "
+        "executing nothing; each page says whether its run is older than the current source",
+    )
     build.set_defaults(func=_cmd_build_book)
 
     check = sub.add_parser(

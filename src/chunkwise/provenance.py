@@ -1,0 +1,469 @@
+"""Where a chapter's numbers came from, and whether the source has moved on since.
+
+A chapter run by ``chunkwise run-notebooks`` records its *provenance* beside its parameters
+(``<results>/runs/<stem>.json``): the git commit of the repository and whether the working tree
+had uncommitted changes, the chunkwise version, the machine (CPU model, cores, memory, OS,
+Python), and fingerprints of what the numbers depend on -- a sha256 per code cell of the source
+notebook and a sha256 per module of the ``chunkwise`` package that the chapter imports, directly
+or through other modules (found by reading ``import`` statements with :mod:`ast`, including
+imports inside functions, so the set is conservative).
+
+The published run (``book/published/``, see :func:`publish_run` and :func:`stage_published`)
+is read without executing anything; :func:`stale_reasons` compares its fingerprints with the
+current source and names what changed, so a page whose run is older than its code says so
+(a banner) instead of passing old numbers off as current ones. Staleness is visible, never
+blocking: a cold rerun of the whole book costs hours.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = [
+    "PROVENANCE_TAG",
+    "PUBLISHED_DIR",
+    "PublishError",
+    "annotate_pages",
+    "chapter_modules",
+    "code_cell_hashes",
+    "git_state",
+    "machine_summary",
+    "module_hashes",
+    "provenance_markdown",
+    "publish_run",
+    "run_provenance",
+    "stage_published",
+    "stale_reasons",
+    "staleness_summary",
+]
+
+#: Tag of the Markdown cell that states a page's provenance (inserted by the book build).
+PROVENANCE_TAG = "run-provenance"
+#: Where the committed published run lives, relative to the book folder.
+PUBLISHED_DIR = "published"
+#: Package name whose modules are fingerprinted.
+_PACKAGE = "chunkwise"
+
+
+class PublishError(ValueError):
+    """A run cannot be published or read as the published run (the message says what to do)."""
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _code_cells(notebook: Path) -> list[str]:
+    try:
+        nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PublishError(f"{notebook} cannot be read as a notebook ({exc})") from None
+    out = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        tags = (cell.get("metadata") or {}).get("tags") or []
+        if "injected-parameters" in tags:  # papermill's own cell, not part of the source
+            continue
+        source = cell.get("source", "")
+        out.append(source if isinstance(source, str) else "".join(source))
+    return out
+
+
+def code_cell_hashes(notebook: str | os.PathLike[str]) -> list[str]:
+    """sha256 (first 16 hex digits) of each code cell's source, in order.
+
+    Works on a source notebook or an executed copy (papermill's ``injected-parameters`` cell is
+    skipped, so both give the same list).
+
+    Raises
+    ------
+    PublishError
+        If the file is not a readable notebook.
+    """
+    return [_sha(source) for source in _code_cells(Path(notebook))]
+
+
+def _imported_modules(code: str, current: str | None = None) -> set[str]:
+    """Names ``chunkwise[.x[.y]]`` that ``code`` imports (``current``: the module's own dotted
+    name, to resolve relative imports). Unparsable code (IPython magics) is read line by line."""
+    try:
+        trees = [ast.parse(code)]
+    except SyntaxError:
+        trees = []
+        for line in code.splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("import ", "from ")):
+                try:
+                    trees.append(ast.parse(stripped))
+                except SyntaxError:
+                    continue
+    found: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.split(".")[0] == _PACKAGE)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level and current:
+                    parts = current.split(".")
+                    # a package's __init__ counts as the package itself
+                    anchor = parts[: len(parts) - node.level + (1 if current.endswith("__init__") else 0)]
+                    anchor = [p for p in anchor if p != "__init__"]
+                    base = ".".join(anchor + ([base] if base else []))
+                if base.split(".")[0] != _PACKAGE:
+                    continue
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return found
+
+
+def _module_file(name: str, src_root: Path) -> Path | None:
+    parts = name.split(".")
+    as_module = src_root.joinpath(*parts).with_suffix(".py")
+    if as_module.is_file():
+        return as_module
+    as_package = src_root.joinpath(*parts, "__init__.py")
+    return as_package if as_package.is_file() else None
+
+
+def chapter_modules(notebook: str | os.PathLike[str], src_root: str | os.PathLike[str]) -> list[str]:
+    """Files of the package (paths relative to ``src_root``) that a notebook's code imports,
+    directly or through other package modules, plus every package ``__init__.py`` on the way.
+
+    Parameters
+    ----------
+    notebook : path
+        A source or executed notebook.
+    src_root : path
+        The folder holding the ``chunkwise`` package (``<repo>/src``).
+
+    Returns
+    -------
+    list of str
+        Sorted POSIX paths such as ``chunkwise/evaluation/grid.py``.
+    """
+    root = Path(src_root)
+    todo = set()
+    for code in _code_cells(Path(notebook)):
+        todo |= _imported_modules(code)
+    seen: dict[str, Path] = {}
+    while todo:
+        name = todo.pop()
+        # every parent package's __init__ runs on import
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            parent = ".".join(parts[:i])
+            if parent not in seen:
+                todo.add(parent)
+        path = _module_file(name, root)
+        if path is None or name in seen:
+            continue
+        seen[name] = path
+        dotted = name + (".__init__" if path.name == "__init__.py" else "")
+        todo |= _imported_modules(path.read_text(encoding="utf-8"), dotted) - set(seen)
+    return sorted(p.relative_to(root).as_posix() for p in seen.values())
+
+
+def module_hashes(files: Iterable[str], src_root: str | os.PathLike[str]) -> dict[str, str]:
+    """``{relative path: sha256 (16 hex digits)}`` of package files (missing files are left out)."""
+    root = Path(src_root)
+    out = {}
+    for rel in files:
+        path = root / rel
+        if path.is_file():
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return out
+
+
+def git_state(repo_root: str | os.PathLike[str]) -> dict[str, Any]:
+    """``{"commit": full sha or None, "dirty": bool or None}`` of the repository at ``repo_root``
+    (None when git or the repository is not available; a run outside git is still recorded)."""
+    def _git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", os.fspath(repo_root), *args], capture_output=True,
+                                  text=True, timeout=60, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = _git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def machine_summary() -> dict[str, Any]:
+    """The machine a chapter ran on: CPU model, logical cores, memory (GiB), OS and Python."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory_gib = None
+    try:
+        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": cpu, "cores": cores, "memory_gib": memory_gib,
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version()}
+
+
+def run_provenance(source: str | os.PathLike[str], repo_root: str | os.PathLike[str]) -> dict[str, Any]:
+    """Everything :func:`stale_reasons` needs later, taken before a chapter's kernel starts.
+
+    Returns
+    -------
+    dict
+        ``commit``, ``dirty``, ``chunkwise_version``, ``machine`` (:func:`machine_summary`),
+        ``recorded_utc`` (ISO 8601), ``notebook`` (path relative to the repository),
+        ``code_cells`` (:func:`code_cell_hashes`) and ``modules`` (:func:`module_hashes` of
+        :func:`chapter_modules`).
+    """
+    from chunkwise import __version__
+
+    source, root = Path(source).resolve(), Path(repo_root).resolve()
+    src_root = root / "src"
+    try:
+        rel = source.relative_to(root).as_posix()
+    except ValueError:
+        rel = source.name
+    files = chapter_modules(source, src_root) if src_root.is_dir() else []
+    return {
+        **git_state(root),
+        "chunkwise_version": __version__,
+        "machine": machine_summary(),
+        "recorded_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "notebook": rel,
+        "code_cells": code_cell_hashes(source),
+        "modules": module_hashes(files, src_root),
+    }
+
+
+def _changed_cells(old: Sequence[str], new: Sequence[str]) -> str | None:
+    if list(old) == list(new):
+        return None
+    changed = [i + 1 for i in range(max(len(old), len(new)))
+               if i >= len(old) or i >= len(new) or old[i] != new[i]]
+    shown = ", ".join(map(str, changed[:8])) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+    size = f" ({len(old)} code cells then, {len(new)} now)" if len(old) != len(new) else ""
+    return f"code cell{'s' if len(changed) > 1 else ''} {shown}{size}"
+
+
+def stale_reasons(provenance: Mapping[str, Any], repo_root: str | os.PathLike[str]) -> list[str]:
+    """What changed in the source since a recorded run (empty: the run matches the source).
+
+    Compares the source notebook's code cells, the package modules the chapter imports now
+    and then (content, added, removed) and the chunkwise version. Markdown cells are not
+    compared: prose does not change numbers.
+
+    Raises
+    ------
+    PublishError
+        If the record has no fingerprints (a run recorded before provenance existed).
+    """
+    from chunkwise import __version__
+
+    if "code_cells" not in provenance or "modules" not in provenance:
+        raise PublishError("the run record has no provenance fingerprints; rerun the chapter "
+                           "with `chunkwise run-notebooks` to record them")
+    root = Path(repo_root)
+    reasons = []
+    notebook = root / provenance["notebook"]
+    if not notebook.is_file():
+        return [f"{provenance['notebook']} no longer exists"]
+    cells = _changed_cells(provenance["code_cells"], code_cell_hashes(notebook))
+    if cells:
+        reasons.append(f"{cells} of {provenance['notebook']} changed")
+    src_root = root / "src"
+    now = module_hashes(chapter_modules(notebook, src_root), src_root)
+    then = dict(provenance["modules"])
+    changed = sorted(k for k in then.keys() & now.keys() if then[k] != now[k])
+    added, removed = sorted(now.keys() - then.keys()), sorted(then.keys() - now.keys())
+    if changed:
+        reasons.append("changed since: " + ", ".join(f"src/{c}" for c in changed))
+    if added:
+        reasons.append("now also imported: " + ", ".join(f"src/{c}" for c in added))
+    if removed:
+        reasons.append("no longer imported: " + ", ".join(f"src/{c}" for c in removed))
+    if provenance.get("chunkwise_version") != __version__:
+        reasons.append(f"chunkwise {provenance.get('chunkwise_version')} then, {__version__} now")
+    return reasons
+
+
+def _describe_machine(machine: Mapping[str, Any]) -> str:
+    memory = f", {machine['memory_gib']:.0f} GiB" if machine.get("memory_gib") else ""
+    return f"{machine.get('cores')} cores ({machine.get('cpu')}){memory}, {machine.get('os')}, Python {machine.get('python')}"
+
+
+def provenance_markdown(record: Mapping[str, Any], reasons: Sequence[str] | None, published: bool) -> str:
+    """The Markdown a page shows about its run: commit, profile, machine, and, when ``reasons``
+    is non-empty, a warning that the run is older than the source, naming what changed.
+
+    ``record`` is a run record (``parameters``, ``origin``, ``provenance``).
+    """
+    prov = record.get("provenance") or {}
+    commit = prov.get("commit")
+    short = f"`{commit[:10]}`" if commit else "an unknown commit (no git)"
+    dirty = " with uncommitted changes" if prov.get("dirty") else ""
+    params = record.get("parameters") or {}
+    if params:
+        origins = sorted(set((record.get("origin") or {}).values()))
+        profile = f"parameters {', '.join(f'`{k}`' for k in params)} from {', '.join(origins)}"
+    else:
+        profile = "the chapter's default parameters"
+    when = str(prov.get("recorded_utc", ""))[:10]
+    which = "The published run of this page" if published else "This page's run"
+    text = (f"{which}: commit {short}{dirty}, {when}, {profile}, on "
+            f"{_describe_machine(prov.get('machine') or {})}.")
+    if reasons:
+        text += ("\n\n```{warning}\nThe published run is older than this source: "
+                 + "; ".join(reasons)
+                 + ". Its numbers are those of the commit above; `make book` reruns the chapter.\n```")
+    return text
+
+
+def _insert_provenance_cell(notebook: Path, markdown: str) -> None:
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    cells = [c for c in nb.get("cells", []) if PROVENANCE_TAG not in ((c.get("metadata") or {}).get("tags") or [])]
+    cell = {"cell_type": "markdown", "id": "run-provenance", "metadata": {"tags": [PROVENANCE_TAG]},
+            "source": markdown}
+    # after the title cell, so the page keeps its heading first
+    at = 1 if cells and cells[0].get("cell_type") == "markdown" else 0
+    cells.insert(at, cell)
+    nb["cells"] = cells
+    tmp = notebook.with_name(f".{notebook.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(notebook)
+
+
+def _read_record(results: Path, stem: str) -> dict[str, Any] | None:
+    path = results / "runs" / f"{stem}.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise PublishError(f"{path} is not valid JSON ({exc})") from None
+
+
+def annotate_pages(generated: str | os.PathLike[str], repo_root: str | os.PathLike[str],
+                   published: bool) -> dict[str, list[str]]:
+    """Put the provenance cell on every executed chapter in ``generated`` that has a run record
+    with provenance; return ``{chapter stem: stale reasons}`` (reasons are only computed for the
+    published run: a fresh build runs the current source by construction)."""
+    folder = Path(generated)
+    stale: dict[str, list[str]] = {}
+    for notebook in sorted(folder.glob("*.ipynb")):
+        if notebook.name.startswith(".") or notebook.name.endswith(".failed.ipynb"):
+            continue
+        record = _read_record(folder / "results", notebook.stem)
+        if not record or "provenance" not in record:
+            continue
+        reasons = stale_reasons(record["provenance"], repo_root) if published else []
+        stale[notebook.stem] = reasons
+        _insert_provenance_cell(notebook, provenance_markdown(record, reasons, published))
+    return stale
+
+
+def publish_run(run_dir: str | os.PathLike[str], book_dir: str | os.PathLike[str],
+                chapters: Sequence[str], repo_root: str | os.PathLike[str]) -> list[Path]:
+    """Copy a full default run into ``<book_dir>/published/`` (notebooks with outputs, their
+    results files and run records), replacing what was there for those chapters.
+
+    Parameters
+    ----------
+    run_dir : path
+        A ``chunkwise run-notebooks --out`` folder.
+    chapters : sequence of str
+        Notebook stems to publish (each must be in ``run_dir`` with a run record).
+
+    Raises
+    ------
+    PublishError
+        A chapter is missing, has no run record with provenance, ran with parameters (the
+        published run is the defaults), ran from uncommitted changes, or stores an error output.
+    """
+    run, dest = Path(run_dir), Path(book_dir) / PUBLISHED_DIR
+    checked = []
+    for stem in chapters:
+        notebook = run / f"{stem}.ipynb"
+        if not notebook.is_file():
+            raise PublishError(f"{notebook} does not exist; run `chunkwise run-notebooks --only {stem} "
+                               f"--out {run}` first")
+        record = _read_record(run / "results", stem)
+        if not record or "provenance" not in record:
+            raise PublishError(f"{stem}: no run record with provenance in {run / 'results' / 'runs'}; "
+                               "rerun it with this version of `chunkwise run-notebooks`")
+        if record.get("parameters"):
+            raise PublishError(f"{stem} ran with parameters {sorted(record['parameters'])}; the published "
+                               "run is the chapters' defaults (run without --profile or -p)")
+        if record["provenance"].get("dirty") or not record["provenance"].get("commit"):
+            raise PublishError(f"{stem} ran from uncommitted changes (or outside git); commit, then rerun it")
+        nb = json.loads(notebook.read_text(encoding="utf-8"))
+        if any(o.get("output_type") == "error" for c in nb.get("cells", []) for o in c.get("outputs", []) or []):
+            raise PublishError(f"{notebook} stores an error output; fix the chapter and rerun it")
+        checked.append(stem)
+    (dest / "results" / "runs").mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem in checked:
+        for src, out in ((run / f"{stem}.ipynb", dest / f"{stem}.ipynb"),
+                         (run / "results" / f"{stem}.json", dest / "results" / f"{stem}.json"),
+                         (run / "results" / "runs" / f"{stem}.json", dest / "results" / "runs" / f"{stem}.json")):
+            if src.is_file():
+                shutil.copyfile(src, out)
+                written.append(out)
+    return written
+
+
+def stage_published(book_dir: str | os.PathLike[str], repo_root: str | os.PathLike[str]) -> dict[str, list[str]]:
+    """Replace ``<book_dir>/generated/`` chapters and results by the committed published run and
+    mark each page with its provenance (and a stale banner where the source changed since).
+
+    Returns
+    -------
+    dict
+        ``{chapter stem: stale reasons}`` (empty list: the run matches the current source).
+
+    Raises
+    ------
+    PublishError
+        If ``<book_dir>/published/`` holds no executed chapter.
+    """
+    book, src = Path(book_dir), Path(book_dir) / PUBLISHED_DIR
+    notebooks = sorted(src.glob("*.ipynb"))
+    if not notebooks:
+        raise PublishError(f"{src} holds no published chapter; `chunkwise publish` copies a full run there")
+    generated = book / "generated"
+    if (generated / "results").is_dir():
+        shutil.rmtree(generated / "results")
+    for old in generated.glob("*.ipynb") if generated.is_dir() else []:
+        old.unlink()
+    (generated / "results").mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src / "results", generated / "results", dirs_exist_ok=True)
+    for notebook in notebooks:
+        shutil.copyfile(notebook, generated / notebook.name)
+    return annotate_pages(generated, repo_root, published=True)
+
+
+def staleness_summary(stale: Mapping[str, Sequence[str]]) -> str:
+    """One line per chapter for ``make read``: current, or what changed since its published run."""
+    lines = []
+    for stem, reasons in stale.items():
+        lines.append(f"  {stem}: " + ("matches the source" if not reasons else "OLDER THAN THE SOURCE: " + "; ".join(reasons)))
+    return "\n".join(lines)
+
