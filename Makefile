@@ -2,6 +2,8 @@
 #   make book   create the environment, execute every notebook with papermill, build the HTML book
 #   make test   create the environment and run the test suite
 #   make lab    create the environment and open notebooks/ in JupyterLab (project kernel, machine facts set)
+#   make read   build the HTML book from the committed published run (book/published/), executing
+#               nothing, in a small environment of its own (.venv-read: no torch, no models)
 # make book BOOK_PROFILE=ci executes the notebooks under notebooks/profiles/ci.json (what CI
 # builds: every cell runs, chapters 2, 4 and 5 on a corpus subset); plain `make book` is the published build.
 SHELL := /bin/bash
@@ -25,7 +27,21 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: venv test book notebooks html bench lab clean llama-server
+.PHONY: venv test book notebooks html bench lab clean llama-server read
+
+# The reading environment: the package without its dependencies plus the `read` extra (the
+# book tools and what build-book imports), about half a minute to create.
+READ_VENV := .venv-read
+$(READ_VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(READ_VENV)
+	$(READ_VENV)/bin/pip install --quiet --upgrade pip
+	$(READ_VENV)/bin/pip install --quiet --no-deps -e .
+	$(READ_VENV)/bin/pip install --quiet $$($(READ_VENV)/bin/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["read"])')
+	touch $@
+
+# Prints, per chapter, whether its published run matches the current source or what changed.
+read: $(READ_VENV)/.stamp
+	$(READ_VENV)/bin/chunkwise build-book --published
 
 venv: $(VENV)/.stamp
 

@@ -3,7 +3,8 @@
 Usage::
 
     chunkwise run-notebooks [--only NAME ...] [--profile NAME] [-p NAME VALUE ...] [--out DIR]
-    chunkwise build-book [--strict | --no-strict] [--book DIR]
+    chunkwise build-book [--strict | --no-strict] [--book DIR] [--published]
+    chunkwise publish RUN_DIR [--only NAME ...]
     chunkwise check-notebook PATH [PATH ...]
     chunkwise llm serve [--model-path P] [--port N] [--n-ctx 8192] [--threads 2]
     chunkwise llm weights [--model-path P]
@@ -392,6 +393,22 @@ def _cmd_fetch_data(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_publish(args: argparse.Namespace) -> int:
+    from chunkwise import provenance
+
+    try:
+        root = book.find_repo_root()
+        chapters = [Path(n).stem for n in book.registered_notebooks(args.only)]
+        written = provenance.publish_run(args.run_dir, root / "book", chapters, root)
+    except (OSError, ValueError) as exc:  # PublishError is a ValueError
+        return _fail(str(exc))
+    size = sum(p.stat().st_size for p in written)
+    print(f"{PROG}: published {len(chapters)} chapter(s) into {root / 'book' / provenance.PUBLISHED_DIR} "
+          f"({len(written)} files, {size / 2**20:.1f} MiB); commit them, then `make read` builds the book "
+          "from them", file=sys.stderr)
+    return 0
+
+
 def _cmd_check_notebook(args: argparse.Namespace) -> int:
     status = 0
     for path in args.paths:
@@ -694,6 +711,21 @@ def _parser() -> argparse.ArgumentParser:
         "executing nothing; each page says whether its run is older than the current source",
     )
     build.set_defaults(func=_cmd_build_book)
+
+    publish = sub.add_parser(
+        "publish",
+        help="copy a full default run into book/published/ (the run `make read` shows)",
+        description=(
+            "Copy the executed chapters of a `chunkwise run-notebooks --out DIR` run, with their "
+            "results files and run records, into book/published/. Refused when a chapter is "
+            "missing, ran with parameters (a profile or -p), ran from uncommitted changes, or "
+            "stores an error output."
+        ),
+    )
+    publish.add_argument("run_dir", metavar="RUN_DIR", help="the --out folder of a run-notebooks run")
+    publish.add_argument("--only", nargs="+", metavar="NAME",
+                         help="publish only these chapters (default: every registered chapter)")
+    publish.set_defaults(func=_cmd_publish)
 
     check = sub.add_parser(
         "check-notebook",

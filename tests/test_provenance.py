@@ -1,0 +1,202 @@
+"""Provenance of a chapter's run and the published run (issue 46): fingerprints, staleness,
+publishing, and ``build-book --published``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from chunkwise import book, cli, provenance
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _notebook(path: Path, code: list[str], title: str = "# Chapter") -> Path:
+    nb = new_notebook()
+    nb.cells = [new_markdown_cell(title), *[new_code_cell(c) for c in code]]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def _package(root: Path) -> Path:
+    """src/chunkwise with a -> (relative, inside a function) b, and c imported by nobody."""
+    pkg = root / "src" / "chunkwise"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('__version__ = "0.1.0"\n', encoding="utf-8")
+    (pkg / "a.py").write_text("def f():\n    from .sub import b\n    return b.g()\n", encoding="utf-8")
+    (pkg / "sub" / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "sub" / "b.py").write_text("def g():\n    return 1\n", encoding="utf-8")
+    (pkg / "c.py").write_text("X = 1\n", encoding="utf-8")
+    return root / "src"
+
+
+def test_chapter_modules_follow_imports_through_the_package(tmp_path):
+    src = _package(tmp_path)
+    nb = _notebook(tmp_path / "nb.ipynb", ["import numpy as np\nfrom chunkwise.a import f", "%matplotlib inline\nf()"])
+    assert provenance.chapter_modules(nb, src) == [
+        "chunkwise/__init__.py", "chunkwise/a.py", "chunkwise/sub/__init__.py", "chunkwise/sub/b.py",
+    ]
+
+
+def test_code_cell_hashes_skip_papermills_injected_cell(tmp_path):
+    source = _notebook(tmp_path / "s.ipynb", ["x = 1", "print(x)"])
+    executed = nbformat.read(str(source), as_version=4)
+    executed.cells.insert(2, new_code_cell("x = 2", metadata={"tags": ["injected-parameters"]}))
+    nbformat.write(executed, str(tmp_path / "e.ipynb"))
+    assert provenance.code_cell_hashes(source) == provenance.code_cell_hashes(tmp_path / "e.ipynb")
+    assert len(provenance.code_cell_hashes(source)) == 2
+
+
+def _repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    _package(root)
+    nb = _notebook(root / "notebooks" / "ch.ipynb", ["n = 1", "from chunkwise.a import f", "print(f())"])
+    cells = nbformat.read(str(nb), as_version=4)
+    cells.cells[1].metadata["tags"] = ["parameters"]
+    nbformat.write(cells, str(nb))
+    return root
+
+
+def test_stale_reasons_name_cells_and_modules_that_changed(tmp_path):
+    root = _repo(tmp_path)
+    record = provenance.run_provenance(root / "notebooks" / "ch.ipynb", root)
+    assert record["notebook"] == "notebooks/ch.ipynb"
+    assert record["commit"] is None  # not a git repository: recorded as unknown, not invented
+    assert provenance.stale_reasons(record, root) == []
+
+    # a module nobody imports, and prose: not a reason
+    (root / "src" / "chunkwise" / "c.py").write_text("X = 2\n", encoding="utf-8")
+    nb = nbformat.read(str(root / "notebooks" / "ch.ipynb"), as_version=4)
+    nb.cells[0].source = "# Chapter, retitled"
+    nbformat.write(nb, str(root / "notebooks" / "ch.ipynb"))
+    assert provenance.stale_reasons(record, root) == []
+
+    nb.cells[3].source = "print(f() + 1)"
+    nbformat.write(nb, str(root / "notebooks" / "ch.ipynb"))
+    (root / "src" / "chunkwise" / "sub" / "b.py").write_text("def g():\n    return 2\n", encoding="utf-8")
+    assert provenance.stale_reasons(record, root) == [
+        "code cell 3 of notebooks/ch.ipynb changed",
+        "changed since: src/chunkwise/sub/b.py",
+    ]
+
+
+def test_a_record_without_fingerprints_is_refused_with_what_to_do():
+    with pytest.raises(provenance.PublishError, match="rerun the chapter"):
+        provenance.stale_reasons({"commit": "abc"}, REPO)
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def _run_repo(tmp_path: Path, monkeypatch) -> Path:
+    """A git repository with one registered chapter, committed, with a tiny book."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = _repo(tmp_path)
+    (root / "pyproject.toml").write_text('[project]\nname = "chunkwise"\n', encoding="utf-8")
+    bookdir = root / "book"
+    bookdir.mkdir()
+    (bookdir / "_config.yml").write_text(
+        "title: tiny\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: 'off'\n", encoding="utf-8")
+    (bookdir / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: generated/ch\n",
+                                      encoding="utf-8")
+    (bookdir / "intro.md").write_text("# Tiny book\n", encoding="utf-8")
+    # the notebook imports the tiny package: put it first on the kernel's path
+    monkeypatch.setenv("PYTHONPATH", str(root / "src"))
+    monkeypatch.setenv("CHUNKWISE_ROOT", str(root))
+    monkeypatch.setattr(book, "NOTEBOOKS", ("ch.ipynb",))
+    _git(root, "init", "-q")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "tiny")
+    return root
+
+
+def test_a_run_records_its_commit_and_a_stale_published_run_is_flagged(tmp_path, monkeypatch, capsys):
+    root = _run_repo(tmp_path, monkeypatch)
+    run = tmp_path / "run"
+    book.execute_notebook(root / "notebooks" / "ch.ipynb", {}, run, progress_bar=False)
+    record = json.loads((run / "results" / "runs" / "ch.json").read_text(encoding="utf-8"))
+    prov = record["provenance"]
+    assert prov["commit"] == _git(root, "rev-parse", "HEAD") and prov["dirty"] is False
+    assert prov["machine"]["cores"] >= 1
+    assert sorted(prov["modules"]) == ["chunkwise/__init__.py", "chunkwise/a.py",
+                                       "chunkwise/sub/__init__.py", "chunkwise/sub/b.py"]
+
+    assert cli.main(["publish", str(run)]) == 0
+    published = root / "book" / "published"
+    assert (published / "ch.ipynb").is_file() and (published / "results" / "runs" / "ch.json").is_file()
+
+    # unchanged source: the page states its run, no banner
+    assert provenance.stage_published(root / "book", root) == {"ch": []}
+    page = nbformat.read(str(root / "book" / "generated" / "ch.ipynb"), as_version=4)
+    note = page.cells[1]
+    assert provenance.PROVENANCE_TAG in note.metadata["tags"]
+    assert prov["commit"][:10] in note.source and "default parameters" in note.source
+    assert "older than" not in note.source
+
+    # the code the chapter calls changes: the banner names it, and staging twice keeps one note
+    (root / "src" / "chunkwise" / "a.py").write_text("def f():\n    return 3\n", encoding="utf-8")
+    assert provenance.stage_published(root / "book", root) == {
+        "ch": ["changed since: src/chunkwise/a.py", "no longer imported: src/chunkwise/sub/__init__.py, "
+               "src/chunkwise/sub/b.py"]}
+    page = nbformat.read(str(root / "book" / "generated" / "ch.ipynb"), as_version=4)
+    notes = [c for c in page.cells if provenance.PROVENANCE_TAG in c.metadata.get("tags", [])]
+    assert len(notes) == 1 and "published run is older than this source" in notes[0].source
+    assert "src/chunkwise/a.py" in notes[0].source
+
+
+def test_publish_refuses_a_profile_run_and_uncommitted_changes(tmp_path, monkeypatch, capsys):
+    root = _run_repo(tmp_path, monkeypatch)
+    run = tmp_path / "run"
+    nb = root / "notebooks" / "ch.ipynb"
+    cells = nbformat.read(str(nb), as_version=4)
+    cells.cells[3].source = "print(f(), 'edited')"
+    nbformat.write(cells, str(nb))
+    # uncommitted: the notebook now differs from HEAD
+    book.execute_notebook(nb, {}, run, progress_bar=False)
+    assert cli.main(["publish", str(run)]) == 1
+    assert "uncommitted changes" in capsys.readouterr().err
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "edited")
+    book.execute_notebook(nb, {"n": 2}, run, progress_bar=False)
+    assert cli.main(["publish", str(run)]) == 1
+    assert "ran with parameters ['n']" in capsys.readouterr().err
+    assert not (root / "book" / "published").exists()
+    assert cli.main(["publish", str(tmp_path / "nowhere")]) == 1
+    assert "run-notebooks --only ch" in capsys.readouterr().err
+
+
+def test_build_book_published_builds_without_executing(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("jupyter_book", reason="the book extra is not installed")
+    root = _run_repo(tmp_path, monkeypatch)
+    shutil.copytree(REPO / "data" / "findings", root / "data" / "findings")  # the findings page's registry
+    run = tmp_path / "run"
+    book.execute_notebook(root / "notebooks" / "ch.ipynb", {}, run, progress_bar=False)
+    assert cli.main(["publish", str(run)]) == 0
+    (root / "src" / "chunkwise" / "sub" / "b.py").write_text("def g():\n    return 5\n", encoding="utf-8")
+    assert cli.main(["build-book", "--no-strict", "--published", "--book", str(root / "book")]) == 0
+    err = capsys.readouterr().err
+    assert "ch: OLDER THAN THE SOURCE: changed since: src/chunkwise/sub/b.py" in err
+    html = (root / "book" / "_build" / "html" / "generated" / "ch.html").read_text(encoding="utf-8")
+    assert "published run is older than this source" in html
+    # the stored output of the run (f() was 1 then), not a re-execution (5 now)
+    assert "<pre>1\n</pre>" in html.replace("<span></span>", "")
+
+
+def test_build_book_published_without_a_published_run_says_so(tmp_path, capsys):
+    bookdir = tmp_path / "book"
+    bookdir.mkdir()
+    (bookdir / "_config.yml").write_text("title: t\n", encoding="utf-8")
+    (bookdir / "_toc.yml").write_text("format: jb-book\nroot: intro\n", encoding="utf-8")
+    pytest.importorskip("jupyter_book", reason="the book extra is not installed")
+    assert cli.main(["build-book", "--published", "--book", str(bookdir)]) == 1
+    assert "no published run to read" in capsys.readouterr().err
