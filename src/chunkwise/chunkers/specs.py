@@ -24,7 +24,10 @@ from chunkwise.chunk import Chunk
 if TYPE_CHECKING:
     from chunkwise.llm.protocol import ChatModel
 
-__all__ = ["NAMES", "ChunkerSpec", "chunk_corpus", "chunk_hierarchy", "make_chunker", "parse_spec", "span_cache_dir"]
+__all__ = [
+    "NAMES", "ChunkerSpec", "chunk_corpus", "chunk_hierarchy", "make_chunker", "parse_spec", "span_cache_dir",
+    "span_cache_file", "store_spans",
+]
 
 
 #: ContextualChunker settings of the ``Contextual`` spec. Blocks of 1000 cl100k_base tokens
@@ -351,6 +354,55 @@ class _Given:
         return list(self.chunks)
 
 
+def span_cache_file(
+    spec: ChunkerSpec,
+    name: str,
+    text: str,
+    embedder: Any = None,
+    llm: ChatModel | None = None,
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """The span-cache file that :func:`chunk_corpus` reads and writes for a spec and one corpus.
+
+    Its content is a JSON list of ``[start, end]`` character offsets into ``text``, in the
+    chunker's order. A distributed engine that chunks elsewhere writes the file here
+    (:func:`store_spans`) and :func:`chunk_corpus` then reads it like its own.
+
+    Parameters
+    ----------
+    spec : ChunkerSpec
+        A spec whose kind has a span cache (its boundary spec for Late and Contextual).
+    name, text : str
+        The corpus name and its full text (the key hashes the text).
+    embedder, llm : optional
+        The model the chunker cuts with (its name or identity is part of the key).
+    cache_dir : str or Path, optional
+        See :func:`span_cache_dir`.
+
+    Raises
+    ------
+    ValueError
+        For a spec whose kind keeps no span cache (plugins without one, Hierarchical).
+    """
+    kind = spec.kind
+    if not kind.span_cache or kind.index == "parents" or kind.wrap is not None:
+        raise ValueError(f"{spec.label}: chunks of this kind are not kept in the span cache.")
+    ident = ""
+    if kind.needs == "embedder":
+        ident = getattr(embedder, "name", type(embedder).__name__)
+    elif kind.needs == "llm":
+        ident = getattr(llm, "model_identity", repr(llm))
+    stem = f"{spec.chunker}-{spec.size}-{spec.overlap}"
+    if spec.options:
+        stem += "-" + spec.spec_string().split(":", 1)[1].replace(":", "-")
+    return _span_path(spec.key(), stem, name, text, ident, cache_dir)
+
+
+def store_spans(path: Path, spans: list[tuple[int, int]]) -> None:
+    """Write ``[start, end]`` pairs to a span-cache file (:func:`span_cache_file`), atomically."""
+    _write_atomic(path, [[int(s), int(e)] for s, e in spans])
+
+
 def chunk_corpus(
     spec: ChunkerSpec,
     name: str,
@@ -400,17 +452,12 @@ def chunk_corpus(
             return chunker.split(text)
         except (ChunkerPluginError, OffsetRecoveryError) as exc:  # say which document
             raise type(exc)(f"document {name!r}: {exc}") from exc
-    ident = ""
-    if kind.needs == "embedder":
-        ident = getattr(embedder, "name", type(embedder).__name__)
-    elif kind.needs == "llm":
-        ident = getattr(llm, "model_identity", repr(llm))
-    path = _span_path(spec.key(), f"{spec.chunker}-{spec.size}-{spec.overlap}" + ("-" + spec.spec_string().split(":", 1)[1].replace(":", "-") if spec.options else ""), name, text, ident, cache_dir)
+    path = span_cache_file(spec, name, text, embedder, llm, cache_dir)
     if path.exists():
         spans = json.loads(path.read_text())
         return [Chunk(text[s:e], s, e) for s, e in spans]
     chunks = make_chunker(spec, embedder, llm).split(text)
-    _write_atomic(path, [[c.start, c.end] for c in chunks])
+    store_spans(path, [(c.start, c.end) for c in chunks])
     return chunks
 
 
