@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,14 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
                          "drop --no-judge to have the LLM judge groundedness; nothing was embedded.")
         t0 = time.perf_counter()
         stage["at"] = "grid"
+        engine = None
+        if args.engine == "ray":  # the same grid with chunking, embedding and retrieval on Ray
+            from chunkwise.evaluation.distributed import RayEngine, run_grid_ray
+
+            engine = RayEngine(address=args.ray_address, n_shards=args.shards, show_progress=not args.no_progress)
+            run_grid = partial(run_grid_ray, engine=engine)  # noqa: F811 - same parameters, same result
+        elif args.ray_address is not None or args.shards is not None:
+            raise ValueError("--ray-address and --shards are for --engine ray.")
         if len(config.embedders) > 1:  # the embedder axis: one (passage, query) pair per name
             if args.embedder is not None:
                 return _fail(f"--embedder {args.embedder} conflicts with the grid's embedders = {list(config.embedders)}; "
@@ -171,6 +180,10 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
                 docs, questions, config, embedder, query_embedder=query_embedder, show_progress=not args.no_progress
             )
         stage["at"] = "after_grid"
+        if engine is not None:
+            print(f"{PROG}: Ray stages: " + "; ".join(
+                f"{st.stage} {st.seconds:.1f} s ({st.items} items{', ' + st.detail if st.detail else ''})"
+                for st in _merged_stages(engine.stages)), file=sys.stderr)
         if len(questions) >= 2:
             boot = result.bootstrap(
                 settings["metric"], baseline=settings["baseline"], n_resamples=int(settings["n_resamples"]),
@@ -248,6 +261,20 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _merged_stages(stages: Any) -> list[Any]:
+    """One line per stage name: a stage repeated per chunking (retrieval) summed."""
+    from chunkwise.evaluation.distributed import StageTiming
+
+    out: dict[str, Any] = {}
+    for st in stages:
+        if st.stage in out:
+            prev = out[st.stage]
+            out[st.stage] = StageTiming(st.stage, prev.seconds + st.seconds, prev.items + st.items, st.detail)
+        else:
+            out[st.stage] = st
+    return list(out.values())
 
 
 def _print_budget(view: Any, n_questions: int, settings: dict[str, Any]) -> None:
@@ -609,6 +636,13 @@ def add_parsers(sub: Any) -> None:
     ev.add_argument("--no-judge", action="store_true", help="with --answers: no LLM judge (token F1 / EM only)")
     ev.add_argument("--llm-cache", default=None, metavar="SQLITE",
                     help="LLM response cache file of --answers (default chunkwise's cache, ~/.cache/chunkwise/llm.sqlite)")
+    ev.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="local (default): one process; ray: chunking, embedding and exact sharded retrieval on Ray "
+                         "(pip install 'chunkwise[scale]'), the same result")
+    ev.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="with --engine ray: a running cluster ('auto', 'ray://host:10001'); default: start Ray here")
+    ev.add_argument("--shards", type=int, default=None, metavar="N",
+                    help="with --engine ray: retrieval shards (default: the cluster's CPU count)")
     ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ev.set_defaults(func=_cmd_evaluate)
 
