@@ -20,12 +20,12 @@ question (``tests/test_ray_engine.py`` checks it):
    (:func:`import_embeddings`) before the next starts, so a run killed in this stage loses at
    most one part and a rerun embeds only what is still missing.
 3. **Retrieval, exact** -- the chunk vectors and the BM25 index are cut into ``n_shards``
-   contiguous shards, one Ray task (dense) or actor (BM25) each. Every shard returns its own
+   contiguous shards, one Ray task each (two phases for BM25). Every shard returns its own
    top ``depth`` per question with scores; the merge keeps the global top ``depth`` ordered by
    score, ties by chunk position, which is the local engine's order (a global top-k item is in
    its shard's top-k, so nothing is lost). BM25 first gathers the document frequencies, the
-   number of chunks and the average length from every shard, and each shard scores with those
-   global values, with bm25s' own float32 arithmetic, so sharding cannot change a score.
+   number of chunks and the average length from every shard (phase 1 tasks; the tokenized
+   shards stay in Ray's object store), and each shard scores with those global values (phase 2), with bm25s' own float32 arithmetic, so sharding cannot change a score.
    Approximate search (``index = "hnsw"``) is not sharded: it runs on the driver, as locally.
 4. **Scoring and the bootstrap** -- on the driver, unchanged (the grid itself).
 
@@ -205,6 +205,20 @@ class _BM25Shard:
         return out_idx, out_sc
 
 
+def _bm25_tokenize(texts: list[str], offset: int, language: str, tokenizer: str | None) -> tuple[Any, Any]:
+    """Ray task, phase 1 of sharded BM25: (the shard's statistics, the shard itself). The shard
+    stays in the object store; only the statistics travel to the driver."""
+    shard = _BM25Shard(texts, offset, language, tokenizer)
+    return shard.stats(), shard
+
+
+def _bm25_top(shard: _BM25Shard, df: Mapping[str, int], n_docs: int, total_len: int, queries: list[list[str]],
+              depth: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Ray task, phase 2: score the shard's chunks with the corpus-wide statistics."""
+    shard.set_globals(df, n_docs, total_len, 1.2, 0.75)
+    return shard.top(queries, depth)
+
+
 def _chunk_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
     """Ray Data ``flat_map``: one document row in, one row per chunk of each of its specs out."""
     from chunkwise.chunkers.specs import make_chunker, parse_spec
@@ -301,7 +315,8 @@ class RayEngine:
     n_shards : int, optional
         Shards of the retrieval stage (default: the cluster's CPU count).
     embed_actors : int, optional
-        Embedding actors, each with its own copy of the model (default: ``max(1, CPUs // 2)``).
+        Embedding actors, each with its own copy of the model and one CPU (Ray gives a one-CPU
+        worker one thread; default: the cluster's CPU count).
     num_gpus : float, default 0
         GPUs per embedding actor (build the embedder for that device, e.g.
         ``SentenceTransformerEmbedder(device="cuda")``).
@@ -476,7 +491,7 @@ class RayEngine:
             self._timed(f"embedding ({name})", t0, 0, "all cached")
             return 0
         ray = self._ray()
-        actors = self.embed_actors or max(1, self._cpus(ray) // 2)
+        actors = self.embed_actors or self._cpus(ray)
         for p, start in enumerate(range(0, len(missing), self.part_size)):
             batch = missing[start:start + self.part_size]
             ds = ray.data.from_items([{"key": k, "text": t} for k, t in batch])
@@ -506,7 +521,7 @@ class RayEngine:
         n_shards = self.n_shards or self._cpus(ray)
         originals = {n: retriever_kind(n) for n in ("dense", "bm25")}
         dense_remote = ray.remote(_dense_shard)
-        shard_actor = ray.remote(_BM25Shard)
+        tokenize_remote, top_remote = ray.remote(_bm25_tokenize), ray.remote(_bm25_top)
         engine = self
 
         def dense(inputs: Any, fused: Mapping[str, Any]) -> Any:
@@ -514,7 +529,7 @@ class RayEngine:
                 return originals["dense"].rank(inputs, fused)  # approximate search: on the driver, as locally
             from chunkwise.retrieval.registry import Ranking
 
-            t0 = time.perf_counter()
+            t_all = t0 = time.perf_counter()
             vectors = inputs.vectors()
             index_seconds = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -523,33 +538,29 @@ class RayEngine:
                        for a, b in _bounds(len(vectors), n_shards)]
             ranked = merge_top_k(ray.get(futures), inputs.depth)
             query = inputs.query_embed_seconds + (time.perf_counter() - t0) / len(inputs.questions)
-            engine._timed("retrieval (dense)", t0, len(inputs.questions), f"{len(futures)} shard(s)")
+            engine._timed("retrieval (dense)", t_all, len(inputs.questions), f"{len(futures)} shard(s)")
             return Ranking(ranked, index_seconds, query)
 
         def bm25(inputs: Any, fused: Mapping[str, Any]) -> Any:
             from chunkwise.retrieval.lexical import tokenize
             from chunkwise.retrieval.registry import Ranking
 
-            t0 = time.perf_counter()
+            t_all = t0 = time.perf_counter()
             language, tokenizer = inputs.config.language, inputs.config.tokenizer
-            shards = [shard_actor.remote(inputs.texts[a:b], a, language, tokenizer)
-                      for a, b in _bounds(len(inputs.texts), n_shards)]
-            try:
-                stats = ray.get([s.stats.remote() for s in shards])
-                df: Counter[str] = Counter()
-                for _, _, d in stats:
-                    df.update(d)
-                n_docs = sum(s[0] for s in stats)
-                total = sum(s[1] for s in stats)
-                ray.get([s.set_globals.remote(dict(df), n_docs, total, 1.2, 0.75) for s in shards])
-                index_seconds = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                queries = [[t for t in tokenize(q, language, tokenizer) if t in df] for q in inputs.questions]
-                ranked = merge_top_k(ray.get([s.top.remote(queries, inputs.depth) for s in shards]), inputs.depth)
-            finally:
-                for s in shards:
-                    ray.kill(s)
-            engine._timed("retrieval (bm25)", t0, len(inputs.questions), f"{len(shards)} shard(s)")
+            parts = [tokenize_remote.options(num_returns=2).remote(inputs.texts[a:b], a, language, tokenizer)
+                     for a, b in _bounds(len(inputs.texts), n_shards)]
+            stats = ray.get([p[0] for p in parts])
+            df: Counter[str] = Counter()
+            for _, _, d in stats:
+                df.update(d)
+            index_seconds = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            queries = [[t for t in tokenize(q, language, tokenizer) if t in df] for q in inputs.questions]
+            df_ref, q_ref = ray.put(dict(df)), ray.put(queries)
+            n_docs, total = sum(s[0] for s in stats), sum(s[1] for s in stats)
+            tops = [top_remote.remote(p[1], df_ref, n_docs, total, q_ref, inputs.depth) for p in parts]
+            ranked = merge_top_k(ray.get(tops), inputs.depth)
+            engine._timed("retrieval (bm25)", t_all, len(inputs.questions), f"{len(parts)} shard(s)")
             return Ranking(ranked, index_seconds, (time.perf_counter() - t0) / len(inputs.questions))
 
         replaced = {"dense": dense, "bm25": bm25}
