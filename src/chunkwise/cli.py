@@ -21,6 +21,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -196,6 +197,44 @@ def _toc_notebooks(book_dir: Path) -> list[Path]:
 _SOURCE_SUFFIXES = (".ipynb", ".md", ".myst", ".rst")
 
 
+def _unpublished_chapters(book_dir: Path) -> list[str]:
+    """For ``make read``: each chapter of the book that the published run lacks gets its source
+    notebook, without outputs, behind a banner saying so, so the book still builds and the gap is
+    visible. Returns those chapters' stems."""
+    absent = []
+    for doc in _missing_toc_documents(book_dir):
+        stem = doc.removeprefix("generated/")
+        source = book_dir.parent / "notebooks" / f"{stem}.ipynb"
+        if not doc.startswith("generated/") or not source.is_file():
+            continue
+        nb = json.loads(source.read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            if cell.get("cell_type") == "code":
+                cell["outputs"], cell["execution_count"] = [], None
+            elif cell.get("cell_type") == "markdown":  # numbers glued from outputs do not exist
+                text = "".join(cell.get("source", []))
+                text = re.sub(r"(`{3,})\{glue(?::\w+)?\}[^\n]*\n(?::[^\n]*\n)*\1", "*(not in the published run)*", text)
+                cell["source"] = re.sub(r"\{glue(?::\w+)?\}`[^`]*`", "*(not in the published run)*", text)
+        banner = {
+            "cell_type": "markdown", "id": "not-published", "metadata": {"tags": ["run-provenance"]},
+            "source": [
+                ":::{warning}\n",
+                "**This chapter is not in the published run.** `book/published/` holds no executed copy of "
+                f"it, so this page shows its code without outputs or numbers. Run it with `chunkwise "
+                f"run-notebooks --only {stem}` (or `make book`); `chunkwise publish` adds a full default run "
+                "of it to the published book.\n",
+                ":::\n",
+            ],
+        }
+        cells = nb.get("cells", [])
+        at = 1 if cells and cells[0].get("cell_type") == "markdown" else 0
+        nb["cells"] = cells[:at] + [banner] + cells[at:]
+        (book_dir / "generated").mkdir(parents=True, exist_ok=True)
+        (book_dir / "generated" / f"{stem}.ipynb").write_text(json.dumps(nb, indent=1), encoding="utf-8")
+        absent.append(stem)
+    return absent
+
+
 def _missing_toc_documents(book_dir: Path) -> list[str]:
     """Documents named in ``_toc.yml`` with no source file (empty when the TOC cannot be read)."""
     try:
@@ -291,9 +330,15 @@ def build_book(book_dir: Path, strict: bool = True, published: bool = False) -> 
             provenance.annotate_pages(book_dir / "generated", repo_root, published=False)
     except (OSError, ValueError) as exc:  # PublishError is a ValueError
         return _fail(f"could not prepare the chapters' provenance: {exc}")
-    if published and _missing_toc_documents(book_dir):
-        return _fail(f"the published run lacks page(s) {', '.join(_missing_toc_documents(book_dir))} "
-                     "of _toc.yml: publish a full run (`chunkwise publish`)")
+    absent: list[str] = []
+    if published:
+        absent = _unpublished_chapters(book_dir)
+        if absent:
+            print(f"{PROG}: NOT IN THE PUBLISHED RUN (its page shows the code without outputs): "
+                  + ", ".join(absent), file=sys.stderr)
+        if _missing_toc_documents(book_dir):
+            return _fail(f"the published run lacks page(s) {', '.join(_missing_toc_documents(book_dir))} "
+                         "of _toc.yml: publish a full run (`chunkwise publish`)")
     reports_dir = book_dir / REPORTS
     shutil.rmtree(reports_dir, ignore_errors=True)  # never judge this build by old reports
     try:  # the intro's status section includes this page (what this build holds)
@@ -342,7 +387,8 @@ def build_book(book_dir: Path, strict: bool = True, published: bool = False) -> 
         )
     from chunkwise.book import reader_problems
 
-    shown_to_readers = [p for nb in _toc_notebooks(book_dir) for p in reader_problems(nb)]
+    # a chapter the published run lacks has no outputs by design (its page says so)
+    shown_to_readers = [p for nb in _toc_notebooks(book_dir) if nb.stem not in absent for p in reader_problems(nb)]
     if shown_to_readers:
         problems.append(
             "chapters show readers what the book does not allow (rerun `chunkwise run-notebooks` after fixing):\n"
