@@ -200,3 +200,32 @@ def test_build_book_published_without_a_published_run_says_so(tmp_path, capsys):
     pytest.importorskip("jupyter_book", reason="the book extra is not installed")
     assert cli.main(["build-book", "--published", "--book", str(bookdir)]) == 1
     assert "no published run to read" in capsys.readouterr().err
+
+
+def test_a_chapter_missing_from_the_published_run_is_shown_without_outputs_and_named(tmp_path, monkeypatch, capfd):
+    pytest.importorskip("jupyter_book", reason="the book extra is not installed")
+    root = _run_repo(tmp_path, monkeypatch)
+    shutil.copytree(REPO / "data" / "findings", root / "data" / "findings")
+    # a second chapter, in the book but never run: numbers glued inline and as a directive
+    nb = _notebook(root / "notebooks" / "later.ipynb", ["print(41 + 1)"], title="# Later chapter")
+    later = nbformat.read(str(nb), as_version=4)
+    later.cells.append(new_markdown_cell("Recall was {glue:text}`later_recall:.1f` points.\n\n"
+                                         "```{glue:md} later_answer\n:format: myst\n```\n"))
+    nbformat.write(later, str(nb))
+    (root / "book" / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: generated/ch\n  - file: generated/later\n",
+        encoding="utf-8")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "a second chapter")
+    run = tmp_path / "run"
+    book.execute_notebook(root / "notebooks" / "ch.ipynb", {}, run, progress_bar=False)
+    assert cli.main(["publish", str(run)]) == 0
+    capfd.readouterr()
+    assert cli.main(["build-book", "--no-strict", "--published", "--book", str(root / "book")]) == 0
+    out, err = capfd.readouterr()
+    assert "NOT IN THE PUBLISHED RUN (its page shows the code without outputs): later" in err
+    assert "No key" not in out + err  # no glue lookups left for numbers that were never computed
+    html = (root / "book" / "_build" / "html" / "generated" / "later.html").read_text(encoding="utf-8")
+    assert "This chapter is not in the published run." in html
+    assert html.count("(not in the published run)") == 2
+    assert "print" in html and "42" not in html  # the code, never executed
