@@ -42,3 +42,20 @@ def logged(log: str | Path) -> list[str]:
     """The sha256 of every text embedded so far, in order."""
     p = Path(log)
     return p.read_text().split() if p.exists() else []
+
+
+class ParagraphChunker:
+    """Blank-line blocks (a chunker kind a user registers on the driver only)."""
+
+    def split(self, text):
+        import re
+
+        from chunkwise.chunk import Chunk
+
+        return [Chunk(m.group(), m.start(), m.end()) for m in re.finditer(r"\S(?:.|\n(?!\s*\n))*", text)]
+
+
+def paragraph_kind(name: str = "Paragraph"):
+    from chunkwise.chunkers.registry import ChunkerKind
+
+    return ChunkerKind(name, lambda spec, embedder, llm: ParagraphChunker(), "blank-line blocks", size="none")

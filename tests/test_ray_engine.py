@@ -23,7 +23,7 @@ from chunkwise.retrieval.lexical import BM25Retriever, tokenize
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from ray_fakes import HashEmbedder, logged  # noqa: E402
+from ray_fakes import HashEmbedder, logged, paragraph_kind  # noqa: E402
 
 ROOT = HERE.parent
 GARDEN = ROOT / "data" / "examples" / "garden"
@@ -230,6 +230,42 @@ def test_a_run_killed_in_the_embedding_stage_resumes_without_embedding_anything_
     local = run_grid(docs, questions, config, CachedEmbedder(HashEmbedder("h", tmp_path / "local.log")),
                      cache_dir=tmp_path / "spans-local", show_progress=False)
     _same_result(local, result)
+
+
+def test_a_chunker_kind_registered_on_the_driver_cuts_the_same_on_the_workers(ray_session, tmp_path):
+    from chunkwise.chunkers.registry import _KINDS, register_chunker
+
+    docs = {"a.md": "Tea at noon.\n\nSoil tests in spring.\nThe kit is in the shed.\n\n\nWater at dusk.",
+            "b.md": "Compost turns weekly.\n\nBeans climb the fence."}
+    questions = pd.DataFrame([
+        {"question": "Where is the soil kit?", "corpus_id": "a.md", "references": [(36, 59)]},
+        {"question": "What climbs the fence?", "corpus_id": "b.md", "references": [(23, 45)]},
+    ])
+    original = _KINDS.get("Recursive")
+    register_chunker(paragraph_kind(), replace=True)
+    register_chunker(paragraph_kind("Recursive"), replace=True)  # a built-in replaced on the driver only
+    try:
+        config = GridConfig.from_dict({"chunkers": ["Paragraph", "Recursive"], "retrievers": ["bm25", "dense"],
+                                       "top_k": [1, 2]})
+        local = run_grid(docs, questions, config, CachedEmbedder(HashEmbedder("h", tmp_path / "l.log")),
+                         cache_dir=tmp_path / "spans-local", show_progress=False)
+        result = RayEngine(work_dir=tmp_path / "ray").run(docs, questions, config, HashEmbedder("h", tmp_path / "r.log"),
+                                                          cache_dir=tmp_path / "spans-ray", show_progress=False)
+    finally:
+        register_chunker(original, replace=True)
+        _KINDS.pop("Paragraph", None)
+    _same_result(local, result)
+    recursive = next(label for label in result.chunks if label.startswith("Recursive"))
+    assert result.chunks[recursive]["a.md"] == [(0, 12), (14, 59), (62, 76)]  # paragraphs, as on the driver  # paragraphs, not 4-token pieces
+
+
+def test_a_worker_failure_is_a_runtime_error_that_says_how_to_resume(ray_session, tmp_path):
+    docs, questions = _synthetic(n_docs=5, n_questions=3, seed=2)
+    config = GridConfig.from_dict({"chunkers": ["TokenText:30"], "retrievers": ["dense"], "top_k": [1]})
+    with pytest.raises(RuntimeError, match="(?s)simulated crash.*rerun the same command to resume"):
+        RayEngine(work_dir=tmp_path / "ray").run(docs, questions, config,
+                                                 HashEmbedder("h", tmp_path / "e.log", fail_after=0),
+                                                 cache_dir=tmp_path / "spans", show_progress=False)
 
 
 def test_parquet_parts_import_into_the_content_cache(tmp_path):

@@ -219,10 +219,16 @@ def _bm25_top(shard: _BM25Shard, df: Mapping[str, int], n_docs: int, total_len: 
     return shard.top(queries, depth)
 
 
-def _chunk_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """Ray Data ``flat_map``: one document row in, one row per chunk of each of its specs out."""
+def _chunk_rows(row: dict[str, Any], kinds: Sequence[Any]) -> list[dict[str, Any]]:
+    """Ray Data ``flat_map``: one document row in, one row per chunk of each of its specs out.
+
+    ``kinds``: the driver's chunker kinds of these specs, registered here first, so a kind the
+    user registered (or replaced) on the driver cuts the same way in the worker."""
+    from chunkwise.chunkers.registry import register_chunker
     from chunkwise.chunkers.specs import make_chunker, parse_spec
 
+    for kind in kinds:
+        register_chunker(kind, replace=True)
     text = row["text"]
     out = []
     for spec_string in row["specs"]:
@@ -319,7 +325,9 @@ class RayEngine:
         worker one thread; default: the cluster's CPU count).
     num_gpus : float, default 0
         GPUs per embedding actor (build the embedder for that device, e.g.
-        ``SentenceTransformerEmbedder(device="cuda")``).
+        ``SentenceTransformerEmbedder(device="cuda")``). The same embedder object also serves
+        the driver (one query timed for ``query_ms``, semantic chunkers), so run the driver
+        where that device exists too.
     batch_size : int, default 64
         Texts per ``map_batches`` batch.
     part_size : int, default 4096
@@ -376,6 +384,9 @@ class RayEngine:
             if self.address is None:
                 kwargs["num_cpus"] = self.num_cpus
             ray.init(address=self.address, **kwargs)
+        import logging
+
+        logging.getLogger("ray.data").setLevel(logging.INFO if self.show_progress else logging.WARNING)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = bool(self.show_progress)
         if hasattr(ctx, "print_on_execution_start"):
@@ -426,7 +437,8 @@ class RayEngine:
             return 0
         ray = self._ray()
         rows = [{"document": name, "text": docs[name], "specs": keys} for name, keys in todo.items()]
-        out = ray.data.from_items(rows).flat_map(_chunk_rows).to_pandas()
+        kinds = list({b.kind.name: b.kind for b in boundary.values()}.values())
+        out = ray.data.from_items(rows).flat_map(_chunk_rows, fn_kwargs={"kinds": kinds}).to_pandas()
         groups = out.groupby(["chunker", "document"], sort=False) if len(out) else []
         for (key, name), part in groups:
             part = part.sort_values("position")
@@ -497,15 +509,27 @@ class RayEngine:
             ds = ray.data.from_items([{"key": k, "text": t} for k, t in batch])
             ds = ds.map_batches(
                 _EmbedActor, fn_constructor_kwargs={"model": model, "name": name}, batch_size=self.batch_size,
-                batch_format="pandas", concurrency=actors, num_gpus=self.num_gpus or None,
+                batch_format="pandas", compute=ray.data.ActorPoolStrategy(size=actors),
+                num_gpus=self.num_gpus or None,
             )
+            # the vectors come back to the driver, which writes the part on its own disk (the workers
+            # of a cluster may share none), atomically: a half-written part never exists
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
             part_dir = folder / f"part-{p:05d}"
-            ds.write_parquet(str(part_dir))
+            part_dir.mkdir(parents=True, exist_ok=True)
+            for i, table in enumerate(ds.iter_batches(batch_format="pyarrow", batch_size=None)):
+                tmp = part_dir / f"{i:05d}.parquet.tmp"
+                pq.write_table(pa.table({c: table.column(c) for c in ("key", "embedder", "vector")}), tmp)
+                tmp.replace(part_dir / f"{i:05d}.parquet")
             got = import_embeddings(part_dir, store)
             if got != len(batch):
                 raise RuntimeError(f"embedding part {p} of {name!r}: {got} vectors came back for {len(batch)} texts.")
             _remove(part_dir)
         _remove(folder)
+        if folder.parent.is_dir() and not any(folder.parent.iterdir()):
+            folder.parent.rmdir()
         self._timed(f"embedding ({name})", t0, len(missing), f"{actors} actor(s)")
         return len(missing)
 
@@ -605,11 +629,8 @@ class RayEngine:
             Without Ray (``pip install 'chunkwise[scale]'``), or when a worker fails (its error
             in the message; what finished is cached).
         """
-        from chunkwise.chunkers.contextual import index_text
-        from chunkwise.chunkers.specs import chunk_corpus
         from chunkwise.embeddings import CachedEmbedder, EmbeddingCache, uncached_parts
-        from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, _check_inputs, _embedder_axis, run_grid
-        from chunkwise.retrieval.registry import retriever_kind
+        from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, _check_inputs, _embedder_axis
 
         self.stages = []
         t_start = time.perf_counter()
@@ -618,23 +639,38 @@ class RayEngine:
             raise ValueError("config must be a GridConfig (see GridConfig.from_toml / GridConfig.from_dict).")
         q = _check_inputs(docs, questions)
         axis = _embedder_axis(config, embedder, query_embedder, embedders)
-        self._ray()
+        with _ray_errors():
+            self._ray()
 
         # embedders without a content cache of their own get one in the work folder
         work_cache: Any = None
 
         def cached(e: Any) -> Any:
             nonlocal work_cache
-            if e is None or uncached_parts(e) is not None:
+            parts = uncached_parts(e) if e is not None else None
+            if e is None or (parts is not None and parts[1] is not None):
                 return e
             if work_cache is None:
                 self._work_dir().mkdir(parents=True, exist_ok=True)
                 work_cache = EmbeddingCache(self._work_dir() / "embeddings.sqlite")
-            return CachedEmbedder(e, work_cache)
+            # no content cache, or one with persistence off: the vectors reach the grid through the work cache
+            return CachedEmbedder(parts[0] if parts is not None else e, work_cache)
 
         wrapped: dict[int, Any] = {}
         axis = [a._replace(passage=wrapped.setdefault(id(a.passage), cached(a.passage)),
                            query=wrapped.setdefault(id(a.query), cached(a.query))) for a in axis]
+
+        with _ray_errors():
+            return self._stages(docs, questions, q, config, axis, embedders, llm, late_embedder, cache_dir,
+                                show_progress, progress, t_start)
+
+    def _stages(self, docs: Mapping[str, str], questions: pd.DataFrame, q: pd.DataFrame, config: Any,
+                axis: list[Any], embedders: Any, llm: Any, late_embedder: Any, cache_dir: Any,
+                show_progress: bool, progress: Any, t_start: float) -> Any:
+        from chunkwise.chunkers.contextual import index_text
+        from chunkwise.chunkers.specs import chunk_corpus
+        from chunkwise.evaluation.grid import run_grid
+        from chunkwise.retrieval.registry import retriever_kind
 
         self.chunk(docs, config.chunkers, cache_dir)
 
@@ -644,8 +680,8 @@ class RayEngine:
         if needs_vectors and axis[0].passage is not None:
             texts: list[str] = []
             for spec in config.chunkers:
-                if spec.kind.index == "late" or spec.kind.needs != "none":
-                    continue  # cut or embedded with a model: on the driver, inside the grid
+                if spec.kind.index == "late" or spec.kind.needs != "none" or not spec.boundary_spec.kind.span_cache:
+                    continue  # cut or embedded with a model, or a plugin: on the driver, inside the grid
                 for name, text in docs.items():
                     texts += [index_text(c) for c in chunk_corpus(spec, name, text, None, None, cache_dir)]
             jobs: dict[int, tuple[Any, list[str]]] = {}
@@ -670,6 +706,18 @@ class RayEngine:
         driver = sum(int(getattr(m, "n_embedded", 0) or 0) - int(before[k] or 0) for k, m in counted.items())
         self._timed("grid on the driver (retrieval on shards, scoring)", t0, len(q), f"{driver} texts embedded here")
         return replace(result, n_embedded=n_ray + driver, seconds=time.perf_counter() - t_start)
+
+
+@contextmanager
+def _ray_errors() -> Iterator[None]:
+    """A failure inside Ray (a worker's exception, a lost node, an unreachable cluster) as a
+    RuntimeError that keeps its message; what finished before it stays cached."""
+    ray = _import_ray()
+    try:
+        yield
+    except (ray.exceptions.RayError, ConnectionError) as exc:
+        raise RuntimeError(f"the Ray engine stopped ({type(exc).__name__}): {exc}\nWhat finished is cached; "
+                           "rerun the same command to resume.") from exc
 
 
 def _remove(path: Path) -> None:
