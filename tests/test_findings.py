@@ -476,3 +476,13 @@ def test_a_profile_run_is_named_and_its_differences_are_not_comparable(tmp_path)
     assert (book / fd.BUILD_LINE_PAGE).read_text() == (
         "**This build ran every chapter at the defaults: the published experiment.**\n")
     assert "**not reproduced**: we get 70.0" in page
+
+
+def test_the_build_line_names_chapters_the_build_does_not_hold():
+    from chunkwise.findings import build_line
+
+    records = {"a": {"chapter": "a", "parameters": {}, "origin": {}}}
+    line = build_line(["a"], records, expected=["a", "b", "c"])
+    assert line.startswith("**This build ran its chapters at the defaults: the published experiment.**")
+    assert "**Not in this build: b, c**" in line
+    assert build_line(["a"], records, expected=["a"]).startswith("**This build ran every chapter at the defaults")

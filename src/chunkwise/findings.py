@@ -281,9 +281,11 @@ def _changed_by(record: Mapping[str, Any] | None) -> str:
     return " and ".join(names)
 
 
-def build_line(results_chapters: Sequence[str], records: Mapping[str, Mapping[str, Any]]) -> str:
+def build_line(results_chapters: Sequence[str], records: Mapping[str, Mapping[str, Any]],
+               expected: Sequence[str] = ()) -> str:
     """One sentence naming what this build ran: every chapter at its defaults (the published
-    experiment), or which chapters a parameter profile or the command line changed.
+    experiment), or which chapters a parameter profile or the command line changed, and which
+    chapters it does not hold.
 
     Parameters
     ----------
@@ -291,6 +293,9 @@ def build_line(results_chapters: Sequence[str], records: Mapping[str, Mapping[st
         The chapters whose results files this build has.
     records : mapping
         :func:`load_run_records`.
+    expected : sequence of str, optional
+        The chapters the claims registry reads; those without results are named as not in
+        this build.
     """
     if not results_chapters:
         return "**This build ran no chapter**: the verdicts below are all \"not run in this build\"."
@@ -300,9 +305,10 @@ def build_line(results_chapters: Sequence[str], records: Mapping[str, Mapping[st
                        if str(r.get("origin", {}).get(k, "")).startswith("profile ")})
     cut = [ch for ch, by in changed.items() if by]
     unknown = [ch for ch in results_chapters if ch not in records]
+    absent = [ch for ch in expected if ch not in results_chapters]
     if not cut:
-        line = (f"**This build ran {'every chapter' if not unknown else 'its chapters'} at the defaults: the published "
-                "experiment.**")
+        line = (f"**This build ran {'every chapter' if not unknown and not absent else 'its chapters'} at the "
+                "defaults: the published experiment.**")
     else:
         what = f"the `{', '.join(profiles)}` parameter profile" if profiles else "parameters given on the command line"
         params = "; ".join(f"{ch}: {', '.join(sorted(records[ch]['parameters']))}" for ch in cut)
@@ -311,6 +317,9 @@ def build_line(results_chapters: Sequence[str], records: Mapping[str, Mapping[st
                 "here (profile)\". `make book` builds the published run.")
     if unknown:
         line += f" Chapters run outside `chunkwise run-notebooks` (parameters not recorded): {', '.join(unknown)}."
+    if absent:
+        line += (f" **Not in this build: {', '.join(absent)}**; their claims read \"not run in this build\" "
+                 "(`chunkwise run-notebooks --only` a chapter runs it).")
     return line
 
 
@@ -1055,7 +1064,8 @@ def write_findings_page(
     heads = headline_rows(load_headlines(headline_path, claims), rows) if headline_path.is_file() else []
     out = book / FINDINGS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
-    (book / BUILD_LINE_PAGE).write_text(build_line(sorted(results), runs) + "\n", encoding="utf-8")
+    expected = sorted({c.chapter for c in claims})
+    (book / BUILD_LINE_PAGE).write_text(build_line(sorted(results), runs, expected) + "\n", encoding="utf-8")
     out.write_text(findings_markdown(rows, heads), encoding="utf-8")
     counts = {v: sum(h["verdict"] == v for h in heads) for v in (*VERDICTS, "mixed")}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
