@@ -81,6 +81,19 @@ def test_strategy_table_and_guide_check(tmp_path):
     assert t.loc["TokenText 2", "recall_diff"] == pytest.approx(t.loc["TokenText 2", "recall"] - t.loc["Recursive 2", "recall"], abs=0.11)
     with pytest.raises(ValueError, match="baseline 'Nope'"):
         S.strategy_table(res, "Nope", "dense", 1)
+    # a chunker that scores exactly as the baseline on every question: "same scores", not "[+0.0, +0.0]"
+    import dataclasses
+
+    pq = res.per_question.copy()
+    cell = {c: res.table.set_index("chunker").loc[c, "cell"] for c in ("Recursive 2", "TokenText 2")}
+    for m in ("recall", "precision_omega"):
+        pq.loc[pq["cell"] == cell["TokenText 2"], m] = pq.loc[pq["cell"] == cell["Recursive 2"], m].to_numpy()
+    same = S.strategy_table(dataclasses.replace(res, per_question=pq), "Recursive 2", "dense", 1, n_resamples=200)
+    assert list(same["recall_ci"]) == ["baseline", "same scores"]
+    first = pq.index[pq["cell"] == cell["TokenText 2"]][0]
+    pq.loc[first, "recall"] = 1.0 - pq.loc[first, "recall"]  # one question differs: an interval again
+    other = S.strategy_table(dataclasses.replace(res, per_question=pq), "Recursive 2", "dense", 1, n_resamples=200)
+    assert other.loc["TokenText 2", "recall_ci"].startswith("[")
     shapes = S.boundary_stats(DOCS, res.chunks)
     check = S.guide_check(t, shapes, pd.DataFrame(columns=["cold_seconds"]),
                           {"Recursive:2": "Recursive 2", "TokenText:2": "TokenText 2"}, "Recursive 2", {"LLM": "not cached"})

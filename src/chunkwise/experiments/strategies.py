@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from chunkwise.evaluation.stats import describe_interval
@@ -358,8 +359,12 @@ def strategy_table(
         out[f"{m}_diff"] = (100 * b["diff"]).round(1)
         out[f"{m}_low"] = (100 * b["diff_low"]).round(1)
         out[f"{m}_high"] = (100 * b["diff_high"]).round(1)
+        # a chunker whose every per-question score equals the baseline's (e.g. the same chunks
+        # embedded another way that ranks alike) has no interval to show, only that fact
+        same = {name: np.array_equal(scores[cell].to_numpy(float), scores[base_cell].to_numpy(float), equal_nan=True)
+                for name, cell in zip(sub.index, cells)}
         out[f"{m}_ci"] = [
-            "baseline" if name == baseline else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+            "baseline" if name == baseline else "same scores" if same[name] else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
             for name, lo, hi in zip(b.index, b["diff_low"], b["diff_high"])
         ]
     for c in ("n_chunks", "mean_chunk_tokens", "embedded_tokens", "retrieved_tokens", "llm_calls", "llm_seconds",
