@@ -761,7 +761,7 @@ class GridResult:
         if not same_rows:
             raise ValueError("per_question must hold the grid's rows (cell, question_id) in the same order; "
                              "change only the metric values.")
-        aggregate_cell(per_question.iloc[:0])  # every metric column present, else ValueError
+        aggregate_cell(per_question.iloc[:1])  # every metric column present, else ValueError (one row: no empty mean)
         unknown = sorted(set(config) - set(GridConfig.__dataclass_fields__))
         if unknown:
             raise ValueError(f"{unknown} are not GridConfig fields; use {sorted(GridConfig.__dataclass_fields__)}.")
