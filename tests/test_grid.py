@@ -414,3 +414,18 @@ def test_k_winner_sentence_says_a_tie_apart_from_a_change():
         "the two k, so the data cannot tell whether the winner changes; with BM25, the chunker that ranks "
         "first at k = 5 still ranks first at k = 15; with hybrid retrieval, a different chunker ranks first "
         "at k = 15, but at least one of the two leads is within the noise.")
+
+
+def test_with_scores_replaces_metric_values_without_warnings(tmp_path):
+    import warnings
+
+    cfg = GridConfig(chunkers=["Recursive:2"], retrievers=["dense"], top_k=[1])
+    res = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    pq = res.per_question.copy()
+    pq["recall"] = 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Mean of empty slice" once reached chapter 2's readers
+        again = res.with_scores(pq)
+    assert again.table["recall"].tolist() == [0.5]
+    with pytest.raises(ValueError, match="lack metric column"):
+        res.with_scores(pq.drop(columns=["iou"]))
