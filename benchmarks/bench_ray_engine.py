@@ -36,12 +36,15 @@ def main() -> None:
     ap.add_argument("--corpora", default="state_of_the_union,chatlogs", help="Chroma corpora (comma-separated)")
     ap.add_argument("--chunkers", default="TokenText:200,Recursive:200,Recursive:400:100")
     ap.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray start")
+    ap.add_argument("--device", default="cpu", help="torch device of the embedding model, e.g. cuda (driver and actors)")
+    ap.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per Ray embedding actor (with --device cuda)")
+    ap.add_argument("--actors", type=int, default=None, help="embedding actors (default: one per CPU)")
     args = ap.parse_args()
 
     import ray
 
     from chunkwise.datasets.chroma import load_chroma_corpora, load_chroma_questions
-    from chunkwise.embeddings import make_embedder
+    from chunkwise.embeddings import SentenceTransformerEmbedder
     from chunkwise.evaluation.distributed import RayEngine
     from chunkwise.evaluation.grid import GridConfig, run_grid
 
@@ -51,24 +54,25 @@ def main() -> None:
     config = GridConfig.from_dict({"chunkers": args.chunkers.split(","), "retrievers": ["dense", "bm25", "hybrid"],
                                    "top_k": [1, 5, 10]})
     print(f"grid: {config.describe()}; {len(docs)} corpora, {sum(map(len, docs.values())):,} characters, "
-          f"{len(questions)} questions; all-MiniLM-L6-v2 on the CPU")
+          f"{len(questions)} questions; all-MiniLM-L6-v2 on {args.device}; Ray with {args.cpus} CPUs")
     root = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     t0 = time.perf_counter()
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    ray.init(num_cpus=args.cpus, num_gpus=1 if args.gpus_per_actor else 0, include_dashboard=False,
+             log_to_driver=False, logging_level=logging.WARNING)
     start_s = time.perf_counter() - t0
     rows, results = [], {}
     try:
         for temperature in ("cold", "warm"):
             for name in ("local", "ray"):
                 where = root / name
-                embedder = make_embedder("all-MiniLM-L6-v2", cache_dir=where)
+                embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2", device=args.device, cache_dir=where)
                 t0 = time.perf_counter()
                 if name == "local":
                     result = run_grid(docs, questions, config, embedder, cache_dir=where / "spans",
                                       show_progress=False)
                     stages = ""
                 else:
-                    engine = RayEngine(work_dir=where / "ray")
+                    engine = RayEngine(work_dir=where / "ray", num_gpus=args.gpus_per_actor, embed_actors=args.actors)
                     result = engine.run(docs, questions, config, embedder, cache_dir=where / "spans",
                                         show_progress=False)
                     merged: dict[str, float] = {}
