@@ -1064,7 +1064,7 @@ def write_findings_page(
     heads = headline_rows(load_headlines(headline_path, claims), rows) if headline_path.is_file() else []
     out = book / FINDINGS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
-    expected = sorted({c.chapter for c in claims})
+    expected = sorted({c.chapter for c in claims if c.chapter})  # claims no chapter runs (OpenAI rows) name none
     (book / BUILD_LINE_PAGE).write_text(build_line(sorted(results), runs, expected) + "\n", encoding="utf-8")
     out.write_text(findings_markdown(rows, heads), encoding="utf-8")
     counts = {v: sum(h["verdict"] == v for h in heads) for v in (*VERDICTS, "mixed")}
