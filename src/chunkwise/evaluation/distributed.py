@@ -169,7 +169,9 @@ class _BM25Shard:
         import math
 
         l_avg = np.float64(total_len) / n_docs  # what numpy's mean of the integer lengths gives
-        idf = {t: np.float32(math.log(1 + (n_docs - d + 0.5) / (d + 0.5))) for t, d in df.items()}
+        # only this shard's tokens: the corpus vocabulary may be far larger than one shard's
+        mine = set().union(*self.counts) if self.counts else set()
+        idf = {t: np.float32(math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5))) for t in mine}
         rows: dict[str, list[tuple[int, np.float32]]] = {}
         for j, (c, l_d) in enumerate(zip(self.counts, self.lengths)):
             if not c:
