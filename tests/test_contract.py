@@ -287,6 +287,14 @@ CHUNKER_EXAMPLES: dict[str, ChunkerExample] = {
             "Late|5|0",
             "handbook.md-Recursive-5-0-b00365b2976bab22060d4ea0.json"),
     )),
+    "KamradtSplit": ChunkerExample((
+        Pin("KamradtSplit:50", "KamradtSplit 50", "KamradtSplit:50",
+            "KamradtSplit|50|0",
+            "handbook.md-KamradtSplit-50-0-e9b27447d26458d63ceca53f.json"),
+        Pin("KamradtSplit:8", "KamradtSplit 8", "KamradtSplit:8",
+            "KamradtSplit|8|0",
+            "handbook.md-KamradtSplit-8-0-203bb05772d8ec3c9fda4b1c.json"),
+    )),
     "Semantic": ChunkerExample((
         Pin("Semantic:percentile:80:0:150", "Semantic percentile 80 buffer 0 min 150", "Semantic:percentile:80:0:150",
             'Semantic|None|0|{"breakpoint_threshold_amount": 80.0, "breakpoint_threshold_type": "percentile", '

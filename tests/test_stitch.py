@@ -322,6 +322,33 @@ def test_seam_table_says_whether_a_seam_follows_a_line_break():
     assert real.summary()["seams_after_line_break"] == 1
 
 
+def test_flat_layout_turns_every_line_break_into_a_space_and_keeps_offsets():
+    """issue 43: an arm whose seams carry no layout cue (no line break anywhere)."""
+    docs = {"a": "Alpha one is here now.\r\nAlpha two is here (2000).", "b": "Delta one is here now.\n\nThe end."}
+    q = pd.DataFrame({"question_id": ["q"], "question": ["x"], "corpus_id": ["a"], "references": [[(0, 24)]]})
+    q["reference_texts"] = [["Alpha one is here now.\r\n"]]
+    segs = segment_documents(docs, q, min_tokens=3, max_tokens=8)
+    real = build_condition(docs, q, "real", segments=segs, layout="flat")
+    assert real.docs == {"a": "Alpha one is here now.  Alpha two is here (2000).",
+                         "b": "Delta one is here now.  The end."}
+    assert real.layout == "flat" and real.summary()["layout"] == "flat"
+    assert real.questions["reference_texts"].tolist() == [["Alpha one is here now.  "]]
+    for seed in range(6):
+        kept = build_condition(docs, q, "stitched", segments=segs, segments_per_document=4, seed=seed)
+        flat = build_condition(docs, q, "stitched", segments=segs, segments_per_document=4, seed=seed,
+                               layout="flat")
+        (k_text,), (f_text,) = kept.docs.values(), flat.docs.values()
+        # same order, same offsets; only the line breaks differ (a separator becomes a space)
+        assert len(f_text) == len(k_text) and "\n" not in f_text and "\r" not in f_text
+        assert f_text == k_text.replace("\r", " ").replace("\n", " ")
+        pd.testing.assert_frame_equal(flat.placements, kept.placements)
+        assert not flat.seam_table()["after_line_break"].any()
+        (refs,) = flat.questions["references"]
+        assert [f_text[s:e] for s, e in refs] == ["Alpha one is here now.  "]
+    with pytest.raises(ValueError, match="layout must be one of kept, flat"):
+        build_condition(docs, q, "real", segments=segs, layout="none")
+
+
 def test_pattern_verdict_needs_the_stitched_gap_and_the_interaction():
     assert pattern_verdict(0.5, 2.0, 1.0, 3.0) == "supports"
     # gains from stitching but not ahead on stitched text (tuned Semantic's case): cannot tell

@@ -3,6 +3,7 @@
 - :class:`FixedTokenChunker` -- fixed token windows (tiktoken)
 - :class:`RecursiveTokenChunker` -- recursive separator splitting (LangChain / Chroma)
 - :class:`SemanticChunker` -- LangChain-compatible semantic splitting (Kamradt)
+- :class:`CappedChunker` -- another chunker's cuts, chunks over a size split again
 - :class:`KamradtModifiedChunker` -- semantic splitting to a target average size (Chroma)
 - :class:`ClusterSemanticChunker` -- dynamic programming over piece similarities (Chroma)
 - :class:`LLMSemanticChunker` -- boundaries chosen by a language model (Chroma)
@@ -18,6 +19,7 @@ are cached and indexed -- is registered once in :mod:`chunkwise.chunkers.registr
 """
 
 from chunkwise.chunkers.base import Chunk, check_chunks
+from chunkwise.chunkers.capped import CappedChunker
 from chunkwise.chunkers.cluster import ClusterSemanticChunker
 from chunkwise.chunkers.contextual import ContextualChunker, index_text
 from chunkwise.chunkers.fixed import FixedTokenChunker
@@ -31,6 +33,7 @@ from chunkwise.chunkers.sentence import SentenceChunker
 from chunkwise.chunkers.structure import StructureChunker
 
 __all__ = [
+    "CappedChunker",
     "Chunk",
     "check_chunks",
     "ClusterSemanticChunker",

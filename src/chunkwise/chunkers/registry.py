@@ -312,6 +312,7 @@ def _recursive_of(spec: ChunkerSpec) -> ChunkerSpec:
 
 def _builtins() -> None:
     from chunkwise.chunkers import (
+        CappedChunker,
         ClusterSemanticChunker,
         ContextualChunker,
         FixedTokenChunker,
@@ -366,6 +367,9 @@ def _builtins() -> None:
         ),
         ChunkerKind("Late", recursive, "recursive chunks embedded by late chunking",
                     boundaries_from=_recursive_of, index="late"),
+        ChunkerKind("KamradtSplit", lambda s, e, lm: CappedChunker(SemanticChunker(e), s.size),
+                    "LangChain's SemanticChunker at its defaults, chunks over size tokens split again",
+                    needs="embedder"),
         ChunkerKind(
             "Semantic", lambda s, e, lm: SemanticChunker(e, **dict(s.options)),
             "LangChain's SemanticChunker with explicit settings", size="none", needs="embedder",

@@ -41,7 +41,7 @@ CONTEXTUAL_SETTINGS: dict[str, Any] = {"windows": "blocks", "max_document_tokens
 #: user registers: :func:`~chunkwise.chunkers.registry.chunker_names`).
 NAMES: tuple[str, ...] = (
     "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM", "Sentence", "Structure",
-    "Hierarchical", "Contextual", "Late", "Semantic",
+    "Hierarchical", "Contextual", "Late", "KamradtSplit", "Semantic",
 )
 
 #: The breakpoint rules a ``Semantic`` spec may name (LangChain's ``breakpoint_threshold_type``).
@@ -185,7 +185,8 @@ def parse_spec(text: str) -> ChunkerSpec:
     """Parse a spec string into a :class:`ChunkerSpec`.
 
     Forms (sizes in cl100k_base tokens): ``"Recursive:250:125"`` (size, overlap),
-    ``"TokenText:200"``, ``"Kamradt"``, ``"KamradtMod:300"``, ``"Cluster:200"``, ``"LLM"``,
+    ``"TokenText:200"``, ``"Kamradt"``, ``"KamradtSplit:200"`` (Kamradt's chunks, each over
+    200 tokens split again recursively), ``"KamradtMod:300"``, ``"Cluster:200"``, ``"LLM"``,
     ``"Sentence:200"``, ``"Structure:400"``, ``"Hierarchical:child:parent[:merge_threshold]"``
     (e.g. ``"Hierarchical:100:400"``, threshold default 0.5 = half of a parent's children;
     an int is a count), ``"Contextual:200"``, ``"Late:200"`` and

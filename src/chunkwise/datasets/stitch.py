@@ -30,6 +30,13 @@ segment is moved before another, one line break (:data:`SEPARATOR`) is put betwe
 stitched and shuffled texts hold that one extra character per such seam (``separator`` in the
 seam table) and never glue two words together.
 
+With ``layout="flat"`` every line break of the built texts (and of the references) becomes one
+space, character for character, so offsets do not move and no seam, paragraph end or line of
+a source can be found by its layout: a chunker that prefers line breaks then has nothing to
+prefer, and what is left of a semantic chunker's gain comes from the words. (Qu, Tu & Bao join
+their short documents with one line break; removing every line break goes further on purpose,
+since here most seams already follow one.)
+
 References
 ----------
 R. Qu, R. Tu and F. Bao, "Is Semantic Chunking Worth the Computational Cost?", Findings of
@@ -50,6 +57,7 @@ import pandas as pd
 
 __all__ = [
     "CONDITIONS",
+    "LAYOUTS",
     "SEPARATOR",
     "Segment",
     "StitchedCorpus",
@@ -59,6 +67,11 @@ __all__ = [
 
 #: The three conditions :func:`build_condition` builds.
 CONDITIONS: tuple[str, ...] = ("real", "stitched", "shuffled")
+#: What :func:`build_condition` may do with the texts' line breaks: keep them, or turn each
+#: into a space (``"flat"``, offsets unchanged).
+LAYOUTS: tuple[str, ...] = ("kept", "flat")
+# the characters str.splitlines() breaks at, each replaced by a space in the flat layout
+_LINE_BREAKS = str.maketrans({c: " " for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
 #: Inserted at a seam whose left segment does not end in whitespace and whose right one does
 #: not start with it (a source's last segment, moved before another): the two words stay apart.
 SEPARATOR = "\n"
@@ -108,7 +121,7 @@ class StitchedCorpus:
     questions : pandas.DataFrame
         The input questions, one row each, in input order, with ``corpus_id`` (the new
         document), ``references`` (list of ``(start, end)`` into it), ``reference_texts``
-        (verbatim, unchanged), ``source_corpus`` (the source document) and
+        (verbatim; line breaks as spaces in the flat layout), ``source_corpus`` (the source document) and
         ``evidence_segments`` (sorted ids of the segments holding the references).
     placements : pandas.DataFrame
         One row per segment in new-document order: ``segment_id``, ``source``,
@@ -116,6 +129,8 @@ class StitchedCorpus:
         new document), ``n_tokens``.
     seed : int or None
         The seed of the random order (None for ``real``).
+    layout : {"kept", "flat"}
+        Whether the texts keep their line breaks or had each replaced by a space.
     """
 
     condition: str
@@ -123,6 +138,7 @@ class StitchedCorpus:
     questions: pd.DataFrame
     placements: pd.DataFrame
     seed: int | None = None
+    layout: str = "kept"
 
     def seams(self) -> dict[str, list[int]]:
         """Document -> character offsets where a segment starts after another (sorted).
@@ -185,6 +201,7 @@ class StitchedCorpus:
         seams = self.seam_table()
         return {
             "condition": self.condition,
+            "layout": self.layout,
             "documents": len(self.docs),
             "characters": int(sum(len(t) for t in self.docs.values())),
             "segments": int(len(self.placements)),
@@ -518,6 +535,7 @@ def build_condition(
     min_tokens: int = 150,
     max_tokens: int = 500,
     encoding_name: str = "cl100k_base",
+    layout: str = "kept",
 ) -> StitchedCorpus:
     """Build one condition (``real``, ``stitched`` or ``shuffled``) of a span-referenced corpus.
 
@@ -544,6 +562,11 @@ def build_condition(
         give the same documents.
     min_tokens, max_tokens, encoding_name
         As in :func:`segment_documents`.
+    layout : {"kept", "flat"}, default "kept"
+        ``"flat"`` replaces every line break of the built documents and of the references
+        (``\n``, ``\r`` and the other characters :meth:`str.splitlines` breaks at) by one
+        space, so no seam or paragraph end is marked by layout; offsets are unchanged, and the
+        separator a seam may need is a space. The segments are the same either way.
 
     Returns
     -------
@@ -558,12 +581,15 @@ def build_condition(
     Raises
     ------
     ValueError
-        For an unknown condition, ``segments_per_document < 2``, fewer than two non-empty
+        For an unknown condition or layout, ``segments_per_document < 2``, fewer than two non-empty
         sources for ``stitched``, segments that cut a reference, and the input errors of
         :func:`segment_documents`.
     """
     if condition not in CONDITIONS:
         raise ValueError(f"condition must be one of {', '.join(CONDITIONS)}, got {condition!r}.")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}.")
+    separator = " " if layout == "flat" else SEPARATOR
     if isinstance(segments_per_document, bool) or not isinstance(segments_per_document, int) or segments_per_document < 2:
         raise ValueError(f"segments_per_document must be an int >= 2, got {segments_per_document!r}.")
     q = _questions_frame(docs, questions)
@@ -579,17 +605,17 @@ def build_condition(
     source_of = [s.source for s in segments]
     rng = np.random.default_rng(seed)
 
-    layout: list[tuple[str, list[int]]] = []
+    arrangement: list[tuple[str, list[int]]] = []
     if condition == "real":
         for name in docs:
             ids = [s.segment_id for s in segments if s.source == name]
             if ids:
-                layout.append((name, ids))
+                arrangement.append((name, ids))
     elif condition == "shuffled":
         for name in docs:
             ids = [s.segment_id for s in segments if s.source == name]
             if ids:
-                layout.append((f"{name}~shuffled", [ids[k] for k in rng.permutation(len(ids))]))
+                arrangement.append((f"{name}~shuffled", [ids[k] for k in rng.permutation(len(ids))]))
     else:
         if len({s.source for s in segments}) < 2:
             raise ValueError("stitching needs segments of at least two non-empty documents.")
@@ -597,12 +623,12 @@ def build_condition(
         groups = _assign_stitched(segments, units, segments_per_document, rng)
         width = max(3, len(str(len(groups) - 1)))
         for d, ids in enumerate(groups):
-            layout.append((f"stitched-{d:0{width}d}", _arrange(ids, source_of, rng)))
+            arrangement.append((f"stitched-{d:0{width}d}", _arrange(ids, source_of, rng)))
 
     new_docs: dict[str, str] = {}
     rows = []
     where: dict[int, tuple[str, int]] = {}
-    for name, ids in layout:
+    for name, ids in arrangement:
         parts: list[str] = []
         pos = 0
         prev: Segment | None = None
@@ -613,14 +639,16 @@ def build_condition(
             if moved and prev is not None and not prev.text[-1:].isspace() and not text[:1].isspace():
                 # a segment that does not end in whitespace (a source's last one) before a moved
                 # segment: one line break keeps the two words apart (Qu, Tu & Bao join with "\n")
-                parts.append(SEPARATOR)
-                pos += len(SEPARATOR)
+                parts.append(separator)
+                pos += len(separator)
             parts.append(text)
             prev = seg
             rows.append((seg.segment_id, seg.source, seg.source_start, seg.source_end, name, pos, pos + len(text), seg.n_tokens))
             where[seg.segment_id] = (name, pos)
             pos += len(text)
         new_docs[name] = "".join(parts)
+    if layout == "flat":
+        new_docs = {name: text.translate(_LINE_BREAKS) for name, text in new_docs.items()}
     placements = pd.DataFrame(
         rows, columns=["segment_id", "source", "source_start", "source_end", "document", "start", "end", "n_tokens"]
     )
@@ -641,8 +669,10 @@ def build_condition(
         out_q["corpus"] = new_doc_col
     out_q["references"] = new_refs
     out_q["evidence_segments"] = [sorted(set(ids)) for ids in evidence]
+    if layout == "flat":
+        out_q["reference_texts"] = [[t.translate(_LINE_BREAKS) for t in texts] for texts in out_q["reference_texts"]]
     for qid, doc, refs, texts in zip(out_q["question_id"], out_q["corpus_id"], new_refs, out_q["reference_texts"]):
         for (s, e), t in zip(refs, texts):
             if new_docs[doc][s:e] != t:  # a guard on the whole construction, never expected
                 raise RuntimeError(f"question {qid!r}: reference moved to [{s}, {e}) of {doc!r} does not match its text.")
-    return StitchedCorpus(condition, new_docs, out_q, placements, None if condition == "real" else seed)
+    return StitchedCorpus(condition, new_docs, out_q, placements, None if condition == "real" else seed, layout)
