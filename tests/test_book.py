@@ -884,3 +884,21 @@ def test_ctrl_c_on_run_notebooks_shuts_the_kernel_down(tmp_path):
     assert not pid_alive(kernel), "the kernel outlived run-notebooks"
     generated = root / "book" / "generated"
     assert sorted(p.name for p in generated.iterdir()) == ["01_handbook_boundaries.failed.ipynb"]
+
+
+def test_warnings_as_notes_prints_each_message_once_without_a_path(capsys):
+    import warnings
+
+    from chunkwise.book import warnings_as_notes
+
+    with warnings_as_notes() as notes:
+        warnings.warn("reranking with the LLM's yes/no judgement (offline)")
+        warnings.warn("only 10 items", UserWarning)
+        warnings.warn("reranking with the LLM's yes/no judgement (offline)")
+        assert notes == []  # filled when the block ends
+    out = capsys.readouterr()
+    assert out.out == "note: reranking with the LLM's yes/no judgement (offline)\nnote: only 10 items\n"
+    assert out.err == "" and notes == ["reranking with the LLM's yes/no judgement (offline)", "only 10 items"]
+    # warnings outside the block are untouched
+    with pytest.warns(UserWarning, match="after"):
+        warnings.warn("after")

@@ -408,3 +408,54 @@ def test_chapter_answer_from_the_intervals():
     # ahead on stitched text is needed too: a gain from stitching alone cannot tell
     assert "**cannot tell**" in chapter_answer(r(-2, 1, 4, 1, 4, 7), r(-1, 1, 3, -2, 0, 2), r(-1, 0, 1, -3, -1, 1),
                                                seeds, explo, **kw)
+
+
+def test_layout_difference_by_hand():
+    from chunkwise.experiments.stitched import layout_difference
+
+    q = ["q1", "q2", "q3", "q4"]
+
+    def frame(sem, fix):
+        return pd.DataFrame({"S": sem, "F": fix}, index=q)
+
+    # kept arm: stitching gain per question (S-F stitched) - (S-F real) = [2, 4, 0, 2] -> mean 2
+    kept = {"real": frame([1, 1, 1, 1], [1, 1, 1, 1]), "stitched": frame([3, 5, 1, 3], [1, 1, 1, 1])}
+    # flat arm: gains [1, 1, 0, 0] -> mean 0.5; kept minus flat = [1, 3, 0, 2] -> mean 1.5
+    flat = {"real": frame([0, 0, 0, 0], [0, 0, 0, 0]), "stitched": frame([2, 1, 0, 0], [1, 0, 0, 0])}
+    r = layout_difference(kept, flat, "S", "F", n_resamples=2000, seed=0)
+    assert r["interaction_kept"] == pytest.approx(2.0) and r["interaction_flat"] == pytest.approx(0.5)
+    assert r["layout_part"] == pytest.approx(1.5)
+    # the differences [1, 3, 0, 2] resampled: the interval lies within their range and holds the mean
+    assert 0.0 <= r["layout_part_low"] <= 1.5 <= r["layout_part_high"] <= 3.0
+    assert set(r) >= {"interaction_kept_low", "interaction_flat_high", "layout_part_p"}
+    # questions in another order in one arm are paired by id
+    flat_shuffled = {c: f.iloc[::-1] for c, f in flat.items()}
+    assert layout_difference(kept, flat_shuffled, "S", "F", n_resamples=2000, seed=0) == r
+    with pytest.raises(ValueError, match="different questions"):
+        layout_difference(kept, {c: f.iloc[:3] for c, f in flat.items()}, "S", "F", n_resamples=200)
+    with pytest.raises(ValueError, match="no column 'X'"):
+        layout_difference(kept, flat, "X", "F", n_resamples=200)
+
+
+def test_chapter_answer_with_the_arm_without_line_breaks():
+    from chunkwise.experiments.stitched import chapter_answer
+
+    def r(g, i):
+        return {"gap_treated": g, "gap_treated_low": g - 1, "gap_treated_high": g + 1, "interaction": i,
+                "interaction_low": i - 1.5, "interaction_high": i + 1.5, "gap_control": -3.0,
+                "gap_control_low": -5.0, "gap_control_high": -1.0}
+
+    explo = pd.DataFrame({"treated": ["stitched"], "chunker": ["K"], "verdict_holm": ["contradicts"]})
+    kw = dict(fixed="TokenText 200", baseline="Recursive 200", n_questions=10, corpora=["a", "b"],
+              embedder="m", cosine_drop={"stitched": 0.2, "shuffled": 0.02})
+    layout = {"layout_part": 3.0, "layout_part_low": 1.0, "layout_part_high": 4.5}
+    text = chapter_answer(r(2.0, 4.0), r(1, 1), r(0, 0), pd.DataFrame({"interaction": [4.0]}), explo, **kw,
+                          head_flat=r(0.5, 1.0), layout=layout)
+    assert ("With every line break turned into a space, so that no seam is marked by layout, the same test "
+            "gives +0.5 [-0.5, +1.5] on stitched text and an interaction of +1.0 [-0.5, +2.5] (cannot tell); "
+            "removing the layout changes the interaction by -3.0 [-4.5, -1.0] points.") in text
+    assert "on seams with and without a line break" in text and "rather than layout" not in text
+    assert "2 of Chroma's five corpora (a, b)" in text
+    # without the arm the answer says what it cannot separate
+    assert "rather than layout" in chapter_answer(r(2.0, 4.0), r(1, 1), r(0, 0), pd.DataFrame({"interaction": [4.0]}),
+                                                  explo, **kw)

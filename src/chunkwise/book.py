@@ -53,6 +53,7 @@ __all__ = [
     "html_frame",
     "load_profile",
     "tidy",
+    "warnings_as_notes",
     "parameters_cell_defaults",
     "parameters_cell_names",
     "profile_about",
@@ -1443,3 +1444,43 @@ def html_frame(page: str, height: int = 600, title: str = "figure") -> str:
         f'<div><iframe title="{_html.escape(title, quote=True)}" srcdoc="{_html.escape(page, quote=True)}" '
         f'style="width: 100%; height: {height}px; border: 0;"></iframe></div>'
     )
+
+
+@contextlib.contextmanager
+def warnings_as_notes(prefix: str = "note") -> Iterator[list[str]]:
+    """Show the warnings raised inside the block as one plain line each, after it.
+
+    A warning in an executed chapter prints the file and line that raised it (a path on the
+    machine that ran the book) and the source line; a reader needs only what it says. Inside
+    this block every warning is recorded instead, and at the end each distinct message is
+    printed once as ``"{prefix}: {message}"``, in the order first raised.
+
+    Yields
+    ------
+    list of str
+        The distinct messages, filled in when the block ends (for a glue sentence).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings_as_notes() as notes:
+    ...     warnings.warn("reranking with a fallback")
+    ...     warnings.warn("reranking with a fallback")
+    note: reranking with a fallback
+    >>> notes
+    ['reranking with a fallback']
+    """
+    import warnings
+
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield messages
+        finally:
+            for w in caught:
+                text = str(w.message)
+                if text not in messages:
+                    messages.append(text)
+    for text in messages:
+        print(f"{prefix}: {text}")

@@ -43,6 +43,7 @@ __all__ = [
     "pattern_verdict",
     "document_retrieval",
     "interaction",
+    "layout_difference",
     "paper_table",
     "seam_boundaries",
     "unscorable_references",
@@ -513,6 +514,72 @@ def interaction(
     return out
 
 
+def layout_difference(
+    kept: Mapping[str, pd.DataFrame],
+    flat: Mapping[str, pd.DataFrame],
+    method: str,
+    reference: str,
+    *,
+    treated: str = "stitched",
+    control: str = "real",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """How much of an :func:`interaction` the texts' line breaks carry, paired over questions.
+
+    The same contrast is measured twice on the same questions: with the line breaks kept, and
+    with every line break a space (:func:`chunkwise.datasets.stitch.build_condition`,
+    ``layout="flat"``), where no seam is marked by layout. A question's *stitching gain* is
+    ``(method - reference)`` on ``treated`` minus the same on ``control``; this returns the
+    gain with the layout kept, without it, and their difference (the part of the gain that
+    removing the layout takes away), each with its paired bootstrap interval.
+
+    Parameters
+    ----------
+    kept, flat : mapping condition -> DataFrame
+        Per-question scores of each arm as for :func:`interaction` (rows = question ids, the
+        same in all four frames; columns = chunker labels).
+    method, reference : str
+        Two columns.
+    treated, control : str, default "stitched", "real"
+    n_resamples, seed
+        Of the paired bootstrap over questions.
+
+    Returns
+    -------
+    dict
+        ``interaction_kept``, ``interaction_flat`` and ``layout_part`` (kept minus flat), each
+        with ``_low`` / ``_high`` (95% percentile interval) and ``_p`` (two-sided bootstrap
+        p-value). Same units as the scores.
+
+    Raises
+    ------
+    ValueError
+        If a condition or column is missing, or the arms hold different questions.
+    """
+    gains = {}
+    for arm, scores in (("kept", kept), ("flat", flat)):
+        for cond in (treated, control):
+            if cond not in scores:
+                raise ValueError(f"the {arm} arm has no scores for condition {cond!r}; have {sorted(scores)}.")
+            for col in (method, reference):
+                if col not in scores[cond].columns:
+                    raise ValueError(f"the {arm} arm's {cond!r} scores have no column {col!r}.")
+        t, c = scores[treated].copy(), scores[control].copy()
+        t.index, c.index = t.index.map(str), c.index.map(str)
+        if set(t.index) != set(c.index):
+            raise ValueError(f"the {arm} arm's conditions hold different questions.")
+        c = c.loc[t.index]
+        gains[arm] = (t[method] - t[reference]) - (c[method] - c[reference])
+    if set(gains["kept"].index) != set(gains["flat"].index):
+        raise ValueError("the two arms hold different questions; the comparison needs the same questions in both.")
+    frames = {arm: pd.DataFrame({"gain": g, "none": 0.0}) for arm, g in gains.items()}
+    frames["flat"] = frames["flat"].loc[frames["kept"].index]
+    r = interaction(frames, "gain", "none", treated="kept", control="flat", n_resamples=n_resamples, seed=seed)
+    names = {"gap_treated": "interaction_kept", "gap_control": "interaction_flat", "interaction": "layout_part"}
+    return {key.replace(old, new, 1): v for key, v in r.items() for old, new in names.items() if key.startswith(old)}
+
+
 def pattern_verdict(gap_treated_low: float, gap_treated_high: float, interaction_low: float,
                     interaction_high: float) -> str:
     """The paper's pattern, judged on both of its parts.
@@ -656,6 +723,8 @@ def chapter_answer(
     embedder: str,
     cosine_drop: Mapping[str, float],
     k: int = 5,
+    head_flat: Mapping[str, float] | None = None,
+    layout: Mapping[str, float] | None = None,
 ) -> str:
     """Chapter 6's answer, built from its intervals (so it stays right when the run changes).
 
@@ -677,13 +746,19 @@ def chapter_answer(
     cosine_drop : mapping {"stitched", "shuffled"} -> float
         How far the cosine of neighbouring sentences drops across the seams (:func:`seam_cosines`).
     k : int, default 5
+    head_flat : mapping, optional
+        :func:`interaction` of the primary contrast with every line break a space (points).
+    layout : mapping, optional
+        :func:`layout_difference` of the primary contrast (points): the part of its
+        interaction that removing the line breaks takes away.
 
     Returns
     -------
     str
         Markdown: the primary verdict (:func:`pattern_verdict`) with both intervals, the spread
-        over stitching seeds, segment-retrieval F1, the shuffled control, the Holm-corrected
-        count of the exploratory rows, and what the test can and cannot settle.
+        over stitching seeds, segment-retrieval F1, the shuffled control, the arm without line
+        breaks (when given), the Holm-corrected count of the exploratory rows, and what the
+        test can and cannot settle.
     """
     from chunkwise.evaluation.stats import describe_interval
 
@@ -705,6 +780,23 @@ def chapter_answer(
     n_sup, n_con = int((st["verdict_holm"] == "supports").sum()), int((st["verdict_holm"] == "contradicts").sum())
     backers = list(dict.fromkeys(r.chunker for r in st.itertuples() if r.verdict_holm == "supports"))
     n_sem = st["chunker"].nunique()
+    if head_flat is not None and layout is not None:
+        flat_words = pattern_verdict(head_flat["gap_treated_low"], head_flat["gap_treated_high"],
+                                     head_flat["interaction_low"], head_flat["interaction_high"])
+        flat_text = (
+            f"With every line break turned into a space, so that no seam is marked by layout, the same test "
+            f"gives {ci(head_flat, 'gap_treated')} on stitched text and an interaction of "
+            f"{ci(head_flat, 'interaction')} ({flat_words}); removing the layout changes the interaction by "
+            f"{describe_interval(-layout['layout_part'], -layout['layout_part_high'], -layout['layout_part_low'])}"
+            " points. "
+        )
+        layout_settles = ", on seams with and without a line break"
+        layout_open = ""
+    else:
+        flat_text = ""
+        layout_settles = " and seams that mostly follow a line break"
+        layout_open = (", or whether a gain comes from meaning rather than layout (a chunker that prefers line "
+                       "breaks finds most seams without embeddings)")
     scope = ("all five of Chroma's corpora" if len(corpora) == 5
              else f"{len(corpora)} of Chroma's five corpora ({', '.join(corpora)})")
     return (
@@ -720,9 +812,9 @@ def chapter_answer(
         f"support{'s' if n_sup == 1 else ''} the pattern and {n_con} contradict{'s' if n_con == 1 else ''} it "
         "after Holm's correction"
         + (f" (chunkers with one in support: {', '.join(backers)})" if backers else "") + ". "
-        f"What it settles: the direction of the paper's pattern on {scope}, with one small embedder "
-        f"({embedder}) and seams that mostly follow a line break. What it cannot: the size of the paper's "
-        "gains on its datasets and embedders, or whether a gain comes from meaning rather than layout (a "
-        "chunker that prefers line breaks finds most seams without embeddings)."
+        + flat_text
+        + f"What it settles: the direction of the paper's pattern on {scope}, with one small embedder "
+        f"({embedder}){layout_settles}. What it cannot: the size of the paper's gains on its datasets and "
+        f"embedders{layout_open}."
     )
 
