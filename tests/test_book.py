@@ -902,3 +902,32 @@ def test_warnings_as_notes_prints_each_message_once_without_a_path(capsys):
     # warnings outside the block are untouched
     with pytest.warns(UserWarning, match="after"):
         warnings.warn("after")
+
+
+def test_every_chunk_drawing_in_a_chapter_has_a_caption():
+    """issue 43: chunk drawings (html_frame) without captions."""
+    import ast
+
+    from chunkwise.book import find_repo_root
+
+    root = find_repo_root()
+    calls = 0
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code" or "html_frame(" not in "".join(cell["source"]):
+                continue
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "html_frame":
+                    calls += 1
+                    assert "caption" in {k.arg for k in node.keywords}, f"{path.name}: html_frame without caption"
+    assert calls >= 4
+
+
+def test_html_frame_caption_is_escaped_under_the_frame():
+    from chunkwise.book import html_frame
+
+    out = html_frame("<p>x</p>", height=10, title="t", caption="cuts <b> & seams")
+    assert out.endswith('<p class="caption" style="font-size: 0.9em; color: #444;">cuts &lt;b&gt; &amp; seams</p></div>')
+    with pytest.raises(ValueError, match="caption must be a non-empty string"):
+        html_frame("<p>x</p>", caption=" ")

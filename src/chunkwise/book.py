@@ -1405,7 +1405,7 @@ def tidy(df: Any, decimals: int | None = None, missing: str = "–") -> Any:
     return out
 
 
-def html_frame(page: str, height: int = 600, title: str = "figure") -> str:
+def html_frame(page: str, height: int = 600, title: str = "figure", caption: str | None = None) -> str:
     """Wrap a standalone HTML page in an ``<iframe srcdoc=...>`` for a notebook output.
 
     A chapter shows a complete HTML document (for example
@@ -1421,11 +1421,15 @@ def html_frame(page: str, height: int = 600, title: str = "figure") -> str:
         Frame height in CSS pixels (the page scrolls inside the frame beyond it).
     title : str
         The frame's accessible name.
+    caption : str, optional
+        What the drawing shows, printed under the frame (plain text, escaped); every chapter's
+        drawing has one.
 
     Returns
     -------
     str
-        One ``<iframe>`` element (full width, no border) in a ``<div>``.
+        One ``<iframe>`` element (full width, no border) in a ``<div>``, followed by the
+        caption in a ``<p class="caption">`` when one is given.
 
     Raises
     ------
@@ -1440,9 +1444,14 @@ def html_frame(page: str, height: int = 600, title: str = "figure") -> str:
         raise ValueError(f"height must be a positive int (CSS pixels), got {height!r}.")
     # Inside a <div>: IPython's HTML() warns about a bare <iframe> (it suggests IFrame, which
     # needs a URL the static book does not have).
+    if caption is not None and (not isinstance(caption, str) or not caption.strip()):
+        raise ValueError(f"caption must be a non-empty string or None, got {caption!r}.")
+    below = (
+        f'<p class="caption" style="font-size: 0.9em; color: #444;">{_html.escape(caption)}</p>' if caption else ""
+    )
     return (
         f'<div><iframe title="{_html.escape(title, quote=True)}" srcdoc="{_html.escape(page, quote=True)}" '
-        f'style="width: 100%; height: {height}px; border: 0;"></iframe></div>'
+        f'style="width: 100%; height: {height}px; border: 0;"></iframe>{below}</div>'
     )
 
 

@@ -29,9 +29,25 @@ from chunkwise import __version__
 #: read back as a document (:func:`chunkwise.datasets.loaders.is_chunkwise_page`).
 GENERATOR_META = f'<meta name="generator" content="chunkwise {__version__}">'
 
-__all__ = ["chunk_boundaries_html", "plot_metric_by_k", "plot_metric_vs_cost"]
+__all__ = ["chunk_boundaries_html", "plot_metric_by_k", "plot_metric_vs_cost", "series_style"]
 
 _MARKERS = {"dense": "o", "bm25": "s", "hybrid": "^"}
+
+
+def series_style(i: int) -> dict[str, str]:
+    """Colour, line style and marker of the ``i``-th series (0-based), distinct for up to 30.
+
+    matplotlib's default cycle has ten colours, so an eleventh line would repeat the first one's
+    colour; from the eleventh on, the colours come round again with another line style and
+    marker (``"-"``/``"o"``, then ``"--"``/``"s"``, then ``":"``/``"^"``).
+
+    >>> series_style(0), series_style(10)["color"], series_style(10)["linestyle"]
+    ({'color': 'C0', 'linestyle': '-', 'marker': 'o'}, 'C0', '--')
+    """
+    if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+        raise ValueError(f"a series index is an int >= 0, got {i!r}.")
+    turn = (i // 10) % 3
+    return {"color": f"C{i % 10}", "linestyle": ("-", "--", ":")[turn], "marker": ("o", "s", "^")[turn]}
 
 
 def plot_metric_vs_cost(table: pd.DataFrame, boot: Any = None, metric: str = "recall", cost: str = "retrieved_tokens"):
@@ -114,7 +130,7 @@ def plot_metric_by_k(table: pd.DataFrame, metric: str = "recall"):
         sub = table[table["retriever"] == ret]
         for i, c in enumerate(chunkers):
             part = sub[sub["chunker"] == c].sort_values("k")
-            ax.plot(part["k"], 100 * part[metric], marker="o", ms=3, color=f"C{i % 10}", label=c)
+            ax.plot(part["k"], 100 * part[metric], ms=3, label=c, **series_style(i))
         ax.set_title(ret)
         ax.set_xlabel("top_k (chunks retrieved)")
         ax.set_xticks(sorted(table["k"].unique()))

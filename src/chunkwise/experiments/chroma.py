@@ -600,13 +600,16 @@ def plot_recall_vs_precision_omega(table: pd.DataFrame, report: pd.DataFrame | N
     """
     import matplotlib.pyplot as plt
 
+    from chunkwise.figures import series_style
+
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for i, (_, r) in enumerate(table.iterrows()):
         label = r["chunker"] + (f" {int(r['size_tokens'])}" if pd.notna(r["size_tokens"]) else "")
         if r["overlap_tokens"]:
             label += f"/{int(r['overlap_tokens'])}"
+        style = series_style(i)
         ax.scatter(r["precision_omega_mean"], r["recall_mean"], s=20 + r["mean_chunk_tokens"] / 3,
-                   color=f"C{i % 10}", alpha=0.8, label=f"{label} ({r['mean_chunk_tokens']:.0f} tok)")
+                   color=style["color"], marker=style["marker"], alpha=0.8, label=f"{label} ({r['mean_chunk_tokens']:.0f} tok)")
     if report is not None:
         rep = report[report["embedding_model"] == model]
         ax.scatter(rep["precision_omega_mean"], rep["recall_mean"], marker="x", color="k", label="reported")
