@@ -453,7 +453,8 @@ def test_chapter_answer_with_the_arm_without_line_breaks():
                           head_flat=r(0.5, 1.0), layout=layout)
     assert ("With every line break turned into a space, so that no seam is marked by layout, the same test "
             "gives +0.5 [-0.5, +1.5] on stitched text and an interaction of +1.0 [-0.5, +2.5] (cannot tell); "
-            "removing the layout changes the interaction by -3.0 [-4.5, -1.0] points.") in text
+            "the part of the interaction that the line breaks carried (kept minus none) is +3.0 [+1.0, +4.5] "
+            "points.") in text
     assert "on seams with and without a line break" in text and "rather than layout" not in text
     assert "2 of Chroma's five corpora (a, b)" in text
     # without the arm the answer says what it cannot separate

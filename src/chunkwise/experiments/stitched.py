@@ -786,9 +786,8 @@ def chapter_answer(
         flat_text = (
             f"With every line break turned into a space, so that no seam is marked by layout, the same test "
             f"gives {ci(head_flat, 'gap_treated')} on stitched text and an interaction of "
-            f"{ci(head_flat, 'interaction')} ({flat_words}); removing the layout changes the interaction by "
-            f"{describe_interval(-layout['layout_part'], -layout['layout_part_high'], -layout['layout_part_low'])}"
-            " points. "
+            f"{ci(head_flat, 'interaction')} ({flat_words}); the part of the interaction that the line breaks "
+            f"carried (kept minus none) is {ci(layout, 'layout_part')} points. "
         )
         layout_settles = ", on seams with and without a line break"
         layout_open = ""
