@@ -460,3 +460,77 @@ def test_chapter_answer_with_the_arm_without_line_breaks():
     # without the arm the answer says what it cannot separate
     assert "rather than layout" in chapter_answer(r(2.0, 4.0), r(1, 1), r(0, 0), pd.DataFrame({"interaction": [4.0]}),
                                                   explo, **kw)
+
+
+def test_arm_difference_by_hand_and_names_its_arms():
+    """issue 41: the primary contrast with a second embedder, paired with the first over the questions."""
+    from chunkwise.experiments.stitched import arm_difference
+
+    q = ["q1", "q2", "q3"]
+
+    def frame(sem, fix):
+        return pd.DataFrame({"S": sem, "F": fix}, index=q)
+
+    # second arm: gains (S-F stitched) - (S-F real) = [3, 0, 3] -> mean 2; first arm: [1, 0, -1] -> 0
+    second = {"real": frame([0, 1, 0], [0, 0, 0]), "stitched": frame([3, 1, 3], [0, 0, 0])}
+    first = {"real": frame([1, 1, 1], [1, 1, 1]), "stitched": frame([2, 1, 0], [1, 1, 1])}
+    r = arm_difference({"second": second, "first": first}, "S", "F", n_resamples=2000, seed=0)
+    assert r["interaction_second"] == pytest.approx(2.0) and r["interaction_first"] == pytest.approx(0.0)
+    # per question [2, 0, 4]: mean 2, the resampled means lie within [0, 4]
+    assert r["difference"] == pytest.approx(2.0)
+    assert 0.0 <= r["difference_low"] <= 2.0 <= r["difference_high"] <= 4.0
+    assert set(r) >= {"interaction_second_low", "interaction_first_high", "difference_p"}
+    with pytest.raises(ValueError, match="compares two arms; got 1"):
+        arm_difference({"second": second}, "S", "F", n_resamples=200)
+    with pytest.raises(ValueError, match="the first arm has no scores for condition 'real'"):
+        arm_difference({"second": second, "first": {"stitched": first["stitched"]}}, "S", "F", n_resamples=200)
+
+
+def test_arm_corpora_keeps_the_chapters_order_and_refuses_unknown_corpora():
+    from chunkwise.experiments.stitched import arm_corpora
+
+    chapter = ["state_of_the_union", "wikitexts", "chatlogs", "finance", "pubmed"]
+    assert arm_corpora(["chatlogs", "state_of_the_union", "chatlogs"], chapter) == ["state_of_the_union", "chatlogs"]
+    with pytest.raises(ValueError, match="names one corpus \\(pubmed\\).*at least two"):
+        arm_corpora("pubmed", chapter)
+    with pytest.raises(ValueError, match="wikitexts are not among the chapter's corpora"):
+        arm_corpora(["wikitexts"], ["state_of_the_union", "chatlogs"])
+    with pytest.raises(ValueError, match="names no corpus"):
+        arm_corpora([], chapter)
+
+
+def test_paper_direction_counts_the_mpnet_rows():
+    from chunkwise.experiments.stitched import paper_direction
+
+    d = paper_direction("all-mpnet-base-v2")
+    # stitched: Miracl +9.73, NQ +12.52, Scidocs +0.50, Scifact +16.02, BioASQ +8.65, NFCorpus +1.63
+    assert d.loc["stitched", "datasets"] == 6 and d.loc["stitched", "breakpoint_ahead"] == 6
+    assert d.loc["stitched", "mean_gap"] == pytest.approx((9.73 + 12.52 + 0.50 + 16.02 + 8.65 + 1.63) / 6)
+    # original: HotpotQA -6.64, MSMARCO -1.58, ConditionalQA -4.36, Qasper -0.48
+    assert d.loc["original", "breakpoint_ahead"] == 0 and d.loc["original", "min_gap"] == pytest.approx(-6.64)
+    with pytest.raises(ValueError, match="report no rows for 'MiniLM'"):
+        paper_direction("MiniLM")
+
+
+def test_chapter_answer_with_a_second_embedder():
+    from chunkwise.experiments.stitched import chapter_answer
+
+    def r(g, i):
+        return {"gap_treated": g, "gap_treated_low": g - 1, "gap_treated_high": g + 1, "interaction": i,
+                "interaction_low": i - 1.5, "interaction_high": i + 1.5, "gap_control": -3.0,
+                "gap_control_low": -5.0, "gap_control_high": -1.0}
+
+    explo = pd.DataFrame({"treated": ["stitched"], "chunker": ["K"], "verdict_holm": ["contradicts"]})
+    kw = dict(fixed="TokenText 200", baseline="Recursive 200", n_questions=10, corpora=["a", "b"],
+              embedder="m", cosine_drop={"stitched": 0.2, "shuffled": 0.02})
+    diff = {"interaction_first": 4.0, "interaction_first_low": 1.0, "interaction_first_high": 7.0,
+            "difference": 2.0, "difference_low": -1.0, "difference_high": 5.5}
+    text = chapter_answer(r(2.0, 4.0), r(1, 1), r(0, 0), pd.DataFrame({"interaction": [4.0]}), explo, **kw,
+                          second_embedder="big", head_second=r(3.0, 6.0), second_difference=diff,
+                          second_corpora=["a"], second_n_questions=4)
+    assert ("With big cutting and retrieving, on a (4 questions), the stitched gap is +3.0 [+2.0, +4.0] and the "
+            "interaction +6.0 [+4.5, +7.5] (supports); m's interaction on the same questions is +4.0 [+1.0, +7.0], "
+            "a difference of +2.0 [-1.0, +5.5] points.") in text
+    assert "with m, and with big on 1 of the corpora" in text and "one small embedder" not in text
+    assert "with one small embedder (m)" in chapter_answer(r(2.0, 4.0), r(1, 1), r(0, 0),
+                                                          pd.DataFrame({"interaction": [4.0]}), explo, **kw)

@@ -514,6 +514,76 @@ def interaction(
     return out
 
 
+def arm_difference(
+    arms: Mapping[str, Mapping[str, pd.DataFrame]],
+    method: str,
+    reference: str,
+    *,
+    treated: str = "stitched",
+    control: str = "real",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """How one :func:`interaction` differs between two arms run on the same questions, paired.
+
+    An *arm* is the experiment run once more with one thing changed and the questions kept
+    (every line break a space, another embedder). A question's *stitching gain* in an arm is
+    ``(method - reference)`` on ``treated`` minus the same on ``control``; this returns each
+    arm's gain and the first arm's minus the second's, with paired bootstrap intervals over
+    the questions (a difference of interactions, so each question counts once in all of it).
+
+    Parameters
+    ----------
+    arms : mapping of two arm names -> (mapping condition -> DataFrame)
+        In order: the first arm, the second. Each holds per-question scores as for
+        :func:`interaction` (rows = question ids, the same in all four frames; columns =
+        chunker labels).
+    method, reference : str
+        Two columns.
+    treated, control : str, default "stitched", "real"
+    n_resamples, seed
+        Of the paired bootstrap over questions.
+
+    Returns
+    -------
+    dict
+        ``interaction_<first>``, ``interaction_<second>`` and ``difference`` (first minus
+        second), each with ``_low`` / ``_high`` (95% percentile interval) and ``_p``
+        (two-sided bootstrap p-value). Same units as the scores.
+
+    Raises
+    ------
+    ValueError
+        If there are not two arms, a condition or column is missing, or the arms hold
+        different questions.
+    """
+    if len(arms) != 2:
+        raise ValueError(f"arm_difference compares two arms; got {len(arms)} ({', '.join(map(str, arms))}).")
+    gains = {}
+    for arm, scores in arms.items():
+        for cond in (treated, control):
+            if cond not in scores:
+                raise ValueError(f"the {arm} arm has no scores for condition {cond!r}; have {sorted(scores)}.")
+            for col in (method, reference):
+                if col not in scores[cond].columns:
+                    raise ValueError(f"the {arm} arm's {cond!r} scores have no column {col!r}.")
+        t, c = scores[treated].copy(), scores[control].copy()
+        t.index, c.index = t.index.map(str), c.index.map(str)
+        if set(t.index) != set(c.index):
+            raise ValueError(f"the {arm} arm's conditions hold different questions.")
+        c = c.loc[t.index]
+        gains[arm] = (t[method] - t[reference]) - (c[method] - c[reference])
+    first, second = gains
+    if set(gains[first].index) != set(gains[second].index):
+        raise ValueError("the two arms hold different questions; the comparison needs the same questions in both.")
+    frames = {arm: pd.DataFrame({"gain": g, "none": 0.0}) for arm, g in gains.items()}
+    frames[second] = frames[second].loc[frames[first].index]
+    r = interaction(frames, "gain", "none", treated=first, control=second, n_resamples=n_resamples, seed=seed)
+    names = {"gap_treated": f"interaction_{first}", "gap_control": f"interaction_{second}",
+             "interaction": "difference"}
+    return {key.replace(old, new, 1): v for key, v in r.items() for old, new in names.items() if key.startswith(old)}
+
+
 def layout_difference(
     kept: Mapping[str, pd.DataFrame],
     flat: Mapping[str, pd.DataFrame],
@@ -532,7 +602,8 @@ def layout_difference(
     ``layout="flat"``), where no seam is marked by layout. A question's *stitching gain* is
     ``(method - reference)`` on ``treated`` minus the same on ``control``; this returns the
     gain with the layout kept, without it, and their difference (the part of the gain that
-    removing the layout takes away), each with its paired bootstrap interval.
+    removing the layout takes away), each with its paired bootstrap interval
+    (:func:`arm_difference` with the arms ``kept`` and ``flat``).
 
     Parameters
     ----------
@@ -557,27 +628,78 @@ def layout_difference(
     ValueError
         If a condition or column is missing, or the arms hold different questions.
     """
-    gains = {}
-    for arm, scores in (("kept", kept), ("flat", flat)):
-        for cond in (treated, control):
-            if cond not in scores:
-                raise ValueError(f"the {arm} arm has no scores for condition {cond!r}; have {sorted(scores)}.")
-            for col in (method, reference):
-                if col not in scores[cond].columns:
-                    raise ValueError(f"the {arm} arm's {cond!r} scores have no column {col!r}.")
-        t, c = scores[treated].copy(), scores[control].copy()
-        t.index, c.index = t.index.map(str), c.index.map(str)
-        if set(t.index) != set(c.index):
-            raise ValueError(f"the {arm} arm's conditions hold different questions.")
-        c = c.loc[t.index]
-        gains[arm] = (t[method] - t[reference]) - (c[method] - c[reference])
-    if set(gains["kept"].index) != set(gains["flat"].index):
-        raise ValueError("the two arms hold different questions; the comparison needs the same questions in both.")
-    frames = {arm: pd.DataFrame({"gain": g, "none": 0.0}) for arm, g in gains.items()}
-    frames["flat"] = frames["flat"].loc[frames["kept"].index]
-    r = interaction(frames, "gain", "none", treated="kept", control="flat", n_resamples=n_resamples, seed=seed)
-    names = {"gap_treated": "interaction_kept", "gap_control": "interaction_flat", "interaction": "layout_part"}
-    return {key.replace(old, new, 1): v for key, v in r.items() for old, new in names.items() if key.startswith(old)}
+    r = arm_difference({"kept": kept, "flat": flat}, method, reference, treated=treated, control=control,
+                       n_resamples=n_resamples, seed=seed)
+    return {(key.replace("difference", "layout_part", 1) if key.startswith("difference") else key): v
+            for key, v in r.items()}
+
+
+def arm_corpora(subset: Sequence[str], corpora: Sequence[str]) -> list[str]:
+    """The corpora of an arm that reruns the chapter on part of its corpora, checked.
+
+    Parameters
+    ----------
+    subset : sequence of str
+        The arm's Chroma corpus names (e.g. the second embedder's).
+    corpora : sequence of str
+        The chapter's corpora.
+
+    Returns
+    -------
+    list of str
+        ``subset`` in the chapter's order, without repeats.
+
+    Raises
+    ------
+    ValueError
+        If ``subset`` names fewer than two corpora (stitching interleaves documents) or a
+        corpus the chapter did not load.
+    """
+    subset = [subset] if isinstance(subset, str) else list(subset)
+    if not subset:
+        raise ValueError(f"the arm names no corpus; give some of the chapter's corpora ({', '.join(corpora)}).")
+    missing = [c for c in subset if c not in corpora]
+    if missing:
+        raise ValueError(f"the arm's corpora {', '.join(missing)} are not among the chapter's corpora "
+                         f"({', '.join(corpora)}); add them to `corpora` or choose among those.")
+    chosen = [c for c in corpora if c in subset]
+    if len(chosen) < 2:
+        raise ValueError(f"the arm names one corpus ({chosen[0]}); stitching interleaves the segments of "
+                         "several documents, so give at least two of the chapter's corpora.")
+    return chosen
+
+
+def paper_direction(embedder: str) -> pd.DataFrame:
+    """The direction of Qu, Tu & Bao's breakpoint-minus-fixed gap for one embedder, by document kind.
+
+    Parameters
+    ----------
+    embedder : str
+        One of the embedders of :data:`PAPER_F1_AT_5` (``"stella_en_1.5B_v5"``,
+        ``"all-mpnet-base-v2"``, ``"bge-large-en-v1.5"``).
+
+    Returns
+    -------
+    DataFrame
+        Index ``documents`` ("stitched", "original"); columns ``datasets`` (count),
+        ``breakpoint_ahead`` (datasets where breakpoint F1@5 > fixed-size), ``mean_gap``,
+        ``min_gap``, ``max_gap`` (points of document-retrieval F1@5, breakpoint minus fixed).
+
+    Raises
+    ------
+    ValueError
+        If the paper reports nothing for ``embedder``.
+    """
+    paper = paper_table()
+    rows = paper[paper["embedder"] == embedder]
+    if rows.empty:
+        raise ValueError(f"Qu, Tu & Bao report no rows for {embedder!r}; choose one of "
+                         f"{', '.join(dict.fromkeys(paper['embedder']))}.")
+    gap = rows["breakpoint"] - rows["fixed"]
+    g = gap.groupby(rows["documents"])
+    out = pd.DataFrame({"datasets": g.size(), "breakpoint_ahead": (gap > 0).groupby(rows["documents"]).sum(),
+                        "mean_gap": g.mean(), "min_gap": g.min(), "max_gap": g.max()})
+    return out.loc[["stitched", "original"]]
 
 
 def pattern_verdict(gap_treated_low: float, gap_treated_high: float, interaction_low: float,
@@ -725,6 +847,11 @@ def chapter_answer(
     k: int = 5,
     head_flat: Mapping[str, float] | None = None,
     layout: Mapping[str, float] | None = None,
+    second_embedder: str | None = None,
+    head_second: Mapping[str, float] | None = None,
+    second_difference: Mapping[str, float] | None = None,
+    second_corpora: Sequence[str] = (),
+    second_n_questions: int | None = None,
 ) -> str:
     """Chapter 6's answer, built from its intervals (so it stays right when the run changes).
 
@@ -751,13 +878,18 @@ def chapter_answer(
     layout : mapping, optional
         :func:`layout_difference` of the primary contrast (points): the part of its
         interaction that removing the line breaks takes away.
+    second_embedder, head_second, second_difference, second_corpora, second_n_questions : optional
+        The arm with a second embedder (cutting and retrieving): its name, the primary
+        contrast's :func:`interaction` with it (points), :func:`arm_difference` of the arms
+        ``second`` and ``first`` (the second embedder's interaction minus ``embedder``'s on the
+        same questions, points), the corpora and the number of questions of that arm.
 
     Returns
     -------
     str
         Markdown: the primary verdict (:func:`pattern_verdict`) with both intervals, the spread
         over stitching seeds, segment-retrieval F1, the shuffled control, the arm without line
-        breaks (when given), the Holm-corrected count of the exploratory rows, and what the
+        breaks and the arm with a second embedder (when given), the Holm-corrected count of the exploratory rows, and what the
         test can and cannot settle.
     """
     from chunkwise.evaluation.stats import describe_interval
@@ -798,6 +930,20 @@ def chapter_answer(
                        "breaks finds most seams without embeddings)")
     scope = ("all five of Chroma's corpora" if len(corpora) == 5
              else f"{len(corpora)} of Chroma's five corpora ({', '.join(corpora)})")
+    embedders_settled = f"with one small embedder ({embedder})"
+    second_text = ""
+    if second_embedder is not None and head_second is not None and second_difference is not None:
+        second_words = pattern_verdict(head_second["gap_treated_low"], head_second["gap_treated_high"],
+                                       head_second["interaction_low"], head_second["interaction_high"])
+        second_text = (
+            f"With {second_embedder} cutting and retrieving, on {', '.join(second_corpora)} "
+            f"({second_n_questions} questions), the stitched gap is {ci(head_second, 'gap_treated')} and the "
+            f"interaction {ci(head_second, 'interaction')} ({second_words}); {embedder}'s interaction on the same "
+            f"questions is {ci(second_difference, 'interaction_first')}, a difference of "
+            f"{ci(second_difference, 'difference')} points. "
+        )
+        embedders_settled = (f"with {embedder}, and with {second_embedder} on "
+                             f"{len(second_corpora)} of the corpora")
     return (
         f"The declared test, the breakpoint chunker at its cross-fitted best setting against fixed-size "
         f"{fixed}, on {{term}}`span recall`@{k}: {ci(head, 'gap_treated')} points on stitched text and "
@@ -812,8 +958,9 @@ def chapter_answer(
         "after Holm's correction"
         + (f" (chunkers with one in support: {', '.join(backers)})" if backers else "") + ". "
         + flat_text
-        + f"What it settles: the direction of the paper's pattern on {scope}, with one small embedder "
-        f"({embedder}){layout_settles}. What it cannot: the size of the paper's gains on its datasets and "
+        + second_text
+        + f"What it settles: the direction of the paper's pattern on {scope}, {embedders_settled}"
+        f"{layout_settles}. What it cannot: the size of the paper's gains on its datasets and "
         f"embedders{layout_open}."
     )
 
