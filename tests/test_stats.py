@@ -16,6 +16,7 @@ from chunkwise.evaluation.stats import (
     paired_bootstrap,
     paired_difference_ci,
     questions_to_separate,
+    verdict,
 )
 
 
@@ -220,3 +221,18 @@ def test_describe_interval():
     # a value that rounds to zero has no sign; NaN is n/a
     assert describe_interval(-0.04, -0.001, 0.0) == "0.0 [0.0, 0.0]"
     assert describe_interval(float("nan"), 1, 2, decimals=2) == "n/a [+1.00, +2.00]"
+
+
+def test_verdict_decimals_quote_the_table_to_its_digits():
+    # a - b = 0.123 on every question: winner a at 61.23%, b 12.30 points behind, interval degenerate.
+    b = np.linspace(0.3, 0.678, 20)
+    res = paired_bootstrap({"a": b + 0.123, "b": b}, n_resamples=300, seed=0)
+    mean_a = 100 * float(np.mean(b + 0.123))
+    assert res.winner == "a"
+    two = verdict(res, decimals=2)
+    assert f"{mean_a:.2f}%" in two and f"{mean_a:.1f}%" in res.verdict
+    assert "at +12.30 points behind" in two and "+12.30 points to +12.30 points" in two
+    assert "at +12.3 points behind" in res.verdict
+    assert verdict(res) == res.verdict
+    with pytest.raises(ValueError, match="decimals must be 0 or more"):
+        verdict(res, decimals=-1)

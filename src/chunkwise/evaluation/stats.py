@@ -624,12 +624,12 @@ def paired_bootstrap(
 # --------------------------------------------------------------------------------------
 
 
-def _fmt_value(v: float, percent: bool) -> str:
-    return f"{100 * v:.1f}%" if percent else f"{v:.3g}"
+def _fmt_value(v: float, percent: bool, decimals: int = 1) -> str:
+    return f"{100 * v:.{decimals}f}%" if percent else f"{v:.3g}"
 
 
-def _fmt_diff(v: float, percent: bool) -> str:
-    return f"{100 * v:+.1f} points" if percent else f"{v:+.3g}"
+def _fmt_diff(v: float, percent: bool, decimals: int = 1) -> str:
+    return f"{100 * v:+.{decimals}f} points" if percent else f"{v:+.3g}"
 
 
 def _names(cells: Sequence[str], limit: int = 8) -> str:
@@ -639,7 +639,7 @@ def _names(cells: Sequence[str], limit: int = 8) -> str:
     return ", ".join(cells[:limit]) + f" and {len(cells) - limit} more"
 
 
-def verdict(result: BootstrapResult) -> str:
+def verdict(result: BootstrapResult, *, decimals: int = 1) -> str:
     """A few sentences that say what the bootstrap can and cannot tell apart.
 
     A winner is named only when the best cell is best in at least ``winner_threshold`` of the
@@ -647,9 +647,31 @@ def verdict(result: BootstrapResult) -> str:
     best entirely below 0), the cells still in play, the cheapest cell in play (when costs were
     given) and roughly how many questions would separate the top two at the observed
     difference (:func:`questions_to_separate`).
+
+    Parameters
+    ----------
+    result : BootstrapResult
+    decimals : int, default 1
+        Decimals of the means and differences when the metric is a percentage (points); a page
+        that prints its tables with two decimals quotes them with two. ``result.verdict`` is
+        the text with the default.
+
+    Raises
+    ------
+    ValueError
+        If ``decimals`` is negative.
     """
+    if decimals < 0:
+        raise ValueError(f"decimals must be 0 or more, got {decimals}.")
     t = result.table
     pct = result.percent
+
+    def fv(v: float) -> str:
+        return _fmt_value(v, pct, decimals)
+
+    def fd(v: float) -> str:
+        return _fmt_diff(v, pct, decimals)
+
     conf = f"{100 * result.confidence:.0f}%"
     best = result.best
     p = float(t.loc[best, "p_best"])
@@ -664,16 +686,16 @@ def verdict(result: BootstrapResult) -> str:
     if result.winner is not None:
         ru = result.runner_up
         lines.append(
-            f"Winner: {best} ({result.metric} {_fmt_value(float(t.loc[best, 'mean']), pct)}), best in "
+            f"Winner: {best} ({result.metric} {fv(float(t.loc[best, 'mean']))}), best in "
             f"{100 * p:.0f}% of resamples (a winner needs {100 * result.winner_threshold:.0f}%); "
-            f"runner-up {ru} at {_fmt_diff(-float(t.loc[ru, 'diff_best']), pct)} behind "
-            f"({conf} CI {_fmt_diff(-float(t.loc[ru, 'diff_best_high']), pct)} to "
-            f"{_fmt_diff(-float(t.loc[ru, 'diff_best_low']), pct)})."
+            f"runner-up {ru} at {fd(-float(t.loc[ru, 'diff_best']))} behind "
+            f"({conf} CI {fd(-float(t.loc[ru, 'diff_best_high']))} to "
+            f"{fd(-float(t.loc[ru, 'diff_best_low']))})."
         )
     else:
         lines.append(
             f"No winner: the best observed cell, {best} ({result.metric} "
-            f"{_fmt_value(float(t.loc[best, 'mean']), pct)}), is best in only {100 * p:.0f}% of "
+            f"{fv(float(t.loc[best, 'mean']))}), is best in only {100 * p:.0f}% of "
             f"resamples (a winner needs {100 * result.winner_threshold:.0f}%)."
         )
     ruled = result.ruled_out
@@ -691,7 +713,7 @@ def verdict(result: BootstrapResult) -> str:
         lines.append(
             f"Cheapest cell in play by {result.cost_name}: {cheap} "
             f"({float(t.loc[cheap, 'cost']):.4g} {result.cost_name}, {result.metric} "
-            f"{_fmt_value(float(t.loc[cheap, 'mean']), pct)})."
+            f"{fv(float(t.loc[cheap, 'mean']))})."
         )
     ru = result.runner_up
     if ru is not None and result.winner is None:
@@ -710,7 +732,7 @@ def verdict(result: BootstrapResult) -> str:
                 extra = f"roughly {n_need} questions would be needed (you have {result.n_questions})"
             lines.append(
                 f"To separate the top two, {best} and {ru}, at the observed difference of "
-                f"{_fmt_diff(gap, pct)}: {extra}; a normal approximation (z * sd / difference)^2, "
+                f"{fd(gap)}: {extra}; a normal approximation (z * sd / difference)^2, "
                 "an order of magnitude only."
             )
     return " ".join(lines)
