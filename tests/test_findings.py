@@ -400,6 +400,11 @@ def test_a_direction_claim_whose_interval_includes_zero_is_inconclusive():
     assert fd.verdict(c, {"k": "fixed ahead", "k_ci": "-3 [-5, -1]"})["verdict"] == "not reproduced"
     v = fd.verdict(c, {"k": "cannot tell", "k_ci": "-1 [-5, +3]"})
     assert (v["verdict"], v["detail"]) == ("inconclusive", "gap -1 [-5, +3]")
+    # chapter 6's word for an interval through 0 (its real-text claim: fixed ahead as published)
+    c6 = claim(kind="exact", published="fixed ahead", tolerance=None, cause="gap {k_ci}")
+    v = fd.verdict(c6, {"k": "no difference shown", "k_ci": "-1.2 [-3.3, +0.9]"})
+    assert (v["verdict"], v["detail"]) == ("inconclusive", "gap -1.2 [-3.3, +0.9]")
+    assert fd.verdict(c6, {"k": "semantic ahead", "k_ci": "+2 [+1, +3]"})["verdict"] == "not reproduced"
 
 
 def test_headlines_combine_their_claims_and_link_to_the_section(tmp_path):

@@ -121,7 +121,8 @@ VERDICT_MEANINGS = {
     "not run in this build": "the chapter's results were not produced for this build",
 }
 #: Measured words of an ``exact`` direction claim that mean "the interval includes 0".
-INCONCLUSIVE_WORDS = ("cannot tell", "inconclusive", "no clear difference", "neither ahead", "tied")
+INCONCLUSIVE_WORDS = ("cannot tell", "inconclusive", "no clear difference", "no difference shown", "neither ahead",
+                      "tied")
 #: Groups whose table is shown open on the page (group name prefixes); the others are folded.
 OPEN_GROUPS = ("Headline", "Abstract")
 #: Order of sources on the page.
