@@ -8,6 +8,7 @@ Model loads: about 25 s in all on 2 cores (one export of all-MiniLM-L6-v2, a few
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -204,7 +205,7 @@ def test_only_a_complete_marked_export_counts(tmp_path):
     (folder / "model.onnx").write_bytes(b"x" * 10)
     assert not _onnx._marker_ok(folder, "d" * 64)  # no marker: an interrupted copy
     (folder / _onnx.ONNX_MARKER).write_text(
-        '{"format": 1, "weights_sha256": "' + "d" * 64 + '", "size": 10}', encoding="utf-8"
+        json.dumps({"format": _onnx._FORMAT, "weights_sha256": "d" * 64, "size": 10}), encoding="utf-8"
     )
     assert _onnx._marker_ok(folder, "d" * 64)
     assert not _onnx._marker_ok(folder, "e" * 64)  # other weights
