@@ -1,0 +1,106 @@
+"""The chunk-size sweep's measures (chunkwise.crud.chunk_size), by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("jieba")
+
+from chunkwise.crud import chunk_size as cs  # noqa: E402
+from chunkwise.tokens import count_tokens  # noqa: E402
+
+
+def test_context_recall_is_multiset_recall_of_the_gold_tokens():
+    # gold tokens {red: 2, apple: 1}; contexts hold red once and apple once -> 2 / 3
+    assert cs.context_recall(["a red car", "green apple"], "red apple red") == pytest.approx(2 / 3)
+    assert cs.context_recall(["red red apple"], "red apple red") == 1.0
+    assert cs.context_recall([], "red") == 0.0
+    assert math.isnan(cs.context_recall(["red"], "   "))
+    with pytest.raises(TypeError, match="gold must be a str"):
+        cs.context_recall(["x"], None)
+    with pytest.raises(TypeError, match="contexts must be strings"):
+        cs.context_recall(["x", 3], "x")
+
+
+def _sweep():
+    chunks = {"dense": {"d#0": "red apple", "d#1": "blue sky"},
+              "dense@512": {"d#0": "red apple and blue sky over the green hill"}}
+    answers = pd.DataFrame([
+        {"ID": "1", "method": "dense", "retrieved_ids": ["d#1"], "gold_answer": "red apple"},
+        {"ID": "2", "method": "dense", "retrieved_ids": ["d#0", "d#1"], "gold_answer": "blue sky"},
+        {"ID": "1", "method": "dense@512", "retrieved_ids": ["d#0"], "gold_answer": "red apple"},
+        {"ID": "2", "method": "dense@512", "retrieved_ids": ["d#0"], "gold_answer": "blue sky"},
+    ])
+    scores = pd.DataFrame({"ID": ["1", "2", "1", "2"], "method": ["dense", "dense", "dense@512", "dense@512"],
+                           "quest_avg_f1": [0.2, 0.8, 0.5, float("nan")]})
+    return answers, scores, chunks
+
+
+def test_item_table_joins_recall_tokens_and_the_answer_metric():
+    answers, scores, chunks = _sweep()
+    t = cs.item_table(answers, scores, chunks).set_index(["method", "ID"])
+    assert t.loc[("dense", "1"), "context_recall"] == 0.0          # "blue sky" holds neither word
+    assert t.loc[("dense", "2"), "context_recall"] == 1.0
+    assert t.loc[("dense@512", "1"), "context_recall"] == 1.0
+    long = count_tokens("red apple and blue sky over the green hill")
+    assert t.loc[("dense@512", "2"), "retrieved_tokens"] == long
+    assert t.loc[("dense", "2"), "retrieved_tokens"] == count_tokens("red apple") + count_tokens("blue sky")
+    assert t.loc[("dense@512", "1"), "answer_per_1k_tokens"] == pytest.approx(0.5 / long * 1000)
+    assert math.isnan(t.loc[("dense@512", "2"), "answer"])         # not scored: NaN, never 0
+    with pytest.raises(ValueError, match="no chunk texts for method 'dense@512'"):
+        cs.item_table(answers, scores, {"dense": chunks["dense"]})
+    with pytest.raises(ValueError, match="is not among its chunks"):
+        cs.item_table(answers, scores, {"dense": chunks["dense"], "dense@512": {"x": "y"}})
+    with pytest.raises(ValueError, match="scores must have ID, method and 'bleu'"):
+        cs.item_table(answers, scores, chunks, metric="bleu")
+
+
+def _table(recall, answer, tokens):
+    rows = []
+    for method in recall:
+        for i in range(6):
+            rows.append({"method": method, "ID": str(i), "context_recall": recall[method],
+                         "retrieved_tokens": tokens[method], "answer": answer[method],
+                         "answer_per_1k_tokens": answer[method] / tokens[method] * 1000})
+    return pd.DataFrame(rows)
+
+
+def test_rank_agreement_on_constant_items_is_exact():
+    t = _table({"a": 0.1, "b": 0.2, "c": 0.3}, {"a": 0.3, "b": 0.4, "c": 0.9}, {"a": 1, "b": 1, "c": 1})
+    r = cs.rank_agreement(t, n_resamples=200)
+    assert (r["rho"], r["low"], r["high"], r["n_configs"], r["n_items"]) == (1.0, 1.0, 1.0, 3, 6)
+    t2 = _table({"a": 0.1, "b": 0.2, "c": 0.3}, {"a": 0.9, "b": 0.4, "c": 0.3}, {"a": 1, "b": 1, "c": 1})
+    assert cs.rank_agreement(t2, n_resamples=200)["rho"] == -1.0
+    with pytest.raises(ValueError, match="at least 3 configurations"):
+        cs.rank_agreement(t[t.method != "c"])
+
+
+def test_dilution_needs_recall_up_and_score_per_token_down():
+    # recall 50% -> 80%; answer 0.5 over 100 tokens (500 points per 1k) -> 0.6 over 400 (150)
+    t = _table({"dense": 0.5, "dense@512": 0.8}, {"dense": 0.5, "dense@512": 0.6},
+               {"dense": 100, "dense@512": 400})
+    d = cs.dilution_test(t, "dense", "dense@512", n_resamples=500)
+    assert d["recall_diff"] == pytest.approx((30.0, 30.0, 30.0))
+    assert d["per_token_diff"] == pytest.approx((-350.0, -350.0, -350.0))
+    assert d["answer_diff"] == pytest.approx((10.0, 10.0, 10.0))
+    assert d["tokens_ratio"] == 4.0 and d["verdict"] == "supports"
+    # recall down: the claim's premise fails -> contradicts
+    t2 = _table({"dense": 0.5, "dense@512": 0.4}, {"dense": 0.5, "dense@512": 0.6},
+                {"dense": 100, "dense@512": 400})
+    assert cs.dilution_test(t2, "dense", "dense@512", n_resamples=500)["verdict"] == "contradicts"
+    with pytest.raises(ValueError, match="configuration 'dense@64' is not in the table"):
+        cs.dilution_test(t, "dense@64", "dense@512")
+
+
+def test_dilution_cannot_tell_when_the_recall_interval_reaches_zero():
+    t = _table({"dense": 0.5, "dense@512": 0.5}, {"dense": 0.5, "dense@512": 0.5}, {"dense": 100, "dense@512": 100})
+    bump = [0.1, -0.1] * 3
+    t.loc[t.method == "dense@512", "context_recall"] = [0.5 + b for b in bump]
+    d = cs.dilution_test(t, "dense", "dense@512", n_resamples=2000)
+    assert d["recall_diff"][0] == pytest.approx(0.0, abs=1e-9)
+    assert d["recall_diff"][1] < 0 < d["recall_diff"][2]
+    assert d["per_token_diff"] == pytest.approx((0.0, 0.0, 0.0))
+    assert d["verdict"] == "cannot tell"
