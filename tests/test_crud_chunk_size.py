@@ -104,3 +104,35 @@ def test_dilution_cannot_tell_when_the_recall_interval_reaches_zero():
     assert d["recall_diff"][1] < 0 < d["recall_diff"][2]
     assert d["per_token_diff"] == pytest.approx((0.0, 0.0, 0.0))
     assert d["verdict"] == "cannot tell"
+
+
+def test_bad_inputs_get_clear_errors_not_silent_numbers():
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        cs.context_recall("red apple", "red")
+    assert cs.context_recall((c for c in ["red apple"]), "red") == 1.0   # a generator is read once
+    t = _table({"s": 0.2, "l": 0.5}, {"s": 0.5, "l": 0.4}, {"s": 100, "l": 400})
+    t.loc[(t.method == "s") & (t.ID != "0"), ["answer", "answer_per_1k_tokens"]] = float("nan")
+    with pytest.raises(ValueError, match="answer_per_1k_tokens, l against s: a paired interval needs at least 2"):
+        cs.dilution_test(t, "s", "l", n_resamples=100)
+    three = _table({"a": 0.1, "b": 0.2, "c": 0.3}, {"a": 0.3, "b": 0.4, "c": float("nan")}, {"a": 1, "b": 1, "c": 1})
+    with pytest.raises(ValueError, match=r"configuration\(s\) \['c'\] have no context_recall or no answer"):
+        cs.rank_agreement(three)
+    flat = _table({"a": 0.1, "b": 0.2, "c": 0.3}, {"a": 0.4, "b": 0.4, "c": 0.4}, {"a": 1, "b": 1, "c": 1})
+    with pytest.raises(ValueError, match="same mean answer: a rank correlation is undefined"):
+        cs.rank_agreement(flat)
+    with pytest.raises(ValueError, match="repeats item '0' of configuration 'a'"):
+        cs.rank_agreement(pd.concat([flat, flat.iloc[:1]]))
+    with pytest.raises(ValueError, match="confidence is a fraction"):
+        cs.rank_agreement(flat, confidence=95)
+    answers, scores, chunks = _sweep()
+    answers.loc[0, "retrieved_ids"] = "['d#1']"
+    with pytest.raises(TypeError, match="ast.literal_eval"):
+        cs.item_table(answers, scores, chunks)
+
+
+def test_rank_agreement_uses_only_items_every_configuration_has():
+    t = _table({"a": 0.1, "b": 0.2, "c": 0.3}, {"a": 0.3, "b": 0.4, "c": 0.9}, {"a": 1, "b": 1, "c": 1})
+    # item 0 of c: recall 0.95 would make c's mean jump; it has no answer, so item 0 leaves every configuration
+    t.loc[(t.method == "c") & (t.ID == "0"), ["context_recall", "answer"]] = [0.95, float("nan")]
+    r = cs.rank_agreement(t, n_resamples=100)
+    assert r["n_items"] == 5 and r["means"].loc["c", "context_recall"] == pytest.approx(0.3)

@@ -212,3 +212,22 @@ def test_only_a_complete_marked_export_counts(tmp_path):
     (folder / "model.onnx").write_bytes(b"x" * 9)
     assert not _onnx._marker_ok(folder, "d" * 64)  # a truncated graph
     assert _onnx.onnx_model_dir("local:/a/b c", "f" * 64).name == "a_b_c-" + "f" * 16
+
+
+def test_a_stored_graph_damaged_on_disk_is_exported_again(onnx_run, onnx_root, torch_vectors, monkeypatch):
+    # same size, broken bytes: the marker still matches, the file no longer loads
+    (folder,) = [p for p in (onnx_root / "models" / "onnx").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    graph = folder / "model.onnx"
+    with graph.open("r+b") as fh:
+        fh.write(b"\0" * 4096)
+    assert _onnx._marker_ok(folder, json.loads((folder / _onnx.ONNX_MARKER).read_text())["weights_sha256"])
+    calls = []
+    real_export = _onnx._export
+    monkeypatch.setattr(_onnx, "_export", lambda *a, **k: calls.append(1) or real_export(*a, **k))
+    emb = make_embedder("all-MiniLM-L6-v2", cache_dir=False, normalize_embeddings=True, backend="onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no fallback: the rebuilt graph runs
+        vecs = emb.embed(QUERIES)
+    assert calls == [1] and emb.backend_in_use == "onnx"
+    assert graph.read_bytes()[:4096] != b"\0" * 4096
+    assert np.abs(vecs - torch_vectors[1]).max() < 1e-5

@@ -234,5 +234,13 @@ def test_verdict_decimals_quote_the_table_to_its_digits():
     assert "at +12.30 points behind" in two and "+12.30 points to +12.30 points" in two
     assert "at +12.3 points behind" in res.verdict
     assert verdict(res) == res.verdict
-    with pytest.raises(ValueError, match="decimals must be 0 or more"):
-        verdict(res, decimals=-1)
+    for bad in (-1, True, 2.5, "2", None, 11):
+        with pytest.raises(ValueError, match="decimals must be an int from 0 to 10"):
+            verdict(res, decimals=bad)
+    assert verdict(res, decimals=np.int64(2)) == two
+
+
+def test_paired_difference_ci_needs_two_questions_with_both_scores():
+    with pytest.raises(ValueError, match="at least 2 questions with both scores, got 1"):
+        paired_difference_ci([0.5, np.nan, np.nan], [0.2, 0.3, np.nan])
+    assert paired_difference_ci([0.5, 0.7, np.nan], [0.2, 0.4, 0.1], n_resamples=200) == pytest.approx((0.3, 0.3, 0.3))

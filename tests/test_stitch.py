@@ -497,6 +497,23 @@ def test_arm_corpora_keeps_the_chapters_order_and_refuses_unknown_corpora():
         arm_corpora(["wikitexts"], ["state_of_the_union", "chatlogs"])
     with pytest.raises(ValueError, match="names no corpus"):
         arm_corpora([], chapter)
+    assert arm_corpora(["chatlogs", "pubmed"], (c for c in chapter + ["chatlogs"])) == ["chatlogs", "pubmed"]
+    with pytest.raises(TypeError, match="got the string 'state_of_the_union'; wrap it in a list"):
+        arm_corpora(["state_of_the_union", "chatlogs"], "state_of_the_union")
+    with pytest.raises(TypeError, match="corpus names must be strings, got 1"):
+        arm_corpora([1, 2], chapter)
+
+
+def test_arm_difference_refuses_repeated_questions_and_a_list_of_arms():
+    from chunkwise.experiments.stitched import arm_difference
+
+    f = pd.DataFrame({"S": [1, 2], "F": [0, 0]}, index=["q1", "q2"])
+    arm = {"real": f, "stitched": f}
+    with pytest.raises(TypeError, match="arms must be a mapping"):
+        arm_difference([arm, arm], "S", "F")
+    twice = {"real": f, "stitched": pd.concat([f, f.iloc[:1]])}
+    with pytest.raises(ValueError, match="the b arm's 'stitched' scores repeat question 'q1'"):
+        arm_difference({"a": arm, "b": twice}, "S", "F", n_resamples=100)
 
 
 def test_paper_direction_counts_the_mpnet_rows():

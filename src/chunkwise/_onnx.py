@@ -220,6 +220,20 @@ def _export(hf_model: Any, tokenizer: Any, names: list[str], dest: Path, digest:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _stored_diff(session: Any, hf_model: Any, tokenizer: Any, names: list[str]) -> float:
+    """Largest |ONNX - PyTorch| over the real tokens of the first probe batch (inf on a shape mismatch)."""
+    import torch
+
+    p = _probe(tokenizer, names, _PROBE_TEXTS[0])
+    with torch.no_grad():
+        want = hf_model(**{n: torch.from_numpy(v) for n, v in p.items()}).last_hidden_state.numpy()
+    got = session.run(["last_hidden_state"], {i.name: p[i.name] for i in session.get_inputs()})[0]
+    if got.shape != want.shape:
+        return float("inf")
+    d = float(np.abs(got - want)[p["attention_mask"].astype(bool)].max())
+    return d if d == d else float("inf")
+
+
 def attach_onnx(st_model: Any, model_id: str, threads: int | None = None) -> Path:
     """Run the transformer of a loaded ``SentenceTransformer`` through ONNX Runtime from now on.
 
@@ -270,9 +284,22 @@ def attach_onnx(st_model: Any, model_id: str, threads: int | None = None) -> Pat
     names = _input_names(hf_model, tokenizer)
     digest = state_digest(hf_model)
     folder = onnx_model_dir(model_id, digest)
+    n_threads = threads if threads is not None else torch.get_num_threads()
     if not _marker_ok(folder, digest):
         _export(hf_model, tokenizer, names, folder, digest, model_id)
-    session = _session(folder / "model.onnx", threads if threads is not None else torch.get_num_threads())
+        session = _session(folder / "model.onnx", n_threads)
+    else:
+        # A stored export is checked before use: a file damaged on disk (same size, broken bytes)
+        # fails to load or disagrees with PyTorch on the probe batch; then it is exported again.
+        try:
+            session = _session(folder / "model.onnx", n_threads)
+            stale = _stored_diff(session, hf_model, tokenizer, names) > _PROBE_TOLERANCE
+        except Exception:  # noqa: BLE001 - any load failure of a stored file means: rebuild it
+            stale = True
+        if stale:
+            shutil.rmtree(folder, ignore_errors=True)
+            _export(hf_model, tokenizer, names, folder, digest, model_id)
+            session = _session(folder / "model.onnx", n_threads)
     wanted = [i.name for i in session.get_inputs()]
 
     def forward(**features: Any) -> dict[str, Any]:

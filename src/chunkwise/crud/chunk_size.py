@@ -58,12 +58,15 @@ def context_recall(contexts: Sequence[str], gold: str) -> float:
     Raises
     ------
     TypeError
-        If ``gold`` is not a str or ``contexts`` holds a non-str.
+        If ``gold`` is not a str, or ``contexts`` is a str or holds a non-str.
     """
     from chunkwise.crud.answer_metrics import tokenize
 
     if not isinstance(gold, str):
         raise TypeError(f"gold must be a str (the reference answer), got {type(gold).__name__}")
+    if isinstance(contexts, str):
+        raise TypeError("contexts must be a list of chunk texts, got one string; wrap it in a list")
+    contexts = list(contexts)
     bad = [type(c).__name__ for c in contexts if not isinstance(c, str)]
     if bad:
         raise TypeError(f"contexts must be strings (chunk texts), got {bad[0]}")
@@ -120,6 +123,12 @@ def item_table(
         raise ValueError(f"scores must have ID, method and {metric!r}; it has {list(scores.columns)}")
     rows = []
     for rec in answers.itertuples(index=False):
+        if isinstance(rec.retrieved_ids, str) or not isinstance(rec.retrieved_ids, Sequence | np.ndarray):
+            raise TypeError(f"{rec.method}, item {rec.ID}: retrieved_ids must be a list of chunk ids, got "
+                            f"{type(rec.retrieved_ids).__name__} (a CSV round trip turns lists into strings: "
+                            "parse them with ast.literal_eval)")
+        if not isinstance(rec.gold_answer, str):
+            raise TypeError(f"{rec.method}, item {rec.ID}: gold_answer must be a str, got {rec.gold_answer!r}")
         texts = chunk_texts.get(rec.method)
         if texts is None:
             raise ValueError(f"no chunk texts for method {rec.method!r}; chunk_texts has {sorted(chunk_texts)}")
@@ -140,6 +149,14 @@ def item_table(
 
 
 def _wide(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    for c in ("method", "ID", column):
+        if c not in table.columns:
+            raise ValueError(f"table has no column {c!r}; pass item_table()'s output")
+    dup = table.duplicated(["method", "ID"])
+    if dup.any():
+        first = table.loc[dup, ["method", "ID"]].iloc[0]
+        raise ValueError(f"table repeats item {first['ID']!r} of configuration {first['method']!r}; "
+                         "give one row per (method, ID)")
     return table.pivot(index="ID", columns="method", values=column)
 
 
@@ -167,32 +184,47 @@ def rank_agreement(
     -------
     dict
         ``rho`` (on the observed means), ``low``, ``high``, ``n_configs``, ``n_items`` and
-        ``means`` (a DataFrame of the per-configuration means). A resample in which one of the
-        two mean vectors is constant gives no rho and is skipped.
+        ``means`` (a DataFrame of the per-configuration means). Only the items that have both
+        values under every configuration are used (``n_items``), so all means are over the same
+        items. A resample in which one of the two mean vectors is constant gives no rho and is
+        skipped.
 
     Raises
     ------
     ValueError
-        Fewer than 3 configurations (a rank correlation of two points is always +-1), or a
-        column missing.
+        Fewer than 3 configurations (a rank correlation of two points is always +-1), a
+        configuration without values, fewer than 2 complete items, equal means (rho undefined),
+        repeated (method, ID) rows, a column missing, or a bad ``n_resamples`` / ``confidence``.
     """
     from scipy.stats import spearmanr
 
-    for c in (x, y, "method", "ID"):
-        if c not in table.columns:
-            raise ValueError(f"table has no column {c!r}; pass item_table()'s output")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence is a fraction in (0, 1), e.g. 0.95; got {confidence!r}")
     wx, wy = _wide(table, x), _wide(table, y)
     if wx.shape[1] < 3:
         raise ValueError(f"rank agreement needs at least 3 configurations, got {wx.shape[1]}")
+    empty = [m for m in wx.columns if wx[m].isna().all() or wy[m].isna().all()]
+    if empty:
+        raise ValueError(f"configuration(s) {empty} have no {x} or no {y} on any item; leave them out "
+                         "(a failed stage) or rerun them")
+    complete = wx.notna().all(axis=1) & wy.notna().all(axis=1)  # the same items for every configuration
+    wx, wy = wx[complete], wy[complete]
+    if len(wx) < 2:
+        raise ValueError(f"only {len(wx)} item(s) have {x} and {y} under every configuration; need 2 or more")
     means = pd.DataFrame({x: wx.mean(), y: wy.mean()})
+    if means[x].nunique() == 1 or means[y].nunique() == 1:
+        raise ValueError(f"every configuration has the same mean {x if means[x].nunique() == 1 else y}: "
+                         "a rank correlation is undefined")
     rho = float(spearmanr(means[x], means[y]).statistic)
     rng = np.random.default_rng(seed)
     ax, ay, n = wx.to_numpy(float), wy.to_numpy(float), len(wx)
     boot = []
     for _ in range(n_resamples):
         idx = rng.integers(0, n, n)
-        mx, my = np.nanmean(ax[idx], axis=0), np.nanmean(ay[idx], axis=0)
-        if np.ptp(mx) == 0 or np.ptp(my) == 0 or np.isnan(mx).any() or np.isnan(my).any():
+        mx, my = ax[idx].mean(axis=0), ay[idx].mean(axis=0)
+        if np.ptp(mx) == 0 or np.ptp(my) == 0:
             continue
         boot.append(spearmanr(mx, my).statistic)
     q = 100 * (1 - confidence) / 2
@@ -236,7 +268,8 @@ def dilution_test(
     Raises
     ------
     ValueError
-        If a configuration is not in ``table``.
+        If a configuration is not in ``table``, or fewer than 2 items have a value under both
+        (each measure is paired over the items that have it under both).
     """
     from chunkwise.evaluation.stats import paired_difference_ci
 
@@ -247,8 +280,11 @@ def dilution_test(
 
     def diff(column: str, scale: float) -> tuple[float, float, float]:
         w = _wide(table, column)
-        d = paired_difference_ci(scale * w[larger].to_numpy(float), scale * w[reference].to_numpy(float),
-                                 n_resamples=n_resamples, seed=seed)
+        try:
+            d = paired_difference_ci(scale * w[larger].to_numpy(float), scale * w[reference].to_numpy(float),
+                                     n_resamples=n_resamples, seed=seed)
+        except ValueError as exc:
+            raise ValueError(f"{column}, {larger} against {reference}: {exc}") from exc
         return tuple(float(v) for v in d)  # type: ignore[return-value]
 
     recall = diff("context_recall", 100.0)

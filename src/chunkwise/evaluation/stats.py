@@ -186,8 +186,12 @@ def paired_difference_ci(
     Raises
     ------
     ValueError
-        As :func:`paired_bootstrap`.
+        As :func:`paired_bootstrap`; also when fewer than 2 questions have both scores.
     """
+    xa, xb = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    both = int(np.sum(~np.isnan(xa) & ~np.isnan(xb))) if xa.shape == xb.shape else 2  # lengths: checked below
+    if both < 2:
+        raise ValueError(f"a paired interval needs at least 2 questions with both scores, got {both}.")
     res = paired_bootstrap({"a": a, "b": b}, baseline="b", n_resamples=n_resamples, seed=seed, confidence=confidence)
     row = res.table.loc["a"]
     return float(row["diff"]), float(row["diff_low"]), float(row["diff_high"])
@@ -661,8 +665,9 @@ def verdict(result: BootstrapResult, *, decimals: int = 1) -> str:
     ValueError
         If ``decimals`` is negative.
     """
-    if decimals < 0:
-        raise ValueError(f"decimals must be 0 or more, got {decimals}.")
+    if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= 10:
+        raise ValueError(f"decimals must be an int from 0 to 10, got {decimals!r}.")
+    decimals = int(decimals)
     t = result.table
     pct = result.percent
 

@@ -557,6 +557,9 @@ def arm_difference(
         If there are not two arms, a condition or column is missing, or the arms hold
         different questions.
     """
+    if not isinstance(arms, Mapping):
+        raise TypeError(f"arms must be a mapping of two arm names to {{condition: scores}}, got "
+                        f"{type(arms).__name__}.")
     if len(arms) != 2:
         raise ValueError(f"arm_difference compares two arms; got {len(arms)} ({', '.join(map(str, arms))}).")
     gains = {}
@@ -569,6 +572,11 @@ def arm_difference(
                     raise ValueError(f"the {arm} arm's {cond!r} scores have no column {col!r}.")
         t, c = scores[treated].copy(), scores[control].copy()
         t.index, c.index = t.index.map(str), c.index.map(str)
+        for cond, frame in ((treated, t), (control, c)):
+            if frame.index.has_duplicates:
+                dup = frame.index[frame.index.duplicated()][0]
+                raise ValueError(f"the {arm} arm's {cond!r} scores repeat question {dup!r}; give one row per "
+                                 "question (the index is the question id).")
         if set(t.index) != set(c.index):
             raise ValueError(f"the {arm} arm's conditions hold different questions.")
         c = c.loc[t.index]
@@ -655,7 +663,13 @@ def arm_corpora(subset: Sequence[str], corpora: Sequence[str]) -> list[str]:
         If ``subset`` names fewer than two corpora (stitching interleaves documents) or a
         corpus the chapter did not load.
     """
+    if isinstance(corpora, str):
+        raise TypeError(f"corpora must be a list of corpus names, got the string {corpora!r}; wrap it in a list.")
+    corpora = list(dict.fromkeys(corpora))
     subset = [subset] if isinstance(subset, str) else list(subset)
+    bad = [c for c in [*subset, *corpora] if not isinstance(c, str)]
+    if bad:
+        raise TypeError(f"corpus names must be strings, got {bad[0]!r} ({type(bad[0]).__name__}).")
     if not subset:
         raise ValueError(f"the arm names no corpus; give some of the chapter's corpora ({', '.join(corpora)}).")
     missing = [c for c in subset if c not in corpora]
