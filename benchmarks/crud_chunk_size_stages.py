@@ -11,7 +11,8 @@ e5 vector to ``data/crud/embeddings``, so an interrupted stage resumes from the 
 after each stage. Chunk size 128 is chapter 3's own setting: its stage must make no new request.
 
 A stage is ``generate`` (the answers: one LLM call per item and method) or ``score`` (BLEU,
-ROUGE-L and RAGQuestEval; RAGQuestEval answers the benchmark's questions from each generated
+ROUGE-L, the embedding cosine and RAGQuestEval, :data:`chunkwise.crud.chunk_size.SWEEP_METRICS`;
+RAGQuestEval answers the benchmark's questions from each generated
 text, one LLM call per answer). Each finished stage appends a line (stage, chunk size, methods,
 items, LLM calls, cache hits, requests, model seconds, prompt / completion tokens, wall seconds)
 to ``data/crud/chunk_size_stages.csv``; ``score`` also writes the per-item scores to
@@ -41,7 +42,6 @@ TASK = "questanswer_1doc"
 POOL_TASKS = ("questanswer_1doc", "questanswer_2docs", "questanswer_3docs")
 FIELDS = ["finished_utc", "stage", "chunk_size_tokens", "methods", "items", "chunks", "llm_calls", "cache_hits",
           "requests", "model_seconds", "prompt_tokens", "completion_tokens", "wall_seconds"]
-SCORE_METRICS = ("bleu_crud", "bleu_standard", "rouge_l", "quest_eval")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,13 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.chunk_size < 16:
         ap.error(f"chunk_size must be at least 16 tokens, got {args.chunk_size}")
+    if args.n_items is not None and args.n_items < 1:
+        ap.error(f"--n-items must be positive, got {args.n_items}")
     if args.top_k < 1:
         ap.error(f"--top-k must be positive, got {args.top_k}")
 
     from chunkwise.crud import experiment as crud
-    from chunkwise.crud.data import load_quest_gt
-    from chunkwise.crud.rag import chunk_articles, run_baselines
-    from chunkwise.crud.rag.retrievers import build_retrievers
+    from chunkwise.crud.chunk_size import run_sweep
     from chunkwise.embeddings import make_dense_embedders
     from chunkwise.llm import OnDemandLocalClient
 
@@ -81,28 +81,28 @@ def main(argv: list[str] | None = None) -> int:
         items = [i for i in pool_items if i["task"] == TASK][: args.n_items]
         query_emb, passage_emb, dense_label = make_dense_embedders("auto", cache_dir=CRUD / "embeddings")
     llm = OnDemandLocalClient(cache=CRUD / "llm_cache.sqlite")
-    chunks = chunk_articles(pool.texts, pool.ids, chunk_size=args.chunk_size, chunk_overlap=0)
-    print(f"{len(items)} items, pool {len(pool)} articles, {len(chunks)} chunks of <= {args.chunk_size} tokens; "
-          f"dense: {dense_label}; generator: {llm.model_identity}", flush=True)
+    print(f"{len(items)} items, pool {len(pool)} articles; dense: {dense_label}; generator: {llm.model_identity}",
+          flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        built = build_retrievers(chunks, list(args.methods), llm=llm, dense=(query_emb, passage_emb))
-    retrievers = {(m if args.chunk_size == 128 else f"{m}@{args.chunk_size}"): built[m] for m in args.methods}
-    answers = run_baselines(items, None, retrievers, llm, top_k=args.top_k, checkpoint=crud.default_checkpoint(),
-                            show_progress=True)
+        sweep = run_sweep(items, pool, llm, [args.chunk_size], retrievers=list(args.methods), top_k=args.top_k,
+                          dense=(query_emb, passage_emb), score_embedder=passage_emb,
+                          score=args.stage == "score", checkpoint=crud.default_checkpoint(), show_progress=True)
+    n_chunks = int(sweep.configs["chunks"].iloc[0])
+    print(f"{n_chunks} chunks of <= {args.chunk_size} tokens", flush=True)
     if args.stage == "score":
-        scores = crud.score_answers(answers, SCORE_METRICS, llm=llm, quest_gt=load_quest_gt(TASK))
+        scores = sweep.scores.copy()
         scores.insert(3, "chunk_size_tokens", args.chunk_size)
         out = CRUD / f"chunk_size_scores_{args.chunk_size}.csv"
         scores.to_csv(out, index=False)
         print(f"wrote {out.relative_to(ROOT)}", flush=True)
-        means = scores.groupby("method")[[c for c in scores.columns if c.startswith(("bleu", "rouge", "quest"))]].mean()
-        print((100 * means).round(2).to_string())
+        cols = [c for c in scores.columns if c.startswith(("bleu", "rouge", "quest", "embedding"))]
+        print((100 * scores.groupby("method")[cols].mean()).round(2).to_string())
     st = llm.stats()
     row = {
         "finished_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "stage": args.stage, "chunk_size_tokens": args.chunk_size, "methods": " ".join(args.methods),
-        "items": len(items), "chunks": len(chunks), "llm_calls": st["calls"], "cache_hits": st["cache_hits"],
+        "items": len(items), "chunks": n_chunks, "llm_calls": st["calls"], "cache_hits": st["cache_hits"],
         "requests": st["requests"], "model_seconds": round(st["latency_s"], 1),
         "prompt_tokens": st["prompt_tokens"], "completion_tokens": st["completion_tokens"],
         "wall_seconds": round(time.perf_counter() - started, 1),

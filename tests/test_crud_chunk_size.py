@@ -136,3 +136,80 @@ def test_rank_agreement_uses_only_items_every_configuration_has():
     t.loc[(t.method == "c") & (t.ID == "0"), ["context_recall", "answer"]] = [0.95, float("nan")]
     r = cs.rank_agreement(t, n_resamples=100)
     assert r["n_items"] == 5 and r["means"].loc["c", "context_recall"] == pytest.approx(0.3)
+
+
+def _tiny_sweep(top_k=1, sizes=(16, 64)):
+    from types import SimpleNamespace
+
+    from fakes import FakeChatModel
+
+    pool = SimpleNamespace(
+        texts=["上海今天下雨。上海明天也下雨。市民出门请带伞。", "北京今天很热。北京明天更热。注意防暑降温。"],
+        ids=["d", "e"])
+    items = [{"ID": "i1", "task": "questanswer_1doc", "questions": "上海下雨吗？", "answers": "上海下雨"},
+             {"ID": "i2", "task": "questanswer_1doc", "questions": "北京热吗？", "answers": "北京很热"}]
+    llm = FakeChatModel("<response>上海下雨</response>")
+    sweep = cs.run_sweep(items, pool, llm, list(sizes), retrievers=("bm25",), top_k=top_k, metrics=("rouge_l",))
+    return sweep, pool, llm
+
+
+def test_run_sweep_answers_every_item_under_every_size_and_scores_by_hand():
+    from chunkwise.crud.rag import chunk_articles
+
+    sweep, pool, llm = _tiny_sweep()
+    assert list(sweep.configs["method"]) == ["bm25@16", "bm25@64"]
+    for size in (16, 64):
+        chunks = chunk_articles(pool.texts, pool.ids, chunk_size=size, chunk_overlap=0)
+        row = sweep.configs.set_index("method").loc[f"bm25@{size}"]
+        assert row["chunks"] == len(chunks) and row["chunk_size_tokens"] == size
+        assert sweep.chunk_texts[f"bm25@{size}"] == {c.chunk_id: c.text for c in chunks}
+    assert sweep.configs.set_index("method").loc["bm25@16", "chunks"] > 2  # sentences apart at 16 tokens
+    assert sweep.configs.set_index("method").loc["bm25@64", "chunks"] == 2  # one chunk per article at 64
+    assert len(llm.prompts) == 4 and len(sweep.answers) == 4  # 2 items x 2 sizes, one generation each
+    # the answer equals item 1's gold answer and shares no word with item 2's: ROUGE-L 1 and 0
+    s = sweep.scores.set_index(["method", "ID"])["rouge_l"]
+    assert s[("bm25@16", "i1")] == pytest.approx(1.0) and s[("bm25@64", "i1")] == pytest.approx(1.0)
+    assert s[("bm25@16", "i2")] == pytest.approx(0.0) and s[("bm25@64", "i2")] == pytest.approx(0.0)
+
+    table = cs.item_table(sweep.answers, sweep.scores, sweep.chunk_texts, "rouge_l")
+    means = cs.sweep_means(sweep, table, ["rouge_l"])
+    assert list(means["rouge_l"]) == pytest.approx([50.0, 50.0])
+    assert list(means["context_recall"]) == pytest.approx([100.0, 100.0])  # top-1 holds the gold words
+    tokens = {(r.method, r.ID): r.retrieved_tokens for r in table.itertuples()}
+    whole = count_tokens(pool.texts[0], "cl100k_base")
+    assert tokens[("bm25@64", "i1")] == whole  # the whole article is the one chunk at 64 tokens
+    assert tokens[("bm25@16", "i1")] < whole
+
+    eff = cs.size_effects(sweep, table, 16, ["rouge_l"], n_resamples=200).set_index("measure")
+    assert eff.loc["rouge_l", ["diff", "low", "high"]].tolist() == pytest.approx([0.0, 0.0, 0.0])
+    d_tok = (tokens[("bm25@64", "i1")] - tokens[("bm25@16", "i1")]
+             + tokens[("bm25@64", "i2")] - tokens[("bm25@16", "i2")]) / 2
+    assert eff.loc["retrieved_tokens", "diff"] == pytest.approx(d_tok) and d_tok > 0
+    assert eff.loc["rouge_l", "n"] == 2 and eff.loc["rouge_l", "chunk_size_tokens"] == 64
+
+
+def test_run_sweep_without_scoring_and_its_errors():
+    sweep, _, _ = _tiny_sweep(sizes=(16,))
+    from types import SimpleNamespace
+
+    from fakes import FakeChatModel
+
+    pool = SimpleNamespace(texts=["上海下雨。"], ids=["d"])
+    items = [{"ID": "i1", "task": "questanswer_1doc", "questions": "上海下雨吗？", "answers": "下雨"}]
+    llm = FakeChatModel("<response>下雨</response>")
+    only = cs.run_sweep(items, pool, llm, [32], retrievers=("bm25",), score=False)
+    assert only.scores is None and list(only.answers["method"]) == ["bm25@32"]
+    with pytest.raises(ValueError, match="score=True"):
+        cs.sweep_means(only, pd.DataFrame())
+    for bad, match in [([], "chunk_sizes is empty"), ([8], "at least 16"), ([64, 64], "repeats"),
+                       ([64.0], "an int")]:
+        with pytest.raises(ValueError, match=match):
+            cs.run_sweep(items, pool, llm, bad, retrievers=("bm25",))
+    with pytest.raises(ValueError, match="retrievers must be some of"):
+        cs.run_sweep(items, pool, llm, [64], retrievers=("pg_rag",))
+    with pytest.raises(ValueError, match="top_k must be a positive int"):
+        cs.run_sweep(items, pool, llm, [64], retrievers=("bm25",), top_k=0)
+    table = cs.item_table(sweep.answers, sweep.scores, sweep.chunk_texts, "rouge_l")
+    with pytest.raises(ValueError, match="no configuration at the reference size 128"):
+        cs.size_effects(sweep, table, 128, ["rouge_l"])
+    assert cs.configuration_name("dense", 256) == "dense@256"

@@ -29,12 +29,286 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["context_recall", "dilution_test", "item_table", "rank_agreement"]
+__all__ = [
+    "SWEEP_METRICS",
+    "SWEEP_RETRIEVERS",
+    "chapter_answer",
+    "Sweep",
+    "configuration_name",
+    "context_recall",
+    "dilution_test",
+    "item_table",
+    "rank_agreement",
+    "run_sweep",
+    "size_effects",
+    "sweep_means",
+]
+
+#: The sweep's answer metrics: chapter 3's (CRUD-RAG's BLEU in its own and the standard form,
+#: ROUGE-L, its "bertScore" read as the cosine of sentence embeddings, and RAGQuestEval).
+SWEEP_METRICS: tuple[str, ...] = ("bleu_crud", "bleu_standard", "rouge_l", "embedding_cosine", "quest_eval")
+
+#: Retrievers a sweep may vary the chunk size under (chapter 3's chunk baselines).
+SWEEP_RETRIEVERS: tuple[str, ...] = ("bm25", "dense", "hybrid", "hybrid_rerank")
+
+
+def configuration_name(retriever: str, chunk_size: int) -> str:
+    """The ``method`` label of one sweep configuration: ``"<retriever>@<chunk_size>"`` (tokens)."""
+    return f"{retriever}@{int(chunk_size)}"
+
+
+@dataclass
+class Sweep:
+    """What :func:`run_sweep` returns.
+
+    Attributes
+    ----------
+    answers : DataFrame
+        :func:`chunkwise.crud.rag.run_baselines` rows, ``method`` =
+        :func:`configuration_name` (e.g. ``"dense@256"``), with ``retrieved_ids``.
+    scores : DataFrame or None
+        :func:`chunkwise.crud.experiment.score_answers` rows (one per item and configuration;
+        fractions in [0, 1]); ``None`` when the sweep was run with ``score=False``.
+    chunk_texts : dict
+        ``{method: {chunk_id: text}}``, the chunks each configuration retrieved from.
+    configs : DataFrame
+        One row per configuration: ``method``, ``retriever``, ``chunk_size_tokens``, ``chunks``
+        (how many chunks the pool gave) and ``mean_chunk_tokens`` (cl100k_base).
+    """
+
+    answers: pd.DataFrame
+    scores: pd.DataFrame | None
+    chunk_texts: dict[str, dict[str, str]]
+    configs: pd.DataFrame
+
+
+def run_sweep(
+    items: Sequence[Mapping[str, Any]],
+    pool: Any,
+    llm: Any,
+    chunk_sizes: Sequence[int],
+    *,
+    retrievers: Sequence[str] = ("bm25", "dense"),
+    top_k: int = 8,
+    dense: Any = "auto",
+    score_embedder: Any = None,
+    metrics: Sequence[str] = SWEEP_METRICS,
+    score: bool = True,
+    checkpoint: Any = None,
+    mirror: Any = None,
+    show_progress: bool = False,
+) -> Sweep:
+    """CRUD-RAG's chunk-size experiment on chapter 3's harness: chunk, retrieve, answer, score.
+
+    For every chunk size the pool's articles are chunked with CRUD-RAG's sentence-packing rule
+    (:func:`chunkwise.crud.rag.chunk_articles`, no overlap), each retriever is built over those
+    chunks (:func:`chunkwise.crud.rag.retrievers.build_retrievers`), and every item is answered
+    from its ``top_k`` chunks and scored (:func:`chunkwise.crud.experiment.run_harness`: the
+    benchmark's prompt, generator settings and RAGQuestEval ground truth). Every LLM reply goes
+    through ``llm`` (its cache makes a rerun replay), every answer through ``checkpoint``. The
+    method follows Lyu et al. (2024), "CRUD-RAG", arXiv 2401.17043, section 5 (chunk size 64 to
+    512 tokens, everything else at its default).
+
+    Parameters
+    ----------
+    items : sequence of mapping
+        QA items with ``task`` (:func:`chunkwise.crud.experiment.load_items`).
+    pool : PooledCorpus
+        The retrieval corpus (:func:`chunkwise.crud.experiment.build_pool`).
+    llm : ChatModel
+        Generator and RAGQuestEval answerer.
+    chunk_sizes : sequence of int
+        Chunk sizes in cl100k_base tokens, each at least 16, no repeats.
+    retrievers : sequence of str, default ("bm25", "dense")
+        Names from :data:`SWEEP_RETRIEVERS`.
+    top_k : int, default 8
+        Chunks per question (CRUD-RAG's default).
+    dense : str or (query, passage) embedders
+        The dense retriever's embedders (as in ``build_retrievers``).
+    score_embedder : object with ``embed``, optional
+        Needed for the ``embedding_cosine`` metric.
+    metrics : sequence of str, default :data:`SWEEP_METRICS`
+    score : bool, default True
+        False: answer only (``scores`` is None), e.g. a generation stage that fills the cache.
+    checkpoint, mirror, show_progress
+        As in :func:`chunkwise.crud.experiment.run_harness`.
+
+    Returns
+    -------
+    Sweep
+
+    Raises
+    ------
+    ValueError
+        For an empty or repeated chunk size, one below 16 tokens or not an int, an unknown
+        retriever, or a ``top_k`` that is not a positive int.
+    """
+    from chunkwise.crud import experiment as crud
+    from chunkwise.crud.rag import chunk_articles, run_baselines
+    from chunkwise.crud.rag.retrievers import build_retrievers
+
+    sizes = list(chunk_sizes) if not isinstance(chunk_sizes, int | str) else [chunk_sizes]
+    if not sizes:
+        raise ValueError("chunk_sizes is empty; give at least one size in tokens, e.g. [64, 128, 256, 512]")
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 16:
+            raise ValueError(f"a chunk size is an int of at least 16 (cl100k_base tokens), got {s!r}")
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"chunk_sizes repeats a size: {sizes}; list each once")
+    bad = [r for r in retrievers if r not in SWEEP_RETRIEVERS]
+    if bad or not retrievers:
+        raise ValueError(f"retrievers must be some of {list(SWEEP_RETRIEVERS)}, got {list(retrievers)}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int (chunks per question), got {top_k!r}")
+
+    answers, scores, texts, configs = [], [], {}, []
+    for size in sizes:
+        chunks = chunk_articles(pool.texts, pool.ids, chunk_size=int(size), chunk_overlap=0)
+        built = build_retrievers(chunks, list(retrievers), llm=llm, dense=dense)
+        named = {configuration_name(r, size): built[r] for r in retrievers}
+        by_id = {c.chunk_id: c.text for c in chunks}
+        mean_tokens = float(np.mean([c.n_tokens for c in chunks])) if chunks else float("nan")
+        for r in retrievers:
+            name = configuration_name(r, size)
+            texts[name] = by_id
+            configs.append({"method": name, "retriever": r, "chunk_size_tokens": int(size), "chunks": len(chunks),
+                            "mean_chunk_tokens": mean_tokens})
+        if score:
+            a, sc = crud.run_harness(items, pool, llm, named, top_k=top_k, metrics=list(metrics),
+                                     checkpoint=checkpoint, score_embedder=score_embedder, mirror=mirror,
+                                     show_progress=show_progress)
+            scores.append(sc)
+        else:
+            a = run_baselines(items, None, named, llm, top_k=top_k, checkpoint=checkpoint,
+                              show_progress=show_progress)
+        answers.append(a)
+    all_scores = None
+    if score:
+        all_scores = pd.concat(scores, ignore_index=True)
+        all_scores.attrs["labels"] = scores[0].attrs.get("labels", {})
+    return Sweep(pd.concat(answers, ignore_index=True), all_scores, texts, pd.DataFrame(configs))
+
+
+def sweep_means(sweep: Sweep, table: pd.DataFrame, metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """Mean of every answer metric, the context recall and the retrieved tokens per configuration.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        :func:`run_sweep`'s output, scored.
+    table : DataFrame
+        :func:`item_table` of the same sweep (``context_recall``, ``retrieved_tokens``).
+    metrics : sequence of str, optional
+        Score columns to average (fractions); default every score column of ``sweep.scores``.
+
+    Returns
+    -------
+    DataFrame
+        One row per configuration, in the sweep's order: ``retriever``, ``chunk_size_tokens``,
+        ``chunks``, the metrics and ``context_recall`` in percent (means over the items that
+        have a value), ``retrieved_tokens`` (mean, cl100k_base) and ``n_scored`` (items with the
+        first metric).
+
+    Raises
+    ------
+    ValueError
+        If the sweep was not scored, or a metric is not a score column.
+    """
+    if sweep.scores is None:
+        raise ValueError("the sweep was run with score=False; rerun it with score=True")
+    sc = sweep.scores
+    cols = list(metrics) if metrics is not None else [c for c in sc.columns if c not in _ID_COLUMNS]
+    if missing := [c for c in cols if c not in sc.columns]:
+        raise ValueError(f"no score column {missing}; the scores have {list(sc.columns)}")
+    by = sc.groupby("method", sort=False)
+    out = sweep.configs.set_index("method")[["retriever", "chunk_size_tokens", "chunks"]].copy()
+    for c in cols:
+        out[c] = 100 * by[c].mean()
+    tab = table.groupby("method", sort=False)
+    out["context_recall"] = 100 * tab["context_recall"].mean()
+    out["retrieved_tokens"] = tab["retrieved_tokens"].mean()
+    out["n_scored"] = by[cols[0]].count() if cols else 0
+    return out
+
+
+_ID_COLUMNS = ("task", "ID", "method", "chunk_size_tokens", "missing", "model_identity", "parse_status", "parse_ok")
+
+
+def size_effects(
+    sweep: Sweep,
+    table: pd.DataFrame,
+    reference_size: int,
+    metrics: Sequence[str],
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Each chunk size against a reference size, per retriever: paired differences with intervals.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        :func:`run_sweep`'s output, scored.
+    table : DataFrame
+        :func:`item_table` of the sweep (its ``context_recall`` and ``retrieved_tokens`` are
+        compared too).
+    reference_size : int
+        The size every other is compared with (CRUD-RAG's default, 128 tokens).
+    metrics : sequence of str
+        Score columns (fractions) to compare.
+    n_resamples, seed
+        Of the paired bootstrap over items (:func:`chunkwise.evaluation.stats.paired_difference_ci`).
+
+    Returns
+    -------
+    DataFrame
+        One row per (retriever, chunk size other than the reference, measure): ``retriever``,
+        ``chunk_size_tokens``, ``measure``, ``diff``, ``low``, ``high`` (percentage points;
+        tokens for ``retrieved_tokens``; ``size - reference``) and ``n`` (items paired).
+
+    Raises
+    ------
+    ValueError
+        If the sweep was not scored, has no configuration at ``reference_size`` for a retriever,
+        or a measure has fewer than 2 paired items.
+    """
+    from chunkwise.evaluation.stats import paired_difference_ci
+
+    if sweep.scores is None:
+        raise ValueError("the sweep was run with score=False; rerun it with score=True")
+    cfg = sweep.configs
+    rows = []
+    wide = {m: sweep.scores.assign(ID=lambda d: d["ID"].astype(str)).pivot(index="ID", columns="method", values=m)
+            for m in metrics}
+    for measure in ("context_recall", "retrieved_tokens"):
+        wide[measure] = _wide(table, measure)
+    for r in dict.fromkeys(cfg["retriever"]):
+        mine = cfg[cfg["retriever"] == r]
+        if reference_size not in set(mine["chunk_size_tokens"]):
+            raise ValueError(f"{r} has no configuration at the reference size {reference_size}; "
+                             f"its sizes are {sorted(mine['chunk_size_tokens'])}")
+        ref = configuration_name(r, reference_size)
+        for size in mine["chunk_size_tokens"]:
+            if size == reference_size:
+                continue
+            name = configuration_name(r, size)
+            for measure, w in wide.items():
+                scale = 1.0 if measure == "retrieved_tokens" else 100.0
+                a, b = scale * w[name].to_numpy(float), scale * w[ref].to_numpy(float)
+                try:
+                    d, lo, hi = paired_difference_ci(a, b, n_resamples=n_resamples, seed=seed)
+                except ValueError as exc:
+                    raise ValueError(f"{measure}, {name} against {ref}: {exc}") from exc
+                n = int(np.sum(~np.isnan(a) & ~np.isnan(b)))
+                rows.append({"retriever": r, "chunk_size_tokens": int(size), "measure": measure,
+                             "diff": d, "low": lo, "high": hi, "n": n})
+    return pd.DataFrame(rows, columns=["retriever", "chunk_size_tokens", "measure", "diff", "low", "high", "n"])
 
 
 def context_recall(contexts: Sequence[str], gold: str) -> float:
@@ -300,3 +574,96 @@ def dilution_test(
         verdict = "cannot tell"
     return {"recall_diff": recall, "per_token_diff": per_token, "answer_diff": answer,
             "tokens_ratio": ratio, "verdict": verdict}
+
+
+def _direction(low: float, high: float, up: str, down: str) -> str:
+    return up if low > 0 else (down if high < 0 else "cannot tell")
+
+
+def chapter_answer(
+    effects: pd.DataFrame,
+    agreement: Mapping[str, Any],
+    dilution: Mapping[str, Mapping[str, Any]],
+    *,
+    reference_size: int,
+    answer_metric: str,
+    answer_label: str,
+    n_items: int,
+    pool_articles: int,
+    generator: str,
+    primary_retriever: str = "dense",
+) -> str:
+    """The chapter's answer box (MyST markdown), every number from the run.
+
+    Parameters
+    ----------
+    effects : DataFrame
+        :func:`size_effects`' output.
+    agreement : mapping
+        :func:`rank_agreement`'s output (context recall against the answer metric).
+    dilution : mapping
+        ``{retriever: dilution_test(...)}`` for the largest size against the reference.
+    reference_size : int
+        The size the effects are against (tokens).
+    answer_metric, answer_label : str
+        The score column the answer box reads and how to name it.
+    n_items : int
+        Items per configuration.
+    pool_articles : int
+        Articles in the retrieval pool.
+    generator : str
+        The generator's name as the prose gives it.
+    primary_retriever : str, default "dense"
+        The retriever named first (the dilution verdict of the findings page).
+
+    Returns
+    -------
+    str
+        Three to four bullet points.
+
+    Raises
+    ------
+    ValueError
+        If ``effects`` has no row of ``answer_metric`` or ``primary_retriever`` has no dilution test.
+    """
+    from chunkwise.evaluation.stats import describe_interval
+
+    ans = effects[effects["measure"] == answer_metric]
+    if ans.empty:
+        raise ValueError(f"effects has no {answer_metric!r} rows; pass size_effects(..., metrics=[{answer_metric!r}])")
+    if primary_retriever not in dilution:
+        raise ValueError(f"no dilution test for {primary_retriever!r}; got {sorted(dilution)}")
+    retrievers = list(dict.fromkeys([primary_retriever, *ans["retriever"]]))
+    parts = []
+    for r in retrievers:
+        rows = ans[ans["retriever"] == r].sort_values("chunk_size_tokens")
+        said = [f"{int(x.chunk_size_tokens)} tokens {describe_interval(x.diff, x.low, x.high)}"
+                for x in rows.itertuples()]
+        parts.append(f"{r}: " + ", ".join(said))
+    moved = ans[(ans["low"] > 0) | (ans["high"] < 0)]
+    headline = ("**No chunk size moved the answers beyond the noise.**" if moved.empty else
+                f"**{len(moved)} of {len(ans)} chunk-size changes moved the answers beyond the noise.**")
+    lines = [
+        f"- {headline} {answer_label} against {reference_size}-token chunks (CRUD-RAG's default), "
+        f"points with paired 95% intervals over {n_items} one-document questions: " + "; ".join(parts) + ".",
+    ]
+    rho = agreement
+    lines.append(
+        f"- **Does retrieval predict the answers?** Ranked by the share of the reference answer's words found "
+        f"in the retrieved chunks and by {answer_label}, the {rho['n_configs']} configurations agree with "
+        f"Spearman's rho {rho['rho']:+.2f} [{rho['low']:+.2f}, {rho['high']:+.2f}] (item bootstrap, "
+        f"{rho['n_items']} items scored under every configuration)"
+        + (": the interval includes 0, so this run cannot say that the better retriever answers better."
+           if rho["low"] <= 0 <= rho["high"] else "."))
+    d = dilution[primary_retriever]
+    rec, per, tok = d["recall_diff"], d["per_token_diff"], d["tokens_ratio"]
+    lines.append(
+        f"- **The guide's dilution claim** ({primary_retriever}, the largest chunks against {reference_size} "
+        f"tokens): the generator reads {tok:.1f} times as many tokens, recall of the reference's words moves "
+        f"{describe_interval(*rec)} points and {answer_label} per 1,000 retrieved tokens "
+        f"{describe_interval(*per)}: **{d['verdict']}**"
+        + "".join(f"; {r}: {v['verdict']}" for r, v in dilution.items() if r != primary_retriever) + ".")
+    lines.append(
+        f"- The generator is {generator} and the pool {pool_articles} articles, not the paper's models and "
+        "its 80,000 documents, so only the direction of each effect can be held against the paper.")
+    return "\n".join(lines)
