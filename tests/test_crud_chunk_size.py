@@ -213,3 +213,96 @@ def test_run_sweep_without_scoring_and_its_errors():
     with pytest.raises(ValueError, match="no configuration at the reference size 128"):
         cs.size_effects(sweep, table, 128, ["rouge_l"])
     assert cs.configuration_name("dense", 256) == "dense@256"
+
+
+def test_larger_chunks_word_reads_the_interval():
+    assert cs.larger_chunks_word(0.5, 3.0) == "larger helps"
+    assert cs.larger_chunks_word(-3.0, -0.1) == "larger hurts"
+    assert cs.larger_chunks_word(-1.0, 2.0) == "cannot tell"
+    assert cs.larger_chunks_word(0.0, 2.0) == "cannot tell"  # touching 0 is not beyond it
+    assert cs.larger_chunks_word(float("nan"), 1.0) == "cannot tell"
+
+
+def test_the_committed_paper_reference_loads_and_bad_files_fail_clearly(tmp_path):
+    from pathlib import Path
+
+    ref = cs.load_paper_reference(Path(__file__).parents[1] / "data" / "crud" / "crud_rag_chunk_size_paper.json")
+    d = ref["directions"].set_index("task")
+    assert d.loc["questanswer_1doc", "direction"] == "smaller"
+    assert ref["baseline_setting"]["chunk_size_tokens"] == 128 and "2401.17043" in ref["paper"]
+    assert list(ref["table"].columns) == ["task", "chunk_size_tokens", "metric", "value"]
+    good = {"paper": "p", "directions": [{"task": "t", "direction": "larger", "statement": "s", "source": "x"}],
+            "table_rows": [{"task": "t", "chunk_size_tokens": "64", "metric": "bleu", "value": 41.5}]}
+    import json
+
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(good))
+    t = cs.load_paper_reference(f)["table"]
+    assert t.loc[0, "chunk_size_tokens"] == 64 and t.loc[0, "value"] == 41.5
+    for broken, match in [({**good, "directions": [{"task": "t", "direction": "up"}]}, "'larger' or 'smaller'"),
+                          ({k: v for k, v in good.items() if k != "table_rows"}, "no 'table_rows' key"),
+                          ({**good, "table_rows": [{"task": "t", "chunk_size_tokens": "big", "metric": "m",
+                                                    "value": 1}]}, "must be numbers")]:
+        f.write_text(json.dumps(broken))
+        with pytest.raises(ValueError, match=match):
+            cs.load_paper_reference(f)
+    f.write_text("{")
+    with pytest.raises(ValueError, match="not JSON"):
+        cs.load_paper_reference(f)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        cs.load_paper_reference(tmp_path / "missing.json")
+
+
+def test_chapter_answer_states_each_number_it_is_given():
+    effects = pd.DataFrame([
+        {"retriever": "dense", "chunk_size_tokens": 64, "measure": "quest_avg_f1", "diff": 1.0, "low": -2.0,
+         "high": 4.0, "n": 50},
+        {"retriever": "dense", "chunk_size_tokens": 512, "measure": "quest_avg_f1", "diff": -6.0, "low": -9.0,
+         "high": -3.0, "n": 50},
+        {"retriever": "bm25", "chunk_size_tokens": 512, "measure": "quest_avg_f1", "diff": 0.0, "low": -3.0,
+         "high": 3.0, "n": 50},
+    ])
+    agreement = {"rho": 0.4, "low": -0.5, "high": 1.0, "n_configs": 4, "n_items": 48}
+    dil = {"recall_diff": (5.0, 2.0, 8.0), "per_token_diff": (-1.5, -2.0, -1.0), "answer_diff": (-6.0, -9.0, -3.0),
+           "tokens_ratio": 3.96, "verdict": "supports"}
+    text = cs.chapter_answer(effects, agreement, {"dense": dil, "bm25": {**dil, "verdict": "cannot tell"}},
+                             reference_size=128, answer_metric="quest_avg_f1", answer_label="F1", n_items=50,
+                             pool_articles=103, generator="model X")
+    lines = text.splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith("- **1 of 3 chunk-size changes moved the answers beyond the noise.**")
+    assert "dense: 64 tokens +1.0 [-2.0, +4.0], 512 tokens -6.0 [-9.0, -3.0]; bm25: 512 tokens 0.0 [-3.0, +3.0]" in lines[0]
+    assert "Spearman's rho +0.40 [-0.50, +1.00]" in lines[1] and "the interval includes 0" in lines[1]
+    assert "4.0 times as many tokens" in lines[2] and "+5.0 [+2.0, +8.0]" in lines[2]
+    assert "**supports**; bm25: cannot tell." in lines[2]
+    assert "model X" in lines[3] and "103 articles" in lines[3]
+    quiet = effects.assign(low=-10.0, high=10.0)
+    assert "**No chunk size moved the answers beyond the noise.**" in cs.chapter_answer(
+        quiet, {**agreement, "low": 0.1}, {"dense": dil}, reference_size=128, answer_metric="quest_avg_f1",
+        answer_label="F1", n_items=50, pool_articles=103, generator="m")
+    with pytest.raises(ValueError, match="no 'rouge_l' rows"):
+        cs.chapter_answer(effects, agreement, {"dense": dil}, reference_size=128, answer_metric="rouge_l",
+                          answer_label="R", n_items=50, pool_articles=1, generator="m")
+
+
+def test_pooled_rank_correlation_by_hand_and_its_cluster_bootstrap():
+    from scipy.stats import spearmanr
+
+    # two configurations x three items; x and y rank the six rows identically -> rho 1 in every resample
+    t = pd.DataFrame({"method": ["a"] * 3 + ["b"] * 3, "ID": ["1", "2", "3"] * 2,
+                      "context_recall": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "answer": [1, 2, 3, 4, 5, 6]})
+    r = cs.pooled_rank_correlation(t, n_resamples=300)
+    assert (r["rho"], r["n_rows"], r["n_items"]) == (1.0, 6, 3)
+    assert r["low"] == pytest.approx(1.0) and r["high"] == pytest.approx(1.0)
+    # one reversed pair: the point value is scipy's on the six rows; NaN rows are dropped first
+    t2 = t.assign(answer=[1, 2, 3, 4, 6, 5])
+    t2.loc[len(t2)] = {"method": "c", "ID": "1", "context_recall": float("nan"), "answer": 9}
+    r2 = cs.pooled_rank_correlation(t2, n_resamples=300)
+    assert r2["rho"] == pytest.approx(spearmanr([.1, .2, .3, .4, .5, .6], [1, 2, 3, 4, 6, 5]).statistic)
+    assert r2["n_rows"] == 6 and r2["low"] <= r2["rho"] <= r2["high"]
+    with pytest.raises(ValueError, match="same on every row"):
+        cs.pooled_rank_correlation(t.assign(answer=1.0))
+    with pytest.raises(ValueError, match="at least 3 rows"):
+        cs.pooled_rank_correlation(t.iloc[:2])
+    with pytest.raises(ValueError, match="no column 'answer'"):
+        cs.pooled_rank_correlation(t.drop(columns="answer"))

@@ -38,7 +38,11 @@ import pandas as pd
 __all__ = [
     "SWEEP_METRICS",
     "SWEEP_RETRIEVERS",
+    "DIRECTION_WORDS",
     "chapter_answer",
+    "larger_chunks_word",
+    "load_paper_reference",
+    "pooled_rank_correlation",
     "Sweep",
     "configuration_name",
     "context_recall",
@@ -667,3 +671,135 @@ def chapter_answer(
         f"- The generator is {generator} and the pool {pool_articles} articles, not the paper's models and "
         "its 80,000 documents, so only the direction of each effect can be held against the paper.")
     return "\n".join(lines)
+
+
+#: How :func:`larger_chunks_word` and the paper's stated direction are written.
+DIRECTION_WORDS = {"larger": "larger helps", "smaller": "larger hurts"}
+
+
+def larger_chunks_word(low: float, high: float) -> str:
+    """The direction of a larger-minus-reference interval: ``"larger helps"``, ``"larger hurts"``
+    or ``"cannot tell"`` (the interval includes 0, or is NaN)."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "cannot tell"
+    return "larger helps" if low > 0 else ("larger hurts" if high < 0 else "cannot tell")
+
+
+def load_paper_reference(path: Any) -> dict[str, Any]:
+    """What CRUD-RAG states about chunk size: ``data/crud/crud_rag_chunk_size_paper.json``.
+
+    Parameters
+    ----------
+    path : path-like
+        The JSON file (``paper``, ``directions``, ``table_rows``; see its ``_about``).
+
+    Returns
+    -------
+    dict
+        ``paper`` (citation), ``about``, ``baseline_setting`` (dict), ``directions`` (DataFrame:
+        ``task``, ``direction`` in {"larger", "smaller"}, ``statement``, ``source``) and ``table``
+        (DataFrame: ``task``, ``chunk_size_tokens``, ``metric``, ``value`` in percent; empty when
+        the paper's numbers are not in the file).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        If it is not JSON, lacks a key, or a direction or table row is malformed.
+    """
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such file; the chapter's default is ../data/crud/crud_rag_chunk_size_paper.json")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}: not JSON ({exc})") from None
+    for key in ("paper", "directions", "table_rows"):
+        if key not in doc:
+            raise ValueError(f"{p}: no {key!r} key; see the file's _about for its layout")
+    directions = pd.DataFrame(doc["directions"], columns=["task", "direction", "statement", "source"])
+    bad = [d for d in directions["direction"] if d not in DIRECTION_WORDS]
+    if bad:
+        raise ValueError(f"{p}: a direction is 'larger' or 'smaller' (which chunks do better), got {bad[0]!r}")
+    table = pd.DataFrame(doc["table_rows"], columns=["task", "chunk_size_tokens", "metric", "value"])
+    if not table.empty:
+        for col in ("chunk_size_tokens", "value"):
+            if not pd.to_numeric(table[col], errors="coerce").notna().all():
+                raise ValueError(f"{p}: table_rows' {col} must be numbers")
+        table = table.astype({"chunk_size_tokens": int, "value": float})
+    return {"paper": doc["paper"], "about": doc.get("_about", ""), "baseline_setting": doc.get("baseline_setting", {}),
+            "directions": directions, "table": table}
+
+
+def pooled_rank_correlation(
+    table: pd.DataFrame,
+    x: str = "context_recall",
+    y: str = "answer",
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Spearman's rho over every (configuration, item) row, with an interval that resamples items.
+
+    Where :func:`rank_agreement` asks whether the configurations are ordered alike, this asks
+    whether, question by question, more of ``x`` goes with more of ``y``. The rows of one item
+    are not independent (the same question under every configuration), so the bootstrap draws
+    items with replacement and keeps all their rows (a cluster bootstrap).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`item_table`'s output.
+    x, y : str
+        Columns to correlate; rows missing either are dropped.
+    n_resamples, seed, confidence
+        Of the percentile cluster bootstrap over items.
+
+    Returns
+    -------
+    dict
+        ``rho``, ``low``, ``high``, ``n_rows`` and ``n_items``. A resample in which either column
+        is constant gives no rho and is skipped.
+
+    Raises
+    ------
+    ValueError
+        A column missing, fewer than 3 complete rows or 2 items, a constant column, or a bad
+        ``n_resamples`` / ``confidence``.
+    """
+    from scipy.stats import spearmanr
+
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence is a fraction in (0, 1), e.g. 0.95; got {confidence!r}")
+    for c in ("ID", x, y):
+        if c not in table.columns:
+            raise ValueError(f"table has no column {c!r}; pass item_table()'s output")
+    t = table[["ID", x, y]].dropna()
+    ids = t["ID"].astype(str).to_numpy()
+    items = np.unique(ids)
+    if len(t) < 3 or len(items) < 2:
+        raise ValueError(f"need at least 3 rows with both {x} and {y} over 2 or more items, got {len(t)} rows "
+                         f"over {len(items)} item(s)")
+    ax, ay = t[x].to_numpy(float), t[y].to_numpy(float)
+    if np.ptp(ax) == 0 or np.ptp(ay) == 0:
+        raise ValueError(f"{x if np.ptp(ax) == 0 else y} is the same on every row: a rank correlation is undefined")
+    rho = float(spearmanr(ax, ay).statistic)
+    rows_of = {i: np.flatnonzero(ids == i) for i in items}
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(n_resamples):
+        idx = np.concatenate([rows_of[i] for i in rng.choice(items, len(items), replace=True)])
+        bx, by = ax[idx], ay[idx]
+        if np.ptp(bx) == 0 or np.ptp(by) == 0:
+            continue
+        boot.append(spearmanr(bx, by).statistic)
+    q = 100 * (1 - confidence) / 2
+    low, high = (np.percentile(boot, [q, 100 - q]) if boot else (np.nan, np.nan))
+    return {"rho": rho, "low": float(low), "high": float(high), "n_rows": int(len(t)), "n_items": int(len(items))}
