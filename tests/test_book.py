@@ -590,8 +590,9 @@ def test_build_book_before_run_notebooks_says_what_to_do(tmp_path, capsys):
         assert cli.main(["build-book", flag, "--book", str(root)]) == 1
         err = capsys.readouterr().err.strip()
         assert err == (
-            f"chunkwise: error: 7 page(s) of {root.resolve() / '_toc.yml'} do not exist yet (generated/01_handbook_boundaries, "
-            "generated/02_chroma_recall, generated/03_crud_pgrag, generated/04_your_own_data, generated/05_strategies, "
+            f"chunkwise: error: 8 page(s) of {root.resolve() / '_toc.yml'} do not exist yet (generated/01_handbook_boundaries, "
+            "generated/02_chroma_recall, generated/03_crud_pgrag, generated/03b_crud_chunk_size, "
+            "generated/04_your_own_data, generated/05_strategies, "
             "generated/06_stitched_vs_real, generated/07_what_matters): "
             "run `chunkwise run-notebooks` first "
             f"(it executes the notebooks into {root.resolve() / 'generated'})"

@@ -273,8 +273,13 @@ def test_chapter_answer_states_each_number_it_is_given():
     assert lines[0].startswith("- **1 of 3 chunk-size changes moved the answers beyond the noise.**")
     assert "dense: 64 tokens +1.0 [-2.0, +4.0], 512 tokens -6.0 [-9.0, -3.0]; bm25: 512 tokens 0.0 [-3.0, +3.0]" in lines[0]
     assert "Spearman's rho +0.40 [-0.50, +1.00]" in lines[1] and "the interval includes 0" in lines[1]
+    for low, high, words in ((0.2, 0.9, "the same order"), (-0.9, -0.2, "opposite orders")):
+        line = cs.chapter_answer(effects, {**agreement, "low": low, "high": high}, {"dense": dil},
+                                 reference_size=128, answer_metric="quest_avg_f1", answer_label="F1", n_items=50,
+                                 pool_articles=103, generator="m").splitlines()[1]
+        assert words in line
     assert "4.0 times as many tokens" in lines[2] and "+5.0 [+2.0, +8.0]" in lines[2]
-    assert "**supports**; bm25: cannot tell." in lines[2]
+    assert "**supports**, while F1 itself moves -6.0 [-9.0, -3.0]; bm25: cannot tell." in lines[2]
     assert "model X" in lines[3] and "103 articles" in lines[3]
     quiet = effects.assign(low=-10.0, high=10.0)
     assert "**No chunk size moved the answers beyond the noise.**" in cs.chapter_answer(

@@ -69,7 +69,8 @@ __all__ = [
 #: ``chunkwise run-notebooks`` executes these into ``book/generated/<name>.ipynb``;
 #: ``book/_toc.yml`` lists the generated copies.
 NOTEBOOKS: tuple[str, ...] = (
-    "01_handbook_boundaries.ipynb", "02_chroma_recall.ipynb", "03_crud_pgrag.ipynb", "04_your_own_data.ipynb",
+    "01_handbook_boundaries.ipynb", "02_chroma_recall.ipynb", "03_crud_pgrag.ipynb", "03b_crud_chunk_size.ipynb",
+    "04_your_own_data.ipynb",
     "05_strategies.ipynb", "06_stitched_vs_real.ipynb", "07_what_matters.ipynb",
 )
 

@@ -31,7 +31,7 @@ Verdicts (:func:`verdict`):
   way);
 - ``not run in this build``: the chapter's results file does not exist.
 
-4. **Headline questions** ``data/findings/headline.csv``: about fifteen questions, each answered by
+4. **Headline questions** ``data/findings/headline.csv``: about twenty questions, each answered by
    one or more claims of the registry; :func:`headline_rows` combines their verdicts and
    :func:`findings_markdown` shows them first, with a link to the chapter section that shows them.
 """
@@ -126,11 +126,12 @@ INCONCLUSIVE_WORDS = ("cannot tell", "inconclusive", "no clear difference", "no 
 #: Groups whose table is shown open on the page (group name prefixes); the others are folded.
 OPEN_GROUPS = ("Headline", "Abstract")
 #: Order of sources on the page.
-SOURCE_ORDER = ("guide", "Chroma report", "PG-RAG paper", "Qu/Tu/Bao paper", "chunkwise (chapter 4)")
+SOURCE_ORDER = ("guide", "Chroma report", "PG-RAG paper", "CRUD-RAG paper", "Qu/Tu/Bao paper", "chunkwise (chapter 4)")
 SOURCE_TITLES = {
     "guide": "The semantic-chunking guide (handbook experiment)",
     "Chroma report": "Chroma's technical report, Evaluating Chunking Strategies for Retrieval (2024)",
     "PG-RAG paper": "The PG-RAG paper (Liang et al., 2024, arXiv 2405.16933)",
+    "CRUD-RAG paper": "CRUD-RAG: A Comprehensive Chinese Benchmark for Retrieval-Augmented Generation (Lyu et al., 2024, arXiv 2401.17043)",
     "Qu/Tu/Bao paper": "Is Semantic Chunking Worth the Computational Cost? (Qu, Tu & Bao, Findings of NAACL 2025, arXiv 2410.13070)",
     "chunkwise (chapter 4)": "This book's own question (chapter 4): can a drafted question set stand in for a published one?",
 }

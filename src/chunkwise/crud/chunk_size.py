@@ -652,20 +652,26 @@ def chapter_answer(
         f"points with paired 95% intervals over {n_items} one-document questions: " + "; ".join(parts) + ".",
     ]
     rho = agreement
+    if rho["low"] > 0:
+        reading = ": they come in the same order, so here the configuration that retrieves better answers better."
+    elif rho["high"] < 0:
+        reading = (": they come in opposite orders, so here the configurations that put more of the reference's "
+                   "words in front of the generator answered worse.")
+    else:
+        reading = ": the interval includes 0, so this run cannot say that the better retriever answers better."
     lines.append(
-        f"- **Does retrieval predict the answers?** Ranked by the share of the reference answer's words found "
-        f"in the retrieved chunks and by {answer_label}, the {rho['n_configs']} configurations agree with "
-        f"Spearman's rho {rho['rho']:+.2f} [{rho['low']:+.2f}, {rho['high']:+.2f}] (item bootstrap, "
-        f"{rho['n_items']} items scored under every configuration)"
-        + (": the interval includes 0, so this run cannot say that the better retriever answers better."
-           if rho["low"] <= 0 <= rho["high"] else "."))
+        f"- **Does retrieval predict the answers?** The {rho['n_configs']} configurations ranked by the share of "
+        f"the reference answer's words found in the retrieved chunks and by {answer_label} give Spearman's rho "
+        f"{rho['rho']:+.2f} [{rho['low']:+.2f}, {rho['high']:+.2f}] (item bootstrap, {rho['n_items']} items "
+        f"scored under every configuration)" + reading)
     d = dilution[primary_retriever]
     rec, per, tok = d["recall_diff"], d["per_token_diff"], d["tokens_ratio"]
     lines.append(
         f"- **The guide's dilution claim** ({primary_retriever}, the largest chunks against {reference_size} "
         f"tokens): the generator reads {tok:.1f} times as many tokens, recall of the reference's words moves "
         f"{describe_interval(*rec)} points and {answer_label} per 1,000 retrieved tokens "
-        f"{describe_interval(*per)}: **{d['verdict']}**"
+        f"{describe_interval(*per)}: **{d['verdict']}**, while {answer_label} itself moves "
+        f"{describe_interval(*d['answer_diff'])}"
         + "".join(f"; {r}: {v['verdict']}" for r, v in dilution.items() if r != primary_retriever) + ".")
     lines.append(
         f"- The generator is {generator} and the pool {pool_articles} articles, not the paper's models and "
