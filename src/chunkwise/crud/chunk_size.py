@@ -288,8 +288,8 @@ def size_effects(
         raise ValueError("the sweep was run with score=False; rerun it with score=True")
     cfg = sweep.configs
     rows = []
-    wide = {m: sweep.scores.assign(ID=lambda d: d["ID"].astype(str)).pivot(index="ID", columns="method", values=m)
-            for m in metrics}
+    scores = sweep.scores.assign(ID=sweep.scores["ID"].astype(str))
+    wide = {m: scores.pivot(index="ID", columns="method", values=m) for m in metrics}
     for measure in ("context_recall", "retrieved_tokens"):
         wide[measure] = _wide(table, measure)
     for r in dict.fromkeys(cfg["retriever"]):
@@ -438,6 +438,22 @@ def _wide(table: pd.DataFrame, column: str) -> pd.DataFrame:
     return table.pivot(index="ID", columns="method", values=column)
 
 
+def _check_bootstrap(n_resamples: Any, confidence: Any) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence is a fraction in (0, 1), e.g. 0.95; got {confidence!r}")
+
+
+def _percentile_interval(boot: Sequence[float], confidence: float) -> tuple[float, float]:
+    """Percentile interval of bootstrap statistics; (NaN, NaN) when no resample gave one."""
+    if not boot:
+        return float("nan"), float("nan")
+    q = 100 * (1 - confidence) / 2
+    low, high = np.percentile(boot, [q, 100 - q])
+    return float(low), float(high)
+
+
 def rank_agreement(
     table: pd.DataFrame,
     x: str = "context_recall",
@@ -476,10 +492,7 @@ def rank_agreement(
     """
     from scipy.stats import spearmanr
 
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence is a fraction in (0, 1), e.g. 0.95; got {confidence!r}")
+    _check_bootstrap(n_resamples, confidence)
     wx, wy = _wide(table, x), _wide(table, y)
     if wx.shape[1] < 3:
         raise ValueError(f"rank agreement needs at least 3 configurations, got {wx.shape[1]}")
@@ -505,8 +518,7 @@ def rank_agreement(
         if np.ptp(mx) == 0 or np.ptp(my) == 0:
             continue
         boot.append(spearmanr(mx, my).statistic)
-    q = 100 * (1 - confidence) / 2
-    low, high = (np.percentile(boot, [q, 100 - q]) if boot else (np.nan, np.nan))
+    low, high = _percentile_interval(boot, confidence)
     return {"rho": rho, "low": float(low), "high": float(high), "n_configs": int(wx.shape[1]),
             "n_items": int(n), "means": means}
 
@@ -578,10 +590,6 @@ def dilution_test(
         verdict = "cannot tell"
     return {"recall_diff": recall, "per_token_diff": per_token, "answer_diff": answer,
             "tokens_ratio": ratio, "verdict": verdict}
-
-
-def _direction(low: float, high: float, up: str, down: str) -> str:
-    return up if low > 0 else (down if high < 0 else "cannot tell")
 
 
 def chapter_answer(
@@ -780,10 +788,7 @@ def pooled_rank_correlation(
     """
     from scipy.stats import spearmanr
 
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence is a fraction in (0, 1), e.g. 0.95; got {confidence!r}")
+    _check_bootstrap(n_resamples, confidence)
     for c in ("ID", x, y):
         if c not in table.columns:
             raise ValueError(f"table has no column {c!r}; pass item_table()'s output")
@@ -806,6 +811,5 @@ def pooled_rank_correlation(
         if np.ptp(bx) == 0 or np.ptp(by) == 0:
             continue
         boot.append(spearmanr(bx, by).statistic)
-    q = 100 * (1 - confidence) / 2
-    low, high = (np.percentile(boot, [q, 100 - q]) if boot else (np.nan, np.nan))
+    low, high = _percentile_interval(boot, confidence)
     return {"rho": rho, "low": float(low), "high": float(high), "n_rows": int(len(t)), "n_items": int(len(items))}
