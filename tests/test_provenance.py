@@ -229,3 +229,61 @@ def test_a_chapter_missing_from_the_published_run_is_shown_without_outputs_and_n
     assert "This chapter is not in the published run." in html
     assert html.count("(not in the published run)") == 2
     assert "print" in html and "42" not in html  # the code, never executed
+
+
+def _run_folder(root: Path, texts: list[str], results: dict, image: str = "AAAA", extra_cell: bool = False) -> Path:
+    """A `run-notebooks --out` folder with one chapter whose code cells print `texts`."""
+    nb = new_notebook(cells=[new_markdown_cell("# A chapter")])
+    for text in texts:
+        cell = new_code_cell("print(...)")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text),
+                        nbformat.v4.new_output("display_data", data={"image/png": image, "text/plain": "<Figure>"})]
+        nb.cells.append(cell)
+    if extra_cell:
+        nb.cells.append(new_code_cell("pass"))
+    root.mkdir()
+    nbformat.write(nb, root / "01_x.ipynb")
+    (root / "results").mkdir()
+    (root / "results" / "01_x.json").write_text(
+        json.dumps({"chapter": "01_x", "written_utc": str(root), "results": results}), encoding="utf-8")
+    return root
+
+
+def test_compare_runs_masks_timings_and_names_what_moved(tmp_path, capsys):
+    before = _run_folder(tmp_path / "a", ["embedded 600 texts in 12.3 s (48.8 texts/s) at 0x7f3a9c\n",
+                                          "recall 41.2%\n", "done 2026-12-06T10:00:01Z, 1.01answer/s\n"],
+                         {"recall": 41.2, "n": 472})
+    # same numbers, other durations, rates, address, timestamp and picture bytes: the same run
+    same = _run_folder(tmp_path / "b", ["embedded 600 texts in 9.1 s (61.0 texts/s) at 0x55d1e0\n",
+                                        "recall 41.2%\n", "done 2026-12-07T01:02:03Z, 3.59s/answer\n"],
+                       {"recall": 41.2, "n": 472}, image="BBBB")
+    (cmp,) = provenance.compare_runs(before, same)
+    assert cmp.same and cmp.cells == 4 and cmp.differing_cells == [] and cmp.differing_values == []
+
+    moved = _run_folder(tmp_path / "c", ["embedded 601 texts in 9.1 s\n", "recall 41.3%\n",
+                                         "done 2026-12-07T01:02:03Z, 3.59s/answer\n"],
+                        {"recall": 41.3, "n": 472, "new": 1})
+    (cmp,) = provenance.compare_runs(before, moved)
+    assert not cmp.same
+    assert cmp.differing_cells == [1, 2]  # 0 is the markdown cell; the third code cell only moved timings
+    assert "-recall 41.2%" in cmp.diffs[1] and "+recall 41.3%" in cmp.diffs[1]
+    assert cmp.differing_values == [("new", "(absent)", 1), ("recall", 41.2, 41.3)]
+    assert cmp.summary() == "01_x: 4 cells, 2 with differing outputs, 2 differing results values"
+
+    assert cli.main(["compare-runs", str(before), str(same)]) == 0
+    assert cli.main(["compare-runs", str(before), str(moved), "--show"]) == 1
+    out = capsys.readouterr().out
+    assert "results['recall']: 41.2 -> 41.3" in out and "total: 2 differing cells, 2 differing results values" in out
+
+
+def test_compare_runs_reports_what_it_cannot_compare(tmp_path, capsys):
+    before = _run_folder(tmp_path / "a", ["x\n"], {})
+    longer = _run_folder(tmp_path / "b", ["x\n"], {}, extra_cell=True)
+    (cmp,) = provenance.compare_runs(before, longer)
+    assert cmp.problem == "2 cells against 3: the source notebooks differ" and not cmp.same
+    (cmp,) = provenance.compare_runs(before, longer, chapters=["02_missing"])
+    assert cmp.problem.startswith("missing ") and "02_missing.ipynb" in cmp.problem
+    with pytest.raises(provenance.PublishError, match="is not a folder"):
+        provenance.compare_runs(tmp_path / "nowhere", before)
+    assert cli.main(["compare-runs", str(tmp_path / "nowhere"), str(before)]) == 2
+    assert "is not a folder" in capsys.readouterr().err

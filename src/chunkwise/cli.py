@@ -455,6 +455,29 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare_runs(args: argparse.Namespace) -> int:
+    from chunkwise import provenance
+
+    try:
+        report = provenance.compare_runs(args.before, args.after, args.only)
+    except (OSError, ValueError) as exc:  # PublishError is a ValueError
+        _fail(str(exc))
+        return 2  # as diff(1): 1 means "differs", 2 "could not compare"
+    for chapter in report:
+        print(chapter.summary())
+        if args.show:
+            for diff in chapter.diffs:
+                print("  " + diff.replace("\n", "\n  "))
+            for key, x, y in chapter.differing_values:
+                print(f"  results[{key!r}]: {x!r} -> {y!r}")
+    cells = sum(len(c.differing_cells) for c in report)
+    values = sum(len(c.differing_values) for c in report)
+    problems = sum(c.problem is not None for c in report)
+    print(f"total: {cells} differing cells, {values} differing results values, {problems} chapters not compared "
+          "(durations, rates, timestamps and addresses masked; pictures not compared)")
+    return 0 if all(c.same for c in report) else 1
+
+
 def _cmd_check_notebook(args: argparse.Namespace) -> int:
     status = 0
     for path in args.paths:
@@ -772,6 +795,22 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("--only", nargs="+", metavar="NAME",
                          help="publish only these chapters (default: every registered chapter)")
     publish.set_defaults(func=_cmd_publish)
+
+    compare = sub.add_parser(
+        "compare-runs",
+        help="compare two executed runs cell by cell (timings masked); exit 1 when anything differs",
+        description=(
+            "Compare the executed chapters of two runs (`run-notebooks --out` folders, or "
+            "book/published) cell by cell, with durations, rates, timestamps and memory addresses "
+            "masked, and their results files key by key. Prints one line per chapter and a total; "
+            "exits 0 when nothing differs, 1 when something does, 2 on an error."
+        ),
+    )
+    compare.add_argument("before", metavar="BEFORE", help="the reference run, e.g. book/published")
+    compare.add_argument("after", metavar="AFTER", help="the run to check against it")
+    compare.add_argument("--only", nargs="+", metavar="NAME", help="compare only these chapter stems")
+    compare.add_argument("--show", action="store_true", help="print each differing output and value")
+    compare.set_defaults(func=_cmd_compare_runs)
 
     check = sub.add_parser(
         "check-notebook",

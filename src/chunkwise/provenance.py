@@ -21,20 +21,25 @@ import ast
 import datetime as _dt
 import hashlib
 import json
+import difflib
 import os
 import platform
+import re
 import shutil
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = [
+    "ChapterComparison",
     "PROVENANCE_TAG",
     "PUBLISHED_DIR",
     "PublishError",
     "annotate_pages",
     "chapter_modules",
     "code_cell_hashes",
+    "compare_runs",
     "git_state",
     "machine_summary",
     "module_hashes",
@@ -467,3 +472,157 @@ def staleness_summary(stale: Mapping[str, Sequence[str]]) -> str:
         lines.append(f"  {stem}: " + ("matches the source" if not reasons else "OLDER THAN THE SOURCE: " + "; ".join(reasons)))
     return "\n".join(lines)
 
+
+
+#: What differs between two runs of the same code without changing a number: durations and rates
+#: ("12 s", "3.2 min", "1.01answer/s", "00:18"), memory addresses, pandas Styler ids and timestamps.
+_VOLATILE = re.compile(
+    r"\d+(\.\d+)? ?s/\w+"
+    r"|\d+(\.\d+)?\s*(answers?|it|texts?|calls?)/s"
+    r"|\d[\d,]*(\.\d+)? ?(s|ms|min|h|seconds?|minutes?|hours?)\b"
+    r"|\d+:\d\d(:\d\d)?"
+    r"|0x[0-9a-f]+"
+    r"|T_[0-9a-f]{5}"
+    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)?"
+)
+
+
+@dataclass
+class ChapterComparison:
+    """How one chapter's executed run ``b`` differs from run ``a`` (see :func:`compare_runs`).
+
+    Attributes
+    ----------
+    stem : str
+        The notebook's stem, e.g. ``"02_chroma_recall"``.
+    cells : int
+        Cells in ``a``'s notebook.
+    differing_cells : list of int
+        0-based indices of the cells whose outputs differ once volatile text is masked.
+    diffs : list of str
+        A short unified diff per differing output (at most ``context_lines`` changed lines each).
+    differing_values : list of (str, object, object)
+        ``(key, value in a, value in b)`` for each key of the chapter's results file
+        (the ``results`` mapping of ``results/<stem>.json``) whose value differs or exists on one side only.
+    problem : str or None
+        Why the chapter could not be compared cell by cell (a missing notebook, a different
+        number of cells), else ``None``.
+    """
+
+    stem: str
+    cells: int = 0
+    differing_cells: list[int] = field(default_factory=list)
+    diffs: list[str] = field(default_factory=list)
+    differing_values: list[tuple[str, Any, Any]] = field(default_factory=list)
+    problem: str | None = None
+
+    @property
+    def same(self) -> bool:
+        """True when nothing differs and the chapter could be compared."""
+        return self.problem is None and not self.differing_cells and not self.differing_values
+
+    def summary(self) -> str:
+        """One line: the chapter, its cells, and how many cells and results values differ."""
+        if self.problem:
+            return f"{self.stem}: not compared ({self.problem})"
+        return (f"{self.stem}: {self.cells} cells, {len(self.differing_cells)} with differing outputs, "
+                f"{len(self.differing_values)} differing results values")
+
+
+def _masked_outputs(cell: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for o in cell.get("outputs", []) or []:
+        if "text" in o:
+            text = o["text"]
+            out.append((o.get("name", "text"), "".join(text) if isinstance(text, list) else str(text)))
+        for mime, value in (o.get("data") or {}).items():
+            if mime.startswith("image/"):
+                continue  # rendered pictures: their bytes carry renderer metadata; the numbers drawn are in the results
+            out.append((mime, "".join(value) if isinstance(value, list) else json.dumps(value, sort_keys=True)))
+    return [(kind, _VOLATILE.sub("<T>", text)) for kind, text in out]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PublishError(f"{path} is not valid JSON ({exc}); is it an executed notebook or results file?") from exc
+
+
+def _results_values(doc: Any) -> dict[str, Any]:
+    """The published values of a results file: its ``results`` mapping (``written_utc`` left out)."""
+    if isinstance(doc, dict) and isinstance(doc.get("results"), dict):
+        return doc["results"]
+    return {k: v for k, v in doc.items() if k != "written_utc"} if isinstance(doc, dict) else {"(file)": doc}
+
+
+def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters: Sequence[str] | None = None,
+                 context_lines: int = 12) -> list[ChapterComparison]:
+    """Compare two executed runs of the book cell by cell, with volatile text masked.
+
+    Two runs of unchanged code on the same inputs must agree everywhere except in durations,
+    rates, timestamps and memory addresses, which are masked (``<T>``) before comparing. Use it
+    to show that a change (a backend, a device, a refactor) moved no published number: compare a
+    run made before with one made after, e.g. ``book/published`` with a new ``--out`` folder.
+    Pictures (``image/*`` outputs) are not compared byte for byte; the values they draw are in the
+    chapter's results file, which is compared key by key (exact equality after a JSON round trip).
+
+    Parameters
+    ----------
+    a, b : path
+        Folders as written by ``chunkwise run-notebooks --out`` (or ``book/published``): executed
+        ``<stem>.ipynb`` files and ``results/<stem>.json``.
+    chapters : sequence of str, optional
+        Stems to compare. Default: every notebook in ``a``.
+    context_lines : int, default 12
+        Changed lines kept per differing output in :attr:`ChapterComparison.diffs`.
+
+    Returns
+    -------
+    list of ChapterComparison
+        One per chapter, in the order of ``chapters`` (or sorted).
+
+    Raises
+    ------
+    PublishError
+        If ``a`` or ``b`` is not a folder, ``a`` holds no notebook, or a file is not valid JSON.
+    """
+    a, b = Path(a), Path(b)
+    for folder in (a, b):
+        if not folder.is_dir():
+            raise PublishError(f"{folder} is not a folder; pass two `chunkwise run-notebooks --out` folders")
+    stems = list(chapters) if chapters else sorted(p.stem for p in a.glob("*.ipynb"))
+    if not stems:
+        raise PublishError(f"{a} holds no executed notebook (*.ipynb)")
+    report = []
+    for stem in stems:
+        cmp = ChapterComparison(stem)
+        report.append(cmp)
+        na, nb = a / f"{stem}.ipynb", b / f"{stem}.ipynb"
+        missing = [str(p) for p in (na, nb) if not p.is_file()]
+        if missing:
+            cmp.problem = "missing " + ", ".join(missing)
+            continue
+        cells_a, cells_b = _read_json(na).get("cells", []), _read_json(nb).get("cells", [])
+        cmp.cells = len(cells_a)
+        if len(cells_a) != len(cells_b):
+            cmp.problem = f"{len(cells_a)} cells against {len(cells_b)}: the source notebooks differ"
+            continue
+        for i, (ca, cb) in enumerate(zip(cells_a, cells_b)):
+            oa, ob = _masked_outputs(ca), _masked_outputs(cb)
+            if oa == ob:
+                continue
+            cmp.differing_cells.append(i)
+            pairs = list(zip(oa, ob)) or [(("", ""), ("", ""))]
+            if len(oa) != len(ob):
+                cmp.diffs.append(f"cell {i}: {len(oa)} outputs against {len(ob)}")
+            for (kind, x), (_, y) in pairs:
+                if x != y:
+                    lines = list(difflib.unified_diff(x.splitlines(), y.splitlines(), lineterm="", n=0))[2:]
+                    cmp.diffs.append(f"cell {i} ({kind}):\n" + "\n".join(lines[:context_lines]))
+        ra, rb = a / "results" / f"{stem}.json", b / "results" / f"{stem}.json"
+        va, vb = (_results_values(_read_json(r)) if r.is_file() else {} for r in (ra, rb))
+        for key in sorted(set(va) | set(vb)):
+            if key not in va or key not in vb or va[key] != vb[key]:
+                cmp.differing_values.append((key, va.get(key, "(absent)"), vb.get(key, "(absent)")))
+    return report

@@ -189,7 +189,10 @@ class LateChunkingEmbedder:
         L2-normalise each chunk vector (dot product = cosine).
     batch_size : int, default 16
         Windows per forward pass.
-    device : str, default "cpu"
+    device : str or None, default None
+        Torch device (``"cpu"``, ``"cuda"``, ``"cuda:<index>"``, ``"mps"``); ``None``:
+        ``$CHUNKWISE_EMBED_DEVICE`` when set, else ``"cpu"``
+        (:func:`chunkwise.embeddings.resolve_device`). Not part of :attr:`name`.
     cache_dir : str, os.PathLike, EmbeddingCache, None or False, default None
         Where chunk vectors are stored, as for
         :class:`~chunkwise.embeddings.SentenceTransformerEmbedder` (``None``: the default
@@ -239,7 +242,7 @@ class LateChunkingEmbedder:
         window_overlap: int | None = None,
         normalize: bool = True,
         batch_size: int = 16,
-        device: str = "cpu",
+        device: str | None = None,
         cache_dir: Any = None,
         model_id: str | None = None,
     ) -> None:
@@ -276,9 +279,10 @@ class LateChunkingEmbedder:
             )
         self.normalize = normalize
         self.batch_size = int(batch_size)
-        self.device = device
+        from chunkwise.embeddings import resolve_cache, resolve_device
+
+        self.device = resolve_device(device)
         self._st: Any = None
-        from chunkwise.embeddings import resolve_cache
 
         self.cache = resolve_cache(cache_dir)
         w = "auto" if self._window_tokens_arg is None else self._window_tokens_arg
@@ -310,9 +314,10 @@ class LateChunkingEmbedder:
         """The loaded ``SentenceTransformer`` (loaded on first use)."""
         if self._st is None:
             if isinstance(self._model_arg, str):
-                from chunkwise.embeddings import resolve_model
+                from chunkwise.embeddings import check_device_available, resolve_model
 
                 path = resolve_model(self._model_arg)
+                check_device_available(self.device)
                 try:
                     from sentence_transformers import SentenceTransformer
 
