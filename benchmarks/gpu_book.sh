@@ -13,7 +13,8 @@
 # runs. Nothing in the project requires a GPU.
 #
 # Writes into OUT_DIR (default: $OUT when set, as on the `device` tool's machines, else
-# ./gpu_book_out): times.tsv (chapter, device, wall seconds, kernel seconds, exit status),
+# ./gpu_book_out): times.tsv (chapter, device, wall seconds, kernel seconds, exit status, vectors
+# the chapter added to the embedding cache),
 # run/ (the executed chapters and their results), <chapter>.log, machine.txt and compare.txt
 # (`chunkwise compare-runs book/published run/`: which cells and published values moved). The
 # embedding cache is a new empty folder OUT_DIR/cache (a cold run) unless CHUNKWISE_CACHE_DIR is
@@ -58,8 +59,15 @@ print(json.dumps(facts, indent=1))
 EOF
 
 chapters="${CHAPTERS:-$("$py" -c 'from chunkwise import book; print(*(n.removesuffix(".ipynb") for n in book.registered_notebooks()))')}"
-printf 'chapter\tdevice\twall_s\tkernel_s\trc\n' > "$out/times.tsv"
+# vectors in the embedding cache (every model, late chunking included): a chapter's increase is
+# what it embedded that no earlier chapter had
+cached_vectors() {
+    "$py" -c "import sqlite3,sys,os; p=sys.argv[1]; print(sqlite3.connect(p, timeout=30).execute('select count(*) from embeddings').fetchone()[0] if os.path.exists(p) else 0)" \
+        "$CHUNKWISE_CACHE_DIR/embeddings.sqlite" 2>/dev/null || echo NA
+}
+printf 'chapter\tdevice\twall_s\tkernel_s\trc\tnew_vectors\n' > "$out/times.tsv"
 failed=0
+before=$(cached_vectors)
 book_start=$(date +%s.%N)
 for chapter in $chapters; do
     start=$(date +%s.%N)
@@ -69,11 +77,14 @@ for chapter in $chapters; do
     wall=$(echo "$(date +%s.%N) - $start" | bc)
     kernel=$("$py" -c "import json,sys; print(round(json.load(open(sys.argv[1]))['metadata']['papermill']['duration'], 1))" \
         "$out/run/$chapter.ipynb" 2>/dev/null || echo NA)
-    printf '%s\t%s\t%.1f\t%s\t%s\n' "$chapter" "$device" "$wall" "$kernel" "$rc" | tee -a "$out/times.tsv"
+    after=$(cached_vectors)
+    new=$([ "$before" != NA ] && [ "$after" != NA ] && echo $((after - before)) || echo NA)
+    before=$after
+    printf '%s\t%s\t%.1f\t%s\t%s\t%s\n' "$chapter" "$device" "$wall" "$kernel" "$rc" "$new" | tee -a "$out/times.tsv"
     [ "$rc" -eq 0 ] || failed=1
 done
 total=$(echo "$(date +%s.%N) - $book_start" | bc)
-printf 'total\t%s\t%.1f\t\t%s\n' "$device" "$total" "$failed" | tee -a "$out/times.tsv"
+printf 'total\t%s\t%.1f\t\t%s\t%s\n' "$device" "$total" "$failed" "$(cached_vectors)" | tee -a "$out/times.tsv"
 
 # which outputs and published values moved (durations, rates and timestamps masked)
 .venv/bin/chunkwise compare-runs book/published "$out/run" --only $chapters --show > "$out/compare.txt" 2>&1 || true

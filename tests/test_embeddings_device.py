@@ -96,3 +96,23 @@ def test_missing_cuda_is_reported_as_such(monkeypatch):
     with pytest.raises(RuntimeError, match="sees no CUDA device"):
         late.model  # noqa: B018 - loading is what raises
     check_device_available("cpu")  # the CPU is always there: no error
+
+
+@needs_no_cuda
+def test_gpu_book_script_stops_before_running_without_the_device(tmp_path):
+    """benchmarks/gpu_book.sh checks the device first: no chapter runs, exit 3, the reason printed."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    venv_python = root / ".venv" / "bin" / "python"
+    if not venv_python.exists():
+        pytest.skip("the script runs the project's .venv (make venv)")
+    env = {**os.environ, "BOOK_DEVICE": "cuda", "CHAPTERS": "01_handbook_boundaries",
+           "CHUNKWISE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(["bash", "benchmarks/gpu_book.sh", str(tmp_path / "out")], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stderr
+    assert "sees no CUDA device" in done.stderr and "BOOK_DEVICE=cpu measures the CPU instead" in done.stderr
+    assert not (tmp_path / "out" / "times.tsv").exists() and not (tmp_path / "out" / "run").exists()
