@@ -74,7 +74,7 @@ for chapter in $chapters; do
     rc=0
     .venv/bin/chunkwise run-notebooks --only "$chapter" --out "$out/run" --no-progress \
         > "$out/$chapter.log" 2>&1 || rc=$?
-    wall=$(echo "$(date +%s.%N) - $start" | bc)
+    wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
     kernel=$("$py" -c "import json,sys; print(round(json.load(open(sys.argv[1]))['metadata']['papermill']['duration'], 1))" \
         "$out/run/$chapter.ipynb" 2>/dev/null || echo NA)
     after=$(cached_vectors)
@@ -83,7 +83,7 @@ for chapter in $chapters; do
     printf '%s\t%s\t%.1f\t%s\t%s\t%s\n' "$chapter" "$device" "$wall" "$kernel" "$rc" "$new" | tee -a "$out/times.tsv"
     [ "$rc" -eq 0 ] || failed=1
 done
-total=$(echo "$(date +%s.%N) - $book_start" | bc)
+total=$(awk -v a="$book_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 printf 'total\t%s\t%.1f\t\t%s\t%s\n' "$device" "$total" "$failed" "$(cached_vectors)" | tee -a "$out/times.tsv"
 
 # which outputs and published values moved (durations, rates and timestamps masked)
