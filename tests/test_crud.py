@@ -885,6 +885,11 @@ def test_rank_correlation_with_paper_resamples_our_questions():
     assert r["n_methods"] == 4 and r["n_questions"] == 3 and "mystery" not in r["methods"]
     few = cx.rank_correlation_with_paper(same_order, "questanswer_1doc", paper)  # 3 < 10 questions
     assert few["spearman"] == pytest.approx(1.0) and math.isnan(few["ci_low"])
+    # Fig. 5's title for a task of 3 questions (it printed "[nan, nan]")
+    assert cx.rank_text(few) == "Spearman 1.00 (no interval: n=3 questions)"
+    assert cx.rank_text(r) == "Spearman 1.00 [1.00, 1.00]"
+    assert cx.rank_text(cx.rank_correlation_with_paper(_scores_frame({"none": [0.1, 0.2], "bm25": [0.3, 0.4]}),
+                                                       "questanswer_1doc", paper)).startswith("Spearman undefined")
     reversed_ = _scores_frame({"none": [0.8, 0.8, 0.8], "bm25": [0.6, 0.6, 0.6], "dense": [0.4, 0.4, 0.4],
                                "pg_rag": [0.2, 0.2, 0.2]})
     assert cx.rank_correlation_with_paper(reversed_, "questanswer_1doc", paper, n_resamples=100)["spearman"] == pytest.approx(-1.0)

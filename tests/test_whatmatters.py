@@ -108,7 +108,8 @@ def test_chapter_answer_from_the_tables():
     ranges = pd.DataFrame({"range": [0.319, 0.089, 0.034], "range_low": [0.292, 0.06, 0.025],
                            "range_high": [0.346, 0.119, 0.044], "best": ["10", "Cluster 200", "e5"]},
                           index=pd.Index(["k", "chunker", "embedder"], name="factor"))
-    ev = {"diff": 0.033, "diff_low": -0.011, "diff_high": 0.05}
+    ev = {"diff": 0.021, "diff_low": 0.004, "diff_high": 0.038,
+          "range_diff": 0.033, "range_low": 0.015, "range_high": 0.075}
     agree = pd.DataFrame({"rho": [0.83, -0.09, 0.31]})
     trunc = pd.DataFrame({"ref_chars_past_window": [0.649, 0.1, 0.0, 0.0]},
                          index=pd.MultiIndex.from_tuples([("Kamradt", "MiniLM"), ("Kamradt", "mpnet"),
@@ -122,9 +123,74 @@ def test_chapter_answer_from_the_tables():
     assert text.startswith("On 276 questions of Chroma's state_of_the_union, chatlogs corpora, the factor with the "
                            "largest range of mean recall is **k** (31.9 points, interval 29.2 to 34.6), then "
                            "chunker (8.9), embedder (3.4). ")
-    assert "the embedder's range minus the chunker's is +3.3 [-1.1, +5.0] points: **cannot tell**" in text
+    assert ("the embedder's best-minus-worst contrast minus the chunker's, each pair chosen on the other half of "
+            "the questions, is +2.1 [+0.4, +3.8] points: **embedder ahead**") in text
+    assert "the difference of their ranges picked on all questions is +3.3 [+1.5, +7.5] points (basic" in text
     assert "rho from -0.09 to 0.83" in text and "Kamradt under MiniLM, Cluster 200 under mpnet" in text
     assert "Kamradt loses 65% of its reference characters to MiniLM's window" in text
     assert text.endswith("Verdicts cover these corpora, two chunkers, two embedders, three retrievers and k in "
                          "{1, 3, 5, 10}.")
     assert range_verdict(0.01, 0.05) == "embedder ahead" and range_verdict(-0.05, -0.01) == "chunker ahead"
+
+
+def _one_factor(columns: dict[str, list[float]], name: str = "f") -> pd.DataFrame:
+    """A wide table with one factor: rows = questions, one column per level."""
+    wide = pd.DataFrame(columns)
+    wide.columns = pd.MultiIndex.from_tuples([(c,) for c in columns], names=[name])
+    return wide
+
+
+def test_cross_fitted_contrast_by_hand():
+    from chunkwise.experiments.whatmatters import cross_fitted_contrast, halves
+
+    # level a beats b on every question by 0.1, 0.2, 0.3, 0.4: every half picks a - b, so each
+    # question is scored by its own difference and the contrast is their mean, 0.25
+    wide = _one_factor({"a": [0.5, 0.6, 0.7, 0.8], "b": [0.4, 0.4, 0.4, 0.4]})
+    out = cross_fitted_contrast(wide, "f", n_resamples=200)
+    assert out["contrast"] == pytest.approx(0.25) and out["pairs"] == "a - b | a - b"
+    assert out["per_question"].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert out["low"] <= 0.25 <= out["high"]
+    first, second = halves(4, 0)
+    assert sorted([*first, *second]) == [0, 1, 2, 3] and len(first) == len(second) == 2
+    with pytest.raises(ValueError, match="at least 4 questions"):
+        cross_fitted_contrast(wide.head(3), "f")
+    with pytest.raises(ValueError, match="factor must be one of"):
+        cross_fitted_contrast(wide, "g")
+
+
+def test_a_factor_without_effect_percentile_range_excludes_its_estimate_cross_fit_contains_it():
+    # a minus b per question: mean exactly 0, so the range (|mean|) is 0; a resample's |mean| is
+    # almost never 0, so the percentile interval of the re-picked range lies above 0
+    d = [0.5, -0.2, -0.3, 0.4, -0.4, 0.35, -0.25, -0.1]
+    wide = _one_factor({"a": [0.5 + x for x in d], "b": [0.5] * len(d)})
+    row = factor_ranges(wide, n_resamples=2000).set_index("factor").loc["f"]
+    assert row["range"] == pytest.approx(0.0, abs=1e-12)
+    assert row["range_pct_low"] > row["range"]  # percentile: the estimate is outside its interval
+    assert row["range_low"] == 0.0 and row["range_high"] == 0.0  # basic, 2 * 0 - q, clipped at 0: [0, 0]
+    # the cross-fitted contrast: the pair picked on each half, scored on the other, by hand
+    from chunkwise.experiments.whatmatters import halves
+
+    first, second = halves(len(d), 0)
+    dd = np.asarray(d)
+    expected = np.empty(len(d))
+    for choose, score in ((first, second), (second, first)):
+        expected[score] = dd[score] if dd[choose].mean() > 0 else -dd[score]  # a - b, or b - a
+    assert row["xfit"] == pytest.approx(expected.mean())
+    assert row["xfit_low"] <= row["xfit"] <= row["xfit_high"]
+    assert row["xfit_low"] < 0 < row["xfit_high"]  # no effect: the interval straddles 0
+
+
+def test_range_difference_primary_is_cross_fitted_and_the_alternative_is_the_basic_range_interval():
+    from chunkwise.experiments.whatmatters import range_difference
+
+    noise = np.array([-0.1, 0.1, -0.05, 0.05])
+    dense = {k: v for k, v in GRID.items() if k[2] == "dense"}
+    ev = range_difference(balanced_scores(_result(dense, noise=noise)), "embedder", "chunker", n_resamples=500)
+    # embedder e2 - e1 = 0.4 and chunker c2 - c1 = 0.2 on every question: both halves pick those pairs
+    assert ev["contrast_a"] == pytest.approx(0.4) and ev["contrast_b"] == pytest.approx(0.2)
+    assert ev["diff"] == pytest.approx(0.2) and ev["diff_low"] == pytest.approx(0.2) and ev["diff_high"] == pytest.approx(0.2)
+    assert ev["pairs_a"] == "e2 - e1 | e2 - e1" and ev["pairs_b"] == "c2 - c1 | c2 - c1"
+    assert ev["range_diff"] == pytest.approx(0.2)
+    # basic = the percentile interval reflected around the estimate
+    assert ev["range_low"] == pytest.approx(2 * ev["range_diff"] - ev["range_pct_high"])
+    assert ev["range_high"] == pytest.approx(2 * ev["range_diff"] - ev["range_pct_low"])

@@ -445,13 +445,20 @@ def _check_bootstrap(n_resamples: Any, confidence: Any) -> None:
         raise ValueError(f"confidence is a fraction in (0, 1), e.g. 0.95; got {confidence!r}")
 
 
-def _percentile_interval(boot: Sequence[float], confidence: float) -> tuple[float, float]:
-    """Percentile interval of bootstrap statistics; (NaN, NaN) when no resample gave one."""
-    if not boot:
+def _percentile_interval(boot: Sequence[float], confidence: float, estimate: float | None = None) -> tuple[float, float]:
+    """Interval of bootstrap statistics; (NaN, NaN) when no resample gave one.
+
+    With ``estimate`` (a rank correlation), the package's rank-correlation interval
+    (:func:`chunkwise.evaluation.intervals.rank_correlation_interval`: the lower to the higher end
+    of the percentile and basic intervals, which contains the estimate); without it, the
+    percentile interval."""
+    from chunkwise.evaluation.intervals import bootstrap_interval, rank_correlation_interval
+
+    if not len(boot):
         return float("nan"), float("nan")
-    q = 100 * (1 - confidence) / 2
-    low, high = np.percentile(boot, [q, 100 - q])
-    return float(low), float(high)
+    if estimate is not None:
+        return rank_correlation_interval(estimate, boot, confidence)
+    return bootstrap_interval(float(np.median(boot)), boot, confidence, method="percentile")
 
 
 def rank_agreement(
@@ -518,7 +525,7 @@ def rank_agreement(
         if np.ptp(mx) == 0 or np.ptp(my) == 0:
             continue
         boot.append(spearmanr(mx, my).statistic)
-    low, high = _percentile_interval(boot, confidence)
+    low, high = _percentile_interval(boot, confidence, estimate=rho)
     return {"rho": rho, "low": float(low), "high": float(high), "n_configs": int(wx.shape[1]),
             "n_items": int(n), "means": means}
 
@@ -811,5 +818,5 @@ def pooled_rank_correlation(
         if np.ptp(bx) == 0 or np.ptp(by) == 0:
             continue
         boot.append(spearmanr(bx, by).statistic)
-    low, high = _percentile_interval(boot, confidence)
+    low, high = _percentile_interval(boot, confidence, estimate=rho)
     return {"rho": rho, "low": float(low), "high": float(high), "n_rows": int(len(t)), "n_items": int(len(items))}

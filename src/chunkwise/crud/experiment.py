@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from chunkwise.evaluation.stats import describe_interval
+from chunkwise.evaluation.intervals import interval_text, rank_correlation_interval
 from chunkwise.crud.answer_metrics import QuestEval, score_answer_texts
 
 if TYPE_CHECKING:
@@ -943,7 +944,8 @@ def rank_correlation_with_paper(
     min_questions: int = 10,
 ) -> dict[str, Any]:
     """Spearman's rank correlation between our methods' means and the paper's Table 1, with a
-    percentile bootstrap interval over our questions.
+    bootstrap interval over our questions that contains the estimate
+    (:func:`chunkwise.evaluation.intervals.rank_correlation_interval`).
 
     The paper publishes means only, so only our side is resampled: each resample draws the
     task's questions with replacement, recomputes every method's mean (over the drawn questions
@@ -1019,12 +1021,19 @@ def rank_correlation_with_paper(
             counts = (~np.isnan(sample)).sum(axis=0)
             means = np.where(counts > 0, np.nansum(sample, axis=0) / np.maximum(counts, 1), np.nan)
             draws.append(rho(means))
-    arr = np.array(draws)
-    arr = arr[~np.isnan(arr)]
-    if arr.size:
-        alpha = (1.0 - float(confidence)) / 2
-        out["ci_low"], out["ci_high"] = float(np.quantile(arr, alpha)), float(np.quantile(arr, 1 - alpha))
+    out["ci_low"], out["ci_high"] = rank_correlation_interval(out["spearman"], np.array(draws), float(confidence))
     return out
+
+
+def rank_text(rank: Mapping[str, Any], decimals: int = 2) -> str:
+    """:func:`rank_correlation_with_paper`'s result in words, as Fig. 5's titles print it:
+    ``"Spearman 0.68 [-0.24, 0.80]"``, ``"Spearman -0.15 (no interval: n=3 questions)"`` or
+    ``"Spearman undefined (2 methods)"``; never ``nan``."""
+    rho = rank.get("spearman", float("nan"))
+    if rho is None or rho != rho:
+        return f"Spearman undefined ({rank.get('n_methods', 0)} methods, {rank.get('n_questions', 0)} questions)"
+    text = interval_text(rank.get("ci_low"), rank.get("ci_high"), f".{decimals}f", n=rank.get("n_questions"))
+    return f"Spearman {rho:.{decimals}f} " + (f"({text})" if text.startswith("no ") else text)
 
 
 def findings_key(task_prefix: str, method_label: str, metric: str) -> str:

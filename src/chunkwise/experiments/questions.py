@@ -57,9 +57,10 @@ run's candidates without changing them.
 Agreement between two question sets (:func:`rank_agreement`)
 ------------------------------------------------------------
 Whether a cheap question set ranks grid cells the way another set does: Spearman's rho and
-Kendall's tau-b between the cells' mean scores under each set, with percentile bootstrap
-intervals that resample the questions of each set independently (the two sets are different
-questions, so nothing is paired).
+Kendall's tau-b between the cells' mean scores under each set, with bootstrap intervals that
+resample the questions of each set independently (the two sets are different questions, so
+nothing is paired) and contain the estimate
+(:func:`chunkwise.evaluation.intervals.rank_correlation_interval`).
 
 References
 ----------
@@ -88,6 +89,7 @@ import numpy as np
 import pandas as pd
 
 from chunkwise.datasets.local import locate_excerpt
+from chunkwise.evaluation.intervals import interval_text, rank_correlation_interval
 
 if TYPE_CHECKING:
     from chunkwise.llm.protocol import ChatModel
@@ -888,7 +890,8 @@ class RankAgreement:
     spearman, kendall : float
         Spearman's rho and Kendall's tau-b of ``means_a`` against ``means_b``.
     spearman_ci, kendall_ci : (float, float)
-        Percentile bootstrap intervals.
+        Bootstrap intervals that contain the estimate
+        (:func:`~chunkwise.evaluation.intervals.rank_correlation_interval`); NaN when undefined.
     confidence : float
     n_resamples : int
     n_questions_a, n_questions_b : int
@@ -921,10 +924,16 @@ class RankAgreement:
 
     def describe(self) -> str:
         pct = round(100 * self.confidence)
+
+        def one(name: str, value: float, ci: tuple[float, float]) -> str:
+            if math.isnan(value):
+                return f"{name} undefined (one set gives every cell the same mean)"
+            text = interval_text(*ci, brackets="", sep=" to ", why="no resample ranked the cells")
+            return f"{name} = {value:.2f} ({text if text.startswith('no ') else f'{pct}% CI {text}'})"
+
         return (
-            f"over {len(self.cells)} cells: Spearman rho = {self.spearman:.2f} "
-            f"({pct}% CI {self.spearman_ci[0]:.2f} to {self.spearman_ci[1]:.2f}), Kendall tau-b = "
-            f"{self.kendall:.2f} ({pct}% CI {self.kendall_ci[0]:.2f} to {self.kendall_ci[1]:.2f}); "
+            f"over {len(self.cells)} cells: {one('Spearman rho', self.spearman, self.spearman_ci)}, "
+            f"{one('Kendall tau-b', self.kendall, self.kendall_ci)}; "
             f"{self.n_questions_a} vs {self.n_questions_b} questions"
         )
 
@@ -980,7 +989,9 @@ def rank_agreement(
 
     Each set's questions are resampled with replacement independently (``numpy`` generator
     seeded with ``seed``); in each resample the cells' means are recomputed under both sets
-    and correlated. The intervals are the percentile intervals of those correlations.
+    and correlated. The intervals come from those correlations by
+    :func:`~chunkwise.evaluation.intervals.rank_correlation_interval` (the lower to the higher
+    end of the percentile and basic intervals), which contains the estimate.
 
     Parameters
     ----------
@@ -993,8 +1004,9 @@ def rank_agreement(
     seed : int, default 0
 
     Resampling adds noise to both sets' means, which can only scramble ranks, so the resampled
-    correlations sit mostly below the point estimate: the interval is conservative on the low
-    side, and a point estimate near its upper end is the usual picture, not an error.
+    correlations sit mostly below the point estimate, at times nearly all of them: their
+    percentile interval can then exclude the estimate, and the basic interval (reflected around
+    it) lies above it; the interval given spans both.
 
     Returns
     -------
@@ -1030,18 +1042,11 @@ def rank_agreement(
         rb = np.stack([np.bincount(r, minlength=xb.shape[0]) for r in ib]) @ xb / xb.shape[0]
         rhos.append(_spearman_rows(ra, rb))
         taus.append(_kendall_rows(ra, rb))
-    alpha = (1.0 - float(confidence)) / 2.0
-
-    def ci(v: list[np.ndarray]) -> tuple[float, float]:
-        arr = np.concatenate(v)
-        arr = arr[~np.isnan(arr)]
-        if arr.size == 0:
-            return (math.nan, math.nan)
-        return float(np.quantile(arr, alpha)), float(np.quantile(arr, 1.0 - alpha))
-
     return RankAgreement(
         cells=cells, means_a=ma, means_b=mb, spearman=rho, kendall=tau,
-        spearman_ci=ci(rhos), kendall_ci=ci(taus), confidence=float(confidence),
+        spearman_ci=rank_correlation_interval(rho, np.concatenate(rhos), float(confidence)),
+        kendall_ci=rank_correlation_interval(tau, np.concatenate(taus), float(confidence)),
+        confidence=float(confidence),
         n_resamples=n_resamples, n_questions_a=int(xa.shape[0]), n_questions_b=int(xb.shape[0]),
     )
 
@@ -1121,7 +1126,8 @@ def chapter_answer(
         return f"{100 * x:.1f}"
 
     def ci_words(lo: float, hi: float) -> str:
-        return f"95% CI {lo:.2f} to {hi:.2f}"
+        text = interval_text(lo, hi, brackets="", sep=" to ", why="too few questions")
+        return text if text.startswith("no ") else f"95% CI {text}"
 
     n_kept, n_cand = len(generated.questions), len(generated.candidates)
     drop_reasons = sorted(((n, k.replace("_", " ")) for k, n in generated.dropped.items() if n), reverse=True)

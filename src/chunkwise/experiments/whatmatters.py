@@ -5,13 +5,24 @@ embedders, retrievers and ``k`` on the Chroma protocol. This module reads its pe
 scores three ways, each with a bootstrap over questions (the unit that was sampled):
 
 - :func:`factor_ranges`: for each factor, the mean metric at its worst and best level
-  (averaged over every other factor) and the range between them, with a percentile interval
-  of the range recomputed in each resample (best and worst are re-chosen in every resample, so
-  the interval carries the selection);
+  (averaged over every other factor) and the range between them, with the basic bootstrap
+  interval of the range recomputed in each resample (best and worst are re-chosen in every
+  resample), and the **cross-fitted** best-minus-worst contrast (:func:`cross_fitted_contrast`:
+  the pair chosen on one half of the questions, scored on the other, halves swapped), which is
+  not picked on the questions it is scored on and so needs no correction for the selection;
 - :func:`variance_shares`: how the variance of the cells' means splits into each factor's main
   effect and the rest (interactions), with intervals;
 - :func:`ranking_agreement`: whether the chunkers' order under one embedder holds under
   another (Spearman's rho with an interval).
+
+Why not the percentile interval of a range: the best and the worst of several noisy means are
+picked on the data, so a range is biased upward, and a resample picks them again from noisier
+means, so the resampled ranges sit higher still. The percentile interval keeps that bias; the
+basic interval (the resamples reflected around the estimate) undoes it to first order. The
+cross-fitted contrast avoids it: its pair is fixed before the questions that score it are seen,
+so it is a plain paired mean with an ordinary interval (which contains it), and a factor with no
+effect gets a contrast near 0 rather than a positive range. :func:`range_difference` compares
+two factors that way, with the basic interval of the difference of ranges as the alternative.
 
 The design is made balanced first (:func:`balanced_scores`): a retriever that reads no vectors
 (BM25) has one cell per chunker and k, which stands for every embedder level (its ranking does
@@ -22,6 +33,11 @@ References
 .. [1] R. Qu, R. Tu and F. Bao, "Is Semantic Chunking Worth the Computational Cost?", 2024,
    arXiv:2410.13070 (embedding quality "could have more influence" than the chunking strategy).
 .. [2] B. Efron and R. Tibshirani, *An Introduction to the Bootstrap*, 1993 (percentile intervals).
+.. [3] A. C. Davison and D. V. Hinkley, *Bootstrap Methods and their Application*, 1997 (the basic
+   interval, eq. 5.6).
+.. [4] V. Chernozhukov et al., "Double/debiased machine learning for treatment and structural
+   parameters", *Econometrics Journal* 21, 2018 (cross-fitting: choose on one fold, estimate on
+   the other, swap).
 """
 
 from __future__ import annotations
@@ -33,9 +49,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from chunkwise.evaluation.intervals import bootstrap_interval, rank_correlation_interval
+
 __all__ = [
-    "FACTORS", "balanced_scores", "chapter_answer", "factor_ranges", "range_difference", "range_verdict",
-    "ranking_agreement", "variance_shares",
+    "FACTORS", "balanced_scores", "chapter_answer", "cross_fitted_contrast", "factor_ranges", "halves",
+    "range_difference", "range_verdict", "ranking_agreement", "variance_shares",
 ]
 
 #: The factors of the grid, as columns of ``GridResult.per_question``.
@@ -113,6 +131,84 @@ def _check_boot(n_resamples: int, confidence: float) -> None:
         raise ValueError(f"confidence must be in (0.5, 1), got {confidence!r}.")
 
 
+def halves(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Two halves of ``n`` questions for cross-fitting: a random split (``numpy`` generator seeded
+    with ``[seed, 1]``, apart from the resamples' stream), sizes ``n // 2`` and ``n - n // 2``,
+    each sorted.
+
+    Raises
+    ------
+    ValueError
+        For fewer than 4 questions (each half needs 2).
+    """
+    if n < 4:
+        raise ValueError(f"cross-fitting needs at least 4 questions (2 per half), got {n}.")
+    order = np.random.default_rng([int(seed), 1]).permutation(n)
+    return np.sort(order[: n // 2]), np.sort(order[n // 2:])
+
+
+def _cross_fit(per_q: np.ndarray, split: tuple[np.ndarray, np.ndarray], levels: Sequence[Any]) -> tuple[np.ndarray, str]:
+    """Per question, the best-minus-worst contrast of the pair chosen on the other half.
+
+    ``per_q`` has shape (Q, L): each question's mean over each level. Returns the (Q,) contrasts
+    and the two chosen pairs in words (``"best - worst | best - worst"``, chosen on the first
+    half, then on the second)."""
+    out = np.empty(per_q.shape[0])
+    words = []
+    for choose, score in (split, split[::-1]):
+        m = per_q[choose].mean(axis=0)
+        best, worst = int(m.argmax()), int(m.argmin())
+        out[score] = per_q[score, best] - per_q[score, worst]
+        words.append(f"{levels[best]} - {levels[worst]}")
+    return out, " | ".join(words)
+
+
+def cross_fitted_contrast(
+    wide: pd.DataFrame, factor: str, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+) -> dict[str, Any]:
+    """The cross-fitted best-minus-worst contrast of one factor, with a paired bootstrap interval.
+
+    The questions are split in two halves (:func:`halves`). On the first half the factor's best
+    and worst levels (by mean metric over every other factor) are chosen, and their difference is
+    scored on each question of the second half; then the halves swap. Every question is scored
+    once, by a pair chosen without it, and the contrast is the mean of those per-question
+    differences; its interval is the percentile interval of that mean over resamples of the
+    questions (the pairs stay fixed), which contains it.
+
+    Parameters
+    ----------
+    wide : DataFrame
+        From :func:`balanced_scores`.
+    factor : str
+        A factor (column level) of ``wide``.
+    n_resamples, seed, confidence
+        The bootstrap over questions; ``seed`` also fixes the split.
+
+    Returns
+    -------
+    dict
+        ``contrast``, ``low``, ``high`` (metric units), ``pairs`` (the two chosen pairs, in
+        words) and ``per_question`` (the (Q,) contrasts, in ``wide``'s row order).
+
+    Raises
+    ------
+    ValueError
+        For an unknown factor, fewer than 4 questions, NaN scores or bad bootstrap settings.
+    """
+    _check_boot(n_resamples, confidence)
+    if factor not in wide.columns.names:
+        raise ValueError(f"factor must be one of {list(wide.columns.names)}, got {factor!r}.")
+    values = _values(wide, "the cross-fitted contrast")
+    codes = wide.columns.get_level_values(factor)
+    levels = list(dict.fromkeys(codes))
+    per_q = np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1)
+    contrast, pairs = _cross_fit(per_q, halves(values.shape[0], seed), levels)
+    boot = _resamples(values.shape[0], n_resamples, seed) @ contrast
+    alpha = (1 - confidence) / 2
+    return {"contrast": float(contrast.mean()), "low": float(np.quantile(boot, alpha)),
+            "high": float(np.quantile(boot, 1 - alpha)), "pairs": pairs, "per_question": contrast}
+
+
 def factor_ranges(
     wide: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
 ) -> pd.DataFrame:
@@ -130,10 +226,12 @@ def factor_ranges(
     DataFrame
         One row per factor, largest range first: ``factor``, ``n_levels``, ``worst``, ``best``
         (levels), ``worst_mean``, ``best_mean`` (the metric averaged over every other factor and
-        the questions), ``range`` (best minus worst), ``range_low`` / ``range_high`` (percentile
-        interval of max minus min level mean, both re-chosen in each resample) and
-        ``diff_low`` / ``diff_high`` (interval of the fixed pair best minus worst, paired over
-        questions).
+        the questions), ``range`` (best minus worst), ``range_low`` / ``range_high`` (basic
+        bootstrap interval of max minus min level mean, both re-chosen in each resample, clipped
+        at 0), ``range_pct_low`` / ``range_pct_high`` (the percentile interval of the same
+        resamples, kept for comparison), ``diff_low`` / ``diff_high`` (interval of the fixed pair
+        best minus worst as chosen on all questions, paired over questions) and ``xfit``,
+        ``xfit_low``, ``xfit_high``, ``xfit_pairs`` (:func:`cross_fitted_contrast`).
 
     Raises
     ------
@@ -144,6 +242,7 @@ def factor_ranges(
     values = _values(wide, "the factor ranges")
     w = _resamples(values.shape[0], n_resamples, seed)
     alpha = (1 - confidence) / 2
+    split = halves(values.shape[0], seed)
     rows = []
     for f in wide.columns.names:
         codes = wide.columns.get_level_values(f)
@@ -154,12 +253,18 @@ def factor_ranges(
         boot = w @ per_q  # (B, L)
         span = boot.max(axis=1) - boot.min(axis=1)
         diff = boot[:, best] - boot[:, worst]
+        rng_ = float(means[best] - means[worst])
+        low, high = bootstrap_interval(rng_, span, confidence, method="basic", bounds=(0.0, None))
+        p_low, p_high = bootstrap_interval(rng_, span, confidence, method="percentile")
+        per_q_contrast, pairs = _cross_fit(per_q, split, levels)
+        xb = w @ per_q_contrast
         rows.append({
             "factor": f, "n_levels": len(levels), "worst": levels[worst], "best": levels[best],
             "worst_mean": float(means[worst]), "best_mean": float(means[best]),
-            "range": float(means[best] - means[worst]),
-            "range_low": float(np.quantile(span, alpha)), "range_high": float(np.quantile(span, 1 - alpha)),
+            "range": rng_, "range_low": low, "range_high": high, "range_pct_low": p_low, "range_pct_high": p_high,
             "diff_low": float(np.quantile(diff, alpha)), "diff_high": float(np.quantile(diff, 1 - alpha)),
+            "xfit": float(per_q_contrast.mean()), "xfit_low": float(np.quantile(xb, alpha)),
+            "xfit_high": float(np.quantile(xb, 1 - alpha)), "xfit_pairs": pairs,
         })
     return pd.DataFrame(rows).sort_values("range", ascending=False, kind="stable").reset_index(drop=True)
 
@@ -240,7 +345,8 @@ def ranking_agreement(
 
     The ``ranked`` levels (chunkers) are scored under each ``across`` level (embedder) by their
     mean over the other factors and the questions; each pair of ``across`` levels gets
-    Spearman's rho between the two orders, with a percentile interval from resampling questions.
+    Spearman's rho between the two orders, with an interval from resampling questions that
+    contains it (:func:`chunkwise.evaluation.intervals.rank_correlation_interval`).
 
     Parameters
     ----------
@@ -288,8 +394,8 @@ def ranking_agreement(
         for j in range(i + 1, len(a_levels)):
             rho = float(spearmanr(point[i], point[j]).statistic)
             rb = np.asarray([spearmanr(boot[b, i], boot[b, j]).statistic for b in range(len(boot))], dtype=float)
-            rows.append({"a": a_levels[i], "b": a_levels[j], "rho": rho,
-                         "rho_low": float(np.nanquantile(rb, alpha)), "rho_high": float(np.nanquantile(rb, 1 - alpha)),
+            low, high = rank_correlation_interval(rho, rb, confidence)
+            rows.append({"a": a_levels[i], "b": a_levels[j], "rho": rho, "rho_low": low, "rho_high": high,
                          "n_ranked": len(r_levels),
                          "same_best": bool(point[i].argmax() == point[j].argmax())})
     return pd.DataFrame(rows)
@@ -298,11 +404,20 @@ def ranking_agreement(
 def range_difference(
     wide: pd.DataFrame, a: str = "embedder", b: str = "chunker", n_resamples: int = 2000, seed: int = 0,
     confidence: float = 0.95,
-) -> dict[str, float]:
-    """Is factor ``a``'s range (best minus worst level) larger than factor ``b``'s?
+) -> dict[str, Any]:
+    """Does factor ``a`` move the metric more than factor ``b``, best level against worst?
 
-    Each resample of the questions recomputes both ranges (re-choosing best and worst), so the
-    interval of their difference carries the selection of the levels.
+    The primary statistic is the difference of the two factors' **cross-fitted** best-minus-worst
+    contrasts (:func:`cross_fitted_contrast`, the same split for both): per question, ``a``'s
+    contrast minus ``b``'s, each scored with the pair chosen on the other half of the questions;
+    its interval is the percentile interval of the mean of those per-question differences over
+    resamples of the questions (paired: both contrasts are resampled together), which contains it.
+
+    The alternative is the difference of the two **ranges** (max minus min level mean, both
+    picked on all questions), with the basic bootstrap interval of the ranges recomputed in each
+    resample (best and worst re-chosen): the percentile interval of those resamples (also
+    returned) keeps the upward bias of a range picked on the data, which is larger for the factor
+    with more levels.
 
     Parameters
     ----------
@@ -311,42 +426,57 @@ def range_difference(
     a, b : str
         Two factors.
     n_resamples, seed, confidence
-        The bootstrap over questions.
+        The bootstrap over questions; ``seed`` also fixes the split in halves.
 
     Returns
     -------
     dict
-        ``range_a``, ``range_b`` and ``diff`` (``range_a - range_b``, metric units), with
-        ``diff_low`` / ``diff_high``.
+        Primary: ``contrast_a``, ``contrast_b``, ``diff`` (``contrast_a - contrast_b``, metric
+        units), ``diff_low`` / ``diff_high``, ``pairs_a`` / ``pairs_b`` (the chosen pairs, in
+        words). Alternative: ``range_a``, ``range_b``, ``range_diff`` (``range_a - range_b``),
+        ``range_low`` / ``range_high`` (basic) and ``range_pct_low`` / ``range_pct_high``
+        (percentile).
 
     Raises
     ------
     ValueError
-        For unknown factors or bad bootstrap settings.
+        For unknown factors, fewer than 4 questions, NaN scores or bad bootstrap settings.
     """
     _check_boot(n_resamples, confidence)
     names = list(wide.columns.names)
     if a not in names or b not in names or a == b:
         raise ValueError(f"a and b must be two different factors of {names}.")
-    values = wide.to_numpy(dtype=float)
+    values = _values(wide, "the range difference")
     w = _resamples(values.shape[0], n_resamples, seed)
+    split = halves(values.shape[0], seed)
 
-    def level_means(f: str) -> np.ndarray:
+    def level_means(f: str) -> tuple[np.ndarray, list[Any]]:
         codes = wide.columns.get_level_values(f)
-        return np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in dict.fromkeys(codes)], axis=1)
+        levels = list(dict.fromkeys(codes))
+        return np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1), levels
 
-    pa, pb = level_means(a), level_means(b)
-    ra, rb = np.ptp(pa.mean(axis=0)), np.ptp(pb.mean(axis=0))
+    (pa, la), (pb, lb) = level_means(a), level_means(b)
+    ca, pairs_a = _cross_fit(pa, split, la)
+    cb, pairs_b = _cross_fit(pb, split, lb)
+    d_q = ca - cb
+    d_boot = w @ d_q
+    alpha = (1 - confidence) / 2
+    ra, rb = float(np.ptp(pa.mean(axis=0))), float(np.ptp(pb.mean(axis=0)))
     ba, bb = w @ pa, w @ pb
     d = (ba.max(axis=1) - ba.min(axis=1)) - (bb.max(axis=1) - bb.min(axis=1))
-    alpha = (1 - confidence) / 2
-    return {"range_a": float(ra), "range_b": float(rb), "diff": float(ra - rb),
-            "diff_low": float(np.quantile(d, alpha)), "diff_high": float(np.quantile(d, 1 - alpha))}
+    r_low, r_high = bootstrap_interval(ra - rb, d, confidence, method="basic")
+    p_low, p_high = bootstrap_interval(ra - rb, d, confidence, method="percentile")
+    return {"contrast_a": float(ca.mean()), "contrast_b": float(cb.mean()), "diff": float(d_q.mean()),
+            "diff_low": float(np.quantile(d_boot, alpha)), "diff_high": float(np.quantile(d_boot, 1 - alpha)),
+            "pairs_a": pairs_a, "pairs_b": pairs_b,
+            "range_a": ra, "range_b": rb, "range_diff": ra - rb, "range_low": r_low, "range_high": r_high,
+            "range_pct_low": p_low, "range_pct_high": p_high}
 
 
 def range_verdict(diff_low: float, diff_high: float, a: str = "embedder", b: str = "chunker") -> str:
-    """``"<a> ahead"`` when the interval of range(a) - range(b) lies above 0, ``"<b> ahead"`` below
-    it, else ``"cannot tell"`` (:func:`range_difference`)."""
+    """``"<a> ahead"`` when the interval of ``a``'s effect minus ``b``'s lies above 0, ``"<b> ahead"``
+    below it, else ``"cannot tell"`` (:func:`range_difference`: its primary, cross-fitted
+    ``diff_low`` / ``diff_high``)."""
     if diff_low > 0:
         return f"{a} ahead"
     if diff_high < 0:
@@ -377,7 +507,8 @@ def chapter_answer(
     ranges : DataFrame
         :func:`factor_ranges` indexed by factor, largest range first.
     dense_difference : mapping
-        :func:`range_difference` of embedder against chunker under dense retrieval (fractions).
+        :func:`range_difference` of embedder against chunker under dense retrieval (fractions): the
+        verdict reads its cross-fitted ``diff_low`` / ``diff_high``.
     agreement : DataFrame
         :func:`ranking_agreement` (``rho``).
     best_by : mapping embedder -> chunker label
@@ -398,7 +529,8 @@ def chapter_answer(
     -------
     str
         Markdown: the factors by range with the largest's interval, the embedder-minus-chunker
-        verdict with its interval, the ranking agreement, the size and window caveats, the matched
+        verdict with its cross-fitted interval and the difference of ranges as the alternative, the
+        ranking agreement, the size and window caveats, the matched
         model's verdict, and the settings the verdicts cover.
     """
     from chunkwise.evaluation.stats import describe_interval
@@ -416,9 +548,13 @@ def chapter_answer(
         f"range of mean recall is **{top}** ({pct(ranges.loc[top, 'range'])} points, interval "
         f"{pct(ranges.loc[top, 'range_low'])} to {pct(ranges.loc[top, 'range_high'])}), then "
         + ", ".join(f"{f} ({pct(ranges.loc[f, 'range'])})" for f in ranges.index[1:]) + ". "
-        f"Under dense retrieval the embedder's range minus the chunker's is "
+        f"Under dense retrieval the embedder's best-minus-worst contrast minus the chunker's, each pair "
+        f"chosen on the other half of the questions, is "
         f"{describe_interval(ev['diff'], ev['diff_low'], ev['diff_high'], scale=100)} points: **{word}** "
-        "(Qu, Tu & Bao: embedding quality could matter more than chunking). The chunker ranking between "
+        "(Qu, Tu & Bao: embedding quality could matter more than chunking); the difference of their ranges "
+        f"picked on all questions is "
+        f"{describe_interval(ev['range_diff'], ev['range_low'], ev['range_high'], scale=100)} points (basic "
+        "bootstrap interval). The chunker ranking between "
         f"embedders has Spearman's rho from {agreement['rho'].min():.2f} to {agreement['rho'].max():.2f} "
         "(the best chunker: " + ", ".join(f"{b} under {e}" for e, b in best_by.items()) + "). "
         f"Part of the chunker's range is size: {largest_chunker}'s chunks are the largest, and under IoU the "
