@@ -78,15 +78,25 @@ def test_rank_agreement_on_constant_items_is_exact():
         cs.rank_agreement(t[t.method != "c"])
 
 
-def test_dilution_needs_recall_up_and_score_per_token_down():
-    # recall 50% -> 80%; answer 0.5 over 100 tokens (500 points per 1k) -> 0.6 over 400 (150)
+def test_dilution_is_judged_on_the_answers_not_the_score_per_token():
+    # recall 50% -> 80%; answer 0.5 over 100 tokens (500 points per 1k) -> 0.6 over 400 (150):
+    # the per-token score falls by construction, the answers rise, so the claim is contradicted
     t = _table({"dense": 0.5, "dense@512": 0.8}, {"dense": 0.5, "dense@512": 0.6},
                {"dense": 100, "dense@512": 400})
     d = cs.dilution_test(t, "dense", "dense@512", n_resamples=500)
     assert d["recall_diff"] == pytest.approx((30.0, 30.0, 30.0))
     assert d["per_token_diff"] == pytest.approx((-350.0, -350.0, -350.0))
     assert d["answer_diff"] == pytest.approx((10.0, 10.0, 10.0))
-    assert d["tokens_ratio"] == 4.0 and d["verdict"] == "supports"
+    assert d["tokens_ratio"] == 4.0 and d["verdict"] == "contradicts"
+    # the answers fall by 10 points while recall rises: supports
+    t3 = _table({"dense": 0.5, "dense@512": 0.8}, {"dense": 0.5, "dense@512": 0.4},
+                {"dense": 100, "dense@512": 400})
+    assert cs.dilution_test(t3, "dense", "dense@512", n_resamples=500)["verdict"] == "supports"
+    # the answers hold level: no dilution larger than the margin
+    t4 = _table({"dense": 0.5, "dense@512": 0.8}, {"dense": 0.5, "dense@512": 0.5},
+                {"dense": 100, "dense@512": 400})
+    assert cs.dilution_test(t4, "dense", "dense@512", n_resamples=500, delta=5.0)["verdict"] == \
+        "no dilution larger than 5 points"
     # recall down: the claim's premise fails -> contradicts
     t2 = _table({"dense": 0.5, "dense@512": 0.4}, {"dense": 0.5, "dense@512": 0.6},
                 {"dense": 100, "dense@512": 400})
@@ -103,7 +113,9 @@ def test_dilution_cannot_tell_when_the_recall_interval_reaches_zero():
     assert d["recall_diff"][0] == pytest.approx(0.0, abs=1e-9)
     assert d["recall_diff"][1] < 0 < d["recall_diff"][2]
     assert d["per_token_diff"] == pytest.approx((0.0, 0.0, 0.0))
-    assert d["verdict"] == "cannot tell"
+    assert d["verdict"] == "no dilution larger than 5 points"  # the answers held exactly level
+    t.loc[t.method == "dense@512", "answer"] = [0.5 + 3 * b for b in bump]  # answers +-30 points
+    assert cs.dilution_test(t, "dense", "dense@512", n_resamples=2000)["verdict"] == "cannot tell"
 
 
 def test_bad_inputs_get_clear_errors_not_silent_numbers():
@@ -279,7 +291,8 @@ def test_chapter_answer_states_each_number_it_is_given():
                                  pool_articles=103, generator="m").splitlines()[1]
         assert words in line
     assert "4.0 times as many tokens" in lines[2] and "+5.0 [+2.0, +8.0]" in lines[2]
-    assert "**supports**, while F1 itself moves -6.0 [-9.0, -3.0]; bm25: cannot tell." in lines[2]
+    assert "F1 itself moves -6.0 [-9.0, -3.0]: **supports**; bm25: cannot tell." in lines[2]
+    assert "per 1,000 retrieved tokens moves -1.5 [-2.0, -1.0], a description only" in lines[2]
     assert "model X" in lines[3] and "103 articles" in lines[3]
     quiet = effects.assign(low=-10.0, high=10.0)
     assert "**No chunk size moved the answers beyond the noise.**" in cs.chapter_answer(

@@ -285,7 +285,12 @@ def test_findings_page_with_the_real_registry_and_no_runs(tmp_path):
     assert text.startswith("## The headline questions")
     heads = (book / fd.HEADLINE_PAGE).read_text(encoding="utf-8")
     assert heads.startswith("**21 headline questions in this build:** 1 not testable here, 20 not run in this build.")
-    assert "| **not testable here** | [chapter 2: text-embedding-3-large](/generated/02_chroma_recall.ipynb#text-embedding-3-large) |" in heads
+    assert ("| **not testable here** (reproduction) | [chapter 2: text-embedding-3-large]"
+            "(/generated/02_chroma_recall.ipynb#text-embedding-3-large) |") in heads
+    # with no chapter run, every declared test is "not assessed" and the plan section says so
+    assert "| **not run in this build** (not assessed) | [chapter 6: The primary contrast]" in heads
+    assert "## The analysis plan and how each verdict survives it" in text
+    assert "- **mixed-content**, 2026-12-05: The chapter's headline row was Kamradt" in text
 
 
 def test_every_chapter_writes_its_results():

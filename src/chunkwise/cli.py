@@ -491,6 +491,26 @@ def _cmd_check_notebook(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """``chunkwise plan check`` / ``chunkwise plan amend``: the analysis plan's ledger."""
+    from chunkwise import plan as P
+
+    try:
+        if args.plan_command == "check":
+            loaded = P.load_plan(args.plan)
+            n_amend = sum(len(P.amendments(loaded, e)) for e in loaded.entries)
+            print(f"{loaded.path}: ok ({len(loaded.entries)} entries, {len(loaded.ledger)} ledger records, "
+                  f"{n_amend} amendments)")
+            return 0
+        rec = P.append_ledger_record(args.plan, args.entry, reason=args.reason, previous=args.previous or "",
+                                     declare=args.declare, date=args.date)
+    except (OSError, P.PlanError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{rec['kind']} {rec['entry']} on {rec['date']} (hash {rec['hash']}, link {rec['link']})")
+    return 0
+
+
 # ----------------------------------------------------------------------------- llm
 
 
@@ -832,6 +852,27 @@ def _parser() -> argparse.ArgumentParser:
                        help="manifest path prefixes, e.g. chroma/ crud_rag/ (default: chroma/)")
     fetch.add_argument("--mirror", default=None, help="folder holding a mirror of the data")
     fetch.set_defaults(func=_cmd_fetch_data)
+
+    plan = sub.add_parser(
+        "plan",
+        help="check the analysis plan, or record a declaration or amendment in its ledger",
+        description=(
+            "The analysis plan (data/findings/plan.toml) declares each headline verdict's primary "
+            "specification and the alternatives it must survive. `check` verifies that every entry "
+            "matches its last ledger record and that the hash chain holds; `amend` appends a record "
+            "after an entry was changed (or `--declare` for a new entry)."
+        ),
+    )
+    plan.add_argument("--plan", default=None, metavar="PATH", help="the plan (default: data/findings/plan.toml)")
+    plan_sub = plan.add_subparsers(dest="plan_command", required=True, metavar="PLAN_COMMAND")
+    plan_sub.add_parser("check", help="verify the plan and its ledger")
+    amend = plan_sub.add_parser("amend", help="append a ledger record for an entry you changed")
+    amend.add_argument("entry", metavar="ENTRY", help="the entry id, e.g. mixed-content")
+    amend.add_argument("--reason", required=True, help="why the entry was changed (or declared)")
+    amend.add_argument("--previous", default="", help="what the previous specification gave (verdict, interval)")
+    amend.add_argument("--declare", action="store_true", help="first record of a new entry")
+    amend.add_argument("--date", default=None, help="ISO date of the change (default: today)")
+    plan.set_defaults(func=_cmd_plan)
 
     _add_llm_parser(sub)
     from chunkwise.cli_own_data import add_parsers as _add_evaluation_parsers

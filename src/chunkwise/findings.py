@@ -64,10 +64,13 @@ __all__ = [
     "findings_markdown",
     "headline_markdown",
     "headline_rows",
+    "plan_markdown",
     "load_headlines",
     "section_link",
     "load_claims",
     "load_results",
+    "load_robustness",
+    "robustness_status",
     "missing_keys",
     "pgrag_abstract_metrics",
     "required_keys",
@@ -178,7 +181,8 @@ def _plain(value: Any, key: str) -> Any:
 
 
 def write_results(
-    chapter: str, results: Mapping[str, Any], out_dir: str | os.PathLike[str] | None = None
+    chapter: str, results: Mapping[str, Any], out_dir: str | os.PathLike[str] | None = None, *,
+    robustness: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
     """Write a chapter's checked numbers to ``<results dir>/<chapter>.json``.
 
@@ -192,6 +196,12 @@ def write_results(
         bools or None.
     out_dir : path-like, optional
         Folder to write to; default :func:`results_dir`.
+    robustness : mapping, optional
+        ``{plan entry id: Robustness.as_dict() plus "plan_hash"}``: the robustness panel of each
+        headline verdict the chapter computes (:mod:`chunkwise.evaluation.robustness`), stored
+        beside ``results`` and read by :func:`load_robustness`. ``plan_hash`` is the entry's hash
+        when the chapter ran (:attr:`chunkwise.plan.PlanEntry.hash`), so the findings page can tell a
+        verdict computed under the current plan from one computed under an older specification.
 
     Returns
     -------
@@ -219,6 +229,14 @@ def write_results(
         "written_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "results": clean,
     }
+    if robustness:
+        panels: dict[str, Any] = {}
+        for entry_id, panel in robustness.items():
+            if not isinstance(panel, Mapping) or "class" not in panel or not panel.get("plan_hash"):
+                raise FindingsError(f"robustness[{entry_id!r}] must be Robustness.as_dict() with a plan_hash, "
+                                    f"got {type(panel).__name__}")
+            panels[str(entry_id)] = json.loads(json.dumps(panel, allow_nan=False))
+        payload["robustness"] = panels
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(payload, indent=1, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
     tmp.replace(path)
@@ -246,6 +264,82 @@ def load_results(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
             raise FindingsError(f"{path} has no 'results' object; rerun its chapter")
         found[path.stem] = data["results"]
     return found
+
+
+def load_robustness(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Every robustness panel of the results files in ``folder``: ``{plan entry id: panel}``
+    (each panel with ``chapter`` added; empty if none).
+
+    Raises
+    ------
+    FindingsError
+        If a file is not valid JSON, or two chapters report the same plan entry.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    folder = Path(folder)
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise FindingsError(f"{path} is not valid JSON ({exc}); rerun its chapter") from None
+        for entry_id, panel in (data.get("robustness") or {}).items():
+            if entry_id in found:
+                raise FindingsError(f"plan entry {entry_id!r} is reported by {found[entry_id]['chapter']} and "
+                                    f"{path.stem}; one chapter owns each entry")
+            found[entry_id] = {**panel, "chapter": path.stem}
+    return found
+
+
+def robustness_status(plan: Any, panels: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each plan entry's robustness as the findings page states it.
+
+    Parameters
+    ----------
+    plan : chunkwise.plan.Plan
+    panels : mapping
+        :func:`load_robustness`'s output.
+
+    Returns
+    -------
+    dict
+        ``{entry id: {"class", "text"}}``: the panel's class and sentence for an entry whose panel
+        ran under its current specification; ``"reproduction"`` for reproductions (no sampling);
+        ``"not assessed"`` for a declared test whose chapter has not run the panel.
+
+    Raises
+    ------
+    FindingsError
+        When a panel comes from a specification missing from the plan: an entry id the plan does
+        not declare, or a ``plan_hash`` that is not the entry's current hash nor any hash its ledger
+        recorded (a verdict computed under an undeclared specification).
+    """
+    out: dict[str, dict[str, str]] = {}
+    for entry_id, panel in panels.items():
+        if entry_id not in plan.entries:
+            raise FindingsError(f"{panel.get('chapter')} reports a robustness panel for {entry_id!r}, which the "
+                                f"analysis plan does not declare ({plan.path}); declare it before running it")
+        known = {r["hash"] for r in plan.ledger if r["entry"] == entry_id}
+        if panel.get("plan_hash") not in known:
+            raise FindingsError(f"{panel.get('chapter')}: the panel of {entry_id!r} ran under specification "
+                                f"{panel.get('plan_hash')}, which the plan's ledger never recorded; the verdict "
+                                "comes from an undeclared specification")
+    for entry_id, entry in plan.entries.items():
+        if entry.kind == "reproduction":
+            out[entry_id] = {"class": "reproduction", "text": "a reproduction against a stated tolerance (no test)"}
+            continue
+        panel = panels.get(entry_id)
+        if panel is None:
+            out[entry_id] = {"class": "not assessed",
+                             "text": "declared in the analysis plan; its chapter does not run the panel yet"}
+        elif panel["plan_hash"] != entry.hash:
+            out[entry_id] = {"class": "not assessed",
+                             "text": f"the run used an earlier specification ({panel['plan_hash']}); rerun "
+                                     f"{panel['chapter']} under the amended plan"}
+        else:
+            out[entry_id] = {"class": str(panel["class"]), "text": str(panel.get("describe", panel["class"]))}
+    return out
 
 
 def load_run_records(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
@@ -859,7 +953,9 @@ def _chapter_number(chapter: str) -> str:
     return f"chapter {int(head)}" if head.isdigit() else chapter
 
 
-def headline_rows(headlines: Sequence[Headline], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def headline_rows(headlines: Sequence[Headline], rows: Sequence[Mapping[str, Any]],
+                  robustness: Mapping[str, Mapping[str, str]] | None = None,
+                  plan: Any = None) -> list[dict[str, Any]]:
     """Combine each headline's claims (rows of :func:`evaluate`) into one verdict.
 
     The verdict is the claims' common verdict when they share one; otherwise, with claims not run
@@ -867,10 +963,14 @@ def headline_rows(headlines: Sequence[Headline], rows: Sequence[Mapping[str, Any
     ``found`` says what the run found: for one claim, ours (and the measured cause when it is not
     reproduced); for several, how many fall in each verdict class.
 
+    With ``plan`` and ``robustness`` (:func:`robustness_status`), each headline also gets its plan
+    entry's robustness class (``robustness``, ``robustness_text``); without them both are ``""``.
+
     Returns
     -------
     list of dict
-        The headline's fields plus ``verdict``, ``found``, ``n_claims`` and ``link``.
+        The headline's fields plus ``verdict``, ``found``, ``n_claims``, ``link``, ``robustness``
+        and ``robustness_text``.
     """
     import fnmatch
 
@@ -899,8 +999,11 @@ def headline_rows(headlines: Sequence[Headline], rows: Sequence[Mapping[str, Any
             found = "; ".join(f"{counts[v]} {v}" for v in classes) + f" of {len(members)} claims"
             if verdict_class == "not comparable here":
                 found += f": {members[0]['detail']}"
+        entry = plan.for_headline(h.headline_id) if plan is not None else None
+        status = (robustness or {}).get(entry.entry_id, {}) if entry is not None else {}
         out.append({**h.__dict__, "verdict": verdict_class, "found": found, "n_claims": len(members),
-                    "link": section_link(h.chapter, h.section)})
+                    "link": section_link(h.chapter, h.section), "robustness": status.get("class", ""),
+                    "robustness_text": status.get("text", "")})
     return out
 
 
@@ -914,15 +1017,62 @@ def _cell(text: str) -> str:
 def headline_markdown(headlines: Sequence[Mapping[str, Any]]) -> str:
     """The headline questions (:func:`headline_rows`) as one MyST table: question, what the source
     says, what this book finds, the verdict, and a link to the section that shows it."""
-    lines = ["| question | the source says | this book finds | verdict | where |", "|---|---|---|---|---|"]
+    lines = ["| question | the source says | this book finds | verdict (robustness) | where |", "|---|---|---|---|---|"]
     for h in headlines:
+        klass = f" ({h['robustness']})" if h.get("robustness") else ""
         lines.append("| " + " | ".join(_cell(x) for x in (
-            h["question"], f"{h['published']} ({h['source']})", h["found"], f"**{h['verdict']}**", h["link"],
+            h["question"], f"{h['published']} ({h['source']})", h["found"], f"**{h['verdict']}**{klass}", h["link"],
         )) + " |")
     return "\n".join(lines)
 
 
-def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Mapping[str, Any]] = ()) -> str:
+#: What each robustness class means (the plan section of the findings page).
+ROBUSTNESS_MEANINGS = {
+    "robust": "every alternative the analysis plan declares reaches the primary's verdict",
+    "fragile": "at least one declared alternative reaches another verdict (named)",
+    "cannot tell": "the primary specification cannot tell; the run's detectable effect at 80% power is given",
+    "no effect larger than delta": "the interval lies inside the plan's practical margin, and every alternative agrees",
+    "not assessed": "a test declared in the plan whose chapter does not run the panel yet",
+    "reproduction": "a number held against a published one with a stated tolerance: no sampling, no panel",
+}
+
+
+def plan_markdown(plan: Any, status: Mapping[str, Mapping[str, str]]) -> str:
+    """The analysis plan as the findings page shows it: the classes, then per test entry its
+    question, primary specification, number of declared alternatives, class and every amendment
+    (date, reason, what the previous specification gave)."""
+    from chunkwise.plan import amendments
+
+    lines = ["## The analysis plan and how each verdict survives it", "",
+             "Each headline verdict is computed under the primary specification declared in "
+             "`data/findings/plan.toml` and rerun under every alternative declared there "
+             "(another reference, metric, corpus, seed, interval method, missing-answer rule). Its class:", ""]
+    lines += [f"- **{k}**: {v};" for k, v in ROBUSTNESS_MEANINGS.items()]
+    lines[-1] = lines[-1].rstrip(";") + "."
+    lines.append("")
+    tests = [e for e in plan.entries.values() if e.kind == "test"]
+    lines += ["| question | primary specification | alternatives | robustness |", "|---|---|---|---|"]
+    for e in tests:
+        spec = ", ".join(f"{k} {v}" for k, v in e.primary.items() if k != "confidence")
+        st = status.get(e.entry_id, {"class": "not assessed", "text": ""})
+        lines.append("| " + " | ".join(_cell(x) for x in (
+            e.question, f"{spec}; margin ±{e.delta:g} {e.unit}", len(e.alternatives),
+            f"**{st['class']}**: {st['text']}" if st["text"] != st["class"] else f"**{st['class']}**")) + " |")
+    lines.append("")
+    changed = [(e, amendments(plan, e.entry_id)) for e in plan.entries.values()]
+    changed = [(e, a) for e, a in changed if a]
+    lines += ["### Amendments", ""]
+    if not changed:
+        lines += ["No entry has been changed since it was declared.", ""]
+    for e, amends in changed:
+        for a in amends:
+            lines.append(f"- **{e.entry_id}**, {a['date']}: {a['reason']} Before: {a['previous']}.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Mapping[str, Any]] = (),
+                      plan_section: str = "") -> str:
     """The findings tables as MyST Markdown: a count of verdicts, an overview (verdicts per
     group), then per source one table per group; groups not named in :data:`OPEN_GROUPS` are
     folded into a sphinx-design ``dropdown`` titled with their verdict counts.
@@ -942,6 +1092,8 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
                   "One row per question a publication (or this book) answers; each is judged by the claims "
                   "listed under its source below, and links to the section that shows the evidence.", "",
                   headline_markdown(headlines), ""]
+    if plan_section:
+        lines += [plan_section, ""]
     lines += [
         "## Every claim",
         "",
@@ -1063,12 +1215,22 @@ def write_findings_page(
     rows = evaluate(claims, results, _cross_checks(root), runs)
     headline_path = Path(claims_path).with_name("headline.csv") if claims_path is not None else (
         root / "data" / "findings" / "headline.csv")
-    heads = headline_rows(load_headlines(headline_path, claims), rows) if headline_path.is_file() else []
+    plan_file = Path(claims_path).with_name("plan.toml") if claims_path is not None else (
+        root / "data" / "findings" / "plan.toml")
+    plan = status = None
+    if plan_file.is_file():
+        from chunkwise.plan import load_plan
+
+        plan = load_plan(plan_file)
+        status = robustness_status(plan, load_robustness(folder))
+    heads = (headline_rows(load_headlines(headline_path, claims), rows, status, plan)
+             if headline_path.is_file() else [])
     out = book / FINDINGS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
     expected = sorted({c.chapter for c in claims if c.chapter})  # claims no chapter runs (OpenAI rows) name none
     (book / BUILD_LINE_PAGE).write_text(build_line(sorted(results), runs, expected) + "\n", encoding="utf-8")
-    out.write_text(findings_markdown(rows, heads), encoding="utf-8")
+    out.write_text(findings_markdown(rows, heads, plan_markdown(plan, status) if plan is not None else ""),
+                   encoding="utf-8")
     counts = {v: sum(h["verdict"] == v for h in heads) for v in (*VERDICTS, "mixed")}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     (book / HEADLINE_PAGE).write_text(

@@ -46,6 +46,7 @@ __all__ = [
     "Sweep",
     "configuration_name",
     "context_recall",
+    "dilution_panel",
     "dilution_test",
     "item_table",
     "rank_agreement",
@@ -535,14 +536,17 @@ def dilution_test(
     reference: str,
     larger: str,
     *,
+    delta: float = 5.0,
     n_resamples: int = 10_000,
     seed: int = 0,
 ) -> dict[str, Any]:
     """The guide's dilution claim for one pair of configurations (same retriever, larger chunks).
 
     "A chunker that returns longer chunks can raise recall while diluting what the generator
-    reads": with ``larger`` against ``reference``, is ``context_recall`` up and
-    ``answer_per_1k_tokens`` down, each by a paired 95% interval that excludes 0?
+    reads": with ``larger`` against ``reference``, is ``context_recall`` up and the *answer score
+    itself* down, each by a paired 95% interval that excludes 0? The answer score per 1,000
+    retrieved tokens is returned as a description only: it falls almost by construction when the
+    generator reads several times the tokens, so it cannot test the claim.
 
     Parameters
     ----------
@@ -559,8 +563,12 @@ def dilution_test(
         ``recall_diff``, ``per_token_diff`` and ``answer_diff`` (each ``(mean, low, high)``,
         ``larger - reference``; recall and answer in points, per-token in points per 1,000
         tokens), ``tokens_ratio`` (mean retrieved tokens, larger / reference) and ``verdict``:
-        ``"supports"`` (recall up and per-token score down), ``"contradicts"`` (recall not up or
-        per-token score up, each shown by an interval) or ``"cannot tell"``.
+        ``"supports"`` (recall up and the answers down), ``"contradicts"`` (the answers up, or
+        recall down, each shown by an interval), ``"no dilution larger than <delta> points"`` (the
+        answers' interval rules out a drop larger than ``delta``: its low end lies above
+        ``-delta``) or ``"cannot tell"``.
+    delta : float, default 5.0
+        The practical margin, in answer points (the analysis plan's ``longer-chunks-dilute``).
 
     Raises
     ------
@@ -589,14 +597,90 @@ def dilution_test(
     answer = diff("answer", 100.0)
     tok = _wide(table, "retrieved_tokens")
     ratio = float(tok[larger].mean() / tok[reference].mean())
-    if recall[1] > 0 and per_token[2] < 0:
+    if recall[1] > 0 and answer[2] < 0:
         verdict = "supports"
-    elif recall[2] < 0 or per_token[1] > 0:
+    elif recall[2] < 0 or answer[1] > 0:
         verdict = "contradicts"
+    elif answer[1] > -delta:
+        verdict = f"no dilution larger than {delta:g} points"
     else:
         verdict = "cannot tell"
     return {"recall_diff": recall, "per_token_diff": per_token, "answer_diff": answer,
             "tokens_ratio": ratio, "verdict": verdict}
+
+
+def dilution_panel(
+    sweep: Sweep,
+    entry: Any,
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[Any, pd.DataFrame]:
+    """The analysis plan's dilution verdict under its primary specification and every declared
+    alternative, judged on the answers themselves (:mod:`chunkwise.evaluation.robustness`).
+
+    Each specification (:func:`chunkwise.plan.specifications`) names ``retriever``,
+    ``larger_tokens``, ``reference_tokens``, the answer ``metric`` (a column of the sweep's scores),
+    ``missing`` (``"drop"``: an item without a score under either size leaves the pair; ``"zero"``: it
+    is scored 0, the sensitivity the plan declares) and ``interval`` / ``confidence``. Its value per
+    item is the answer score under the larger size minus under the reference, in points.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        :func:`run_sweep`'s output, scored, holding every configuration the plan names.
+    entry : chunkwise.plan.PlanEntry
+        The plan's ``longer-chunks-dilute`` entry (rule ``difference``).
+    n_resamples, seed
+        Of the bootstrap intervals.
+
+    Returns
+    -------
+    (Robustness, DataFrame)
+        :func:`chunkwise.evaluation.robustness.classify`'s result, and one row per specification:
+        ``specification``, ``retriever``, ``sizes``, ``metric``, ``missing``, ``interval``,
+        ``estimate``, ``low``, ``high`` (points), ``n``, ``mde`` (points at 80% power), ``verdict``.
+
+    Raises
+    ------
+    ValueError
+        If the sweep was not scored, the entry's rule is not ``difference``, or a specification
+        names a configuration, metric or ``missing`` value the sweep does not have.
+    """
+    from chunkwise.evaluation.robustness import classify, contrast
+    from chunkwise.plan import specifications
+
+    if sweep.scores is None:
+        raise ValueError("the sweep was run with score=False; rerun it with score=True")
+    if entry.rule != "difference":
+        raise ValueError(f"plan entry {entry.entry_id!r} has rule {entry.rule!r}; the dilution panel reads 'difference'")
+    scores = sweep.scores.assign(ID=sweep.scores["ID"].astype(str))
+    results, rows = [], []
+    for name, spec in specifications(entry):
+        metric = spec["metric"]
+        if metric not in scores.columns:
+            raise ValueError(f"{name}: metric {metric!r} is not among the sweep's scores "
+                             f"({', '.join(c for c in scores.columns if c not in ('ID', 'method'))})")
+        wide = scores.pivot(index="ID", columns="method", values=metric)
+        larger = configuration_name(spec["retriever"], int(spec["larger_tokens"]))
+        ref = configuration_name(spec["retriever"], int(spec["reference_tokens"]))
+        for m in (larger, ref):
+            if m not in wide.columns:
+                raise ValueError(f"{name}: configuration {m!r} is not in the sweep ({', '.join(wide.columns)})")
+        a, b = 100.0 * wide[larger].to_numpy(float), 100.0 * wide[ref].to_numpy(float)
+        if spec["missing"] == "zero":
+            a, b = np.nan_to_num(a, nan=0.0), np.nan_to_num(b, nan=0.0)
+        elif spec["missing"] != "drop":
+            raise ValueError(f"{name}: missing must be 'drop' or 'zero', got {spec['missing']!r}")
+        r = contrast(name, a - b, delta=entry.delta, method=spec["interval"], confidence=spec["confidence"],
+                     words=entry.words, n_resamples=n_resamples, seed=seed)
+        results.append(r)
+        rows.append({"specification": name, "retriever": spec["retriever"],
+                     "sizes": f"{spec['larger_tokens']} vs {spec['reference_tokens']}", "metric": metric,
+                     "missing": spec["missing"], "interval": spec["interval"], "estimate": r.estimate,
+                     "low": r.low, "high": r.high, "n": r.n, "mde": r.mde, "verdict": r.verdict})
+    rob = classify(results[0], results[1:], delta=entry.delta, unit="points")
+    return rob, pd.DataFrame(rows)
 
 
 def chapter_answer(
@@ -611,6 +695,7 @@ def chapter_answer(
     pool_articles: int,
     generator: str,
     primary_retriever: str = "dense",
+    robustness: Any = None,
 ) -> str:
     """The chapter's answer box (MyST markdown), every number from the run.
 
@@ -634,6 +719,8 @@ def chapter_answer(
         The generator's name as the prose gives it.
     primary_retriever : str, default "dense"
         The retriever named first (the dilution verdict of the findings page).
+    robustness : chunkwise.evaluation.robustness.Robustness, optional
+        :func:`dilution_panel`'s class of the dilution verdict, stated beside it.
 
     Returns
     -------
@@ -681,13 +768,15 @@ def chapter_answer(
         f"scored under every configuration)" + reading)
     d = dilution[primary_retriever]
     rec, per, tok = d["recall_diff"], d["per_token_diff"], d["tokens_ratio"]
+    klass = f" ({robustness.describe()})" if robustness is not None else ""
     lines.append(
-        f"- **The guide's dilution claim** ({primary_retriever}, the largest chunks against {reference_size} "
-        f"tokens): the generator reads {tok:.1f} times as many tokens, recall of the reference's words moves "
-        f"{describe_interval(*rec)} points and {answer_label} per 1,000 retrieved tokens "
-        f"{describe_interval(*per)}: **{d['verdict']}**, while {answer_label} itself moves "
-        f"{describe_interval(*d['answer_diff'])}"
-        + "".join(f"; {r}: {v['verdict']}" for r, v in dilution.items() if r != primary_retriever) + ".")
+        f"- **Do longer chunks dilute the answers?** With {primary_retriever} retrieval and the largest chunks "
+        f"against {reference_size} tokens the generator reads {tok:.1f} times as many tokens and recall of the "
+        f"reference's words moves {describe_interval(*rec)} points, while {answer_label} itself moves "
+        f"{describe_interval(*d['answer_diff'])}: **{d['verdict']}**{klass}"
+        + "".join(f"; {r}: {v['verdict']}" for r, v in dilution.items() if r != primary_retriever)
+        + f". {answer_label} per 1,000 retrieved tokens moves {describe_interval(*per)}, a description only: "
+        "it falls whenever the tokens grow faster than the score.")
     lines.append(
         f"- The generator is {generator} and the pool {pool_articles} articles, not the paper's models and "
         "its 80,000 documents, so only the direction of each effect can be held against the paper.")

@@ -48,6 +48,7 @@ __all__ = [
     "seam_boundaries",
     "unscorable_references",
     "seam_cosines",
+    "stitched_panel",
     "verdict_words",
 ]
 
@@ -835,6 +836,109 @@ def cross_fit_apply(other: pd.DataFrame, chosen: Sequence[str], fold: pd.Series)
     return pd.Series([float(other.loc[q, chosen[int(f)]]) for q, f in fold.items()], index=fold.index)
 
 
+def stitched_panel(
+    entry: Any,
+    frames: Mapping[tuple[str, str, int], Mapping[str, pd.DataFrame]],
+    corpus_of: Mapping[Any, str],
+    *,
+    method_column: str,
+    labels: Mapping[str, str] | None = None,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[Any, pd.DataFrame]:
+    """One of chapter 6's plan entries under its primary specification and every declared
+    alternative (:mod:`chunkwise.evaluation.robustness`).
+
+    Each specification (:func:`chunkwise.plan.specifications`) names ``metric``, ``reference``,
+    ``corpora`` (``"all five, pooled"`` or one corpus), ``interval`` / ``confidence`` and, where the
+    entry has them, ``layout`` and ``seed``. Its per-question values come from ``frames``: the gap
+    is the method minus the reference (points), the interaction the stitched gap minus the real gap.
+
+    - rule ``pattern`` (``mixed-content``): :func:`~chunkwise.evaluation.robustness.pattern` on the
+      stitched gap and the interaction;
+    - rule ``difference`` with ``condition`` ``"stitched"`` or ``"real"`` (``qtb-stitched``,
+      ``qtb-real``): :func:`~chunkwise.evaluation.robustness.contrast` on that condition's gap.
+
+    Parameters
+    ----------
+    entry : chunkwise.plan.PlanEntry
+    frames : mapping
+        ``{(metric, layout, seed): {"real": DataFrame, "stitched": DataFrame}}``: per-question
+        scores (fractions; rows = question ids, the same in both conditions; columns = chunker
+        labels plus ``method_column``, the cross-fitted method). Seed-only keys may leave out
+        ``layout`` values other than the primary's.
+    corpus_of : mapping
+        Question id -> corpus name (for the per-corpus alternatives).
+    method_column : str
+        The column of the method under test (the cross-fitted breakpoint chunker).
+    labels : mapping, optional
+        Chunker spec -> column label (``"TokenText:200"`` -> ``"TokenText 200"``); specs are used
+        as they are without it.
+    n_resamples, seed
+        Of the bootstrap intervals (the same seed for every specification, so the primary's
+        interval equals :func:`interaction`'s).
+
+    Returns
+    -------
+    (Robustness, DataFrame)
+        The class, and one row per specification: ``specification``, ``estimate``, ``low``, ``high``
+        (points), ``n``, ``mde`` (points, 80% power), ``verdict`` and, for the pattern rule, the stitched
+        gap (``gap``, ``gap_low``, ``gap_high``).
+
+    A declared alternative whose scores the run does not have (a corpus, seed or arm a parameter
+    profile left out) is skipped and named in the class's ``not_run``; the primary must be there.
+
+    Raises
+    ------
+    ValueError
+        Naming the specification: the primary's (metric, layout, seed) missing from ``frames``, a
+        reference column missing, a corpus with fewer than 2 questions, or an unknown condition.
+    """
+    from chunkwise.evaluation.robustness import classify, contrast, pattern
+    from chunkwise.plan import specifications
+
+    labels = dict(labels or {})
+    results, rows, not_run = [], [], []
+    present = set(corpus_of.values())
+    for name, spec in specifications(entry):
+        key = (str(spec["metric"]), str(spec.get("layout", "line breaks kept")), int(spec.get("seed", 0)))
+        absent = key not in frames or (spec["corpora"] != "all five, pooled" and spec["corpora"] not in present)
+        if absent and name != "primary":
+            not_run.append(name)  # a run with fewer corpora, seeds or arms (a parameter profile)
+            continue
+        if key not in frames:
+            raise ValueError(f"{entry.entry_id}, {name}: no scores for (metric, layout, seed) = {key}; "
+                             f"the chapter has {sorted(frames)}")
+        real, stitched = frames[key]["real"], frames[key]["stitched"]
+        ref = labels.get(spec["reference"], spec["reference"])
+        for cond, f in (("real", real), ("stitched", stitched)):
+            for col in (method_column, ref):
+                if col not in f.columns:
+                    raise ValueError(f"{entry.entry_id}, {name}: the {cond} scores have no column {col!r}")
+        ids = [q for q in real.index if q in set(stitched.index)]
+        if spec["corpora"] != "all five, pooled":
+            ids = [q for q in ids if corpus_of.get(q) == spec["corpora"]]
+            if len(ids) < 2:
+                raise ValueError(f"{entry.entry_id}, {name}: corpus {spec['corpora']!r} has {len(ids)} questions here")
+        r_, s_ = real.loc[ids], stitched.loc[ids]
+        gap_real = 100.0 * (r_[method_column] - r_[ref]).to_numpy(float)
+        gap_st = 100.0 * (s_[method_column] - s_[ref]).to_numpy(float)
+        kw = dict(delta=entry.delta, method=spec["interval"], confidence=spec["confidence"],
+                  n_resamples=n_resamples, seed=seed)
+        if entry.rule == "pattern":
+            r = pattern(name, gap_st, gap_st - gap_real, **kw)
+        elif spec.get("condition") in ("stitched", "real"):
+            r = contrast(name, gap_st if spec["condition"] == "stitched" else gap_real, words=entry.words, **kw)
+        else:
+            raise ValueError(f"{entry.entry_id}, {name}: a difference entry needs condition 'stitched' or 'real', "
+                             f"got {spec.get('condition')!r}")
+        results.append(r)
+        rows.append({"specification": name, "estimate": r.estimate, "low": r.low, "high": r.high, "n": r.n,
+                     "mde": r.mde, "verdict": r.verdict, **r.extra})
+    rob = classify(results[0], results[1:], delta=entry.delta, unit=entry.unit, not_run=not_run)
+    return rob, pd.DataFrame(rows)
+
+
 def verdict_words(low: float, high: float) -> str:
     """``"supports"`` when the interval lies above 0, ``"contradicts"`` below 0, else
     ``"cannot tell"``."""
@@ -866,6 +970,10 @@ def chapter_answer(
     second_difference: Mapping[str, float] | None = None,
     second_corpora: Sequence[str] = (),
     second_n_questions: int | None = None,
+    robustness: Any = None,
+    kamradt: Mapping[str, float] | None = None,
+    kamradt_label: str = "Kamradt",
+    amendments: Sequence[Mapping[str, str]] = (),
 ) -> str:
     """Chapter 6's answer, built from its intervals (so it stays right when the run changes).
 
@@ -898,10 +1006,20 @@ def chapter_answer(
         ``second`` and ``first`` (the second embedder's interaction minus ``embedder``'s on the
         same questions, points), the corpora and the number of questions of that arm.
 
+    robustness : Robustness, optional
+        The plan's ``mixed-content`` panel (:func:`stitched_panel`): the lead states the verdict with
+        its class, and names the alternatives it flips under.
+    kamradt : mapping, optional
+        :func:`interaction` of ``kamradt_label`` (LangChain's defaults) against ``fixed`` (points):
+        the chapter's headline row until 2026-12-05, shown beside the primary.
+    amendments : sequence of mapping
+        The plan entry's amendments (:func:`chunkwise.plan.amendments`), stated in the details.
+
     Returns
     -------
     str
-        Markdown: the primary verdict (:func:`pattern_verdict`) with both intervals, the spread
+        Markdown: a lead of one or two sentences (the verdict, its robustness class, Kamradt's
+        row), then a folded "Details" block with the primary verdict (:func:`pattern_verdict`) and both intervals, the spread
         over stitching seeds, segment-retrieval F1, the shuffled control, the arm without line
         breaks and the arm with a second embedder (when given), the Holm-corrected count of the exploratory rows, and what the
         test can and cannot settle.
@@ -942,8 +1060,8 @@ def chapter_answer(
         layout_settles = " and seams that mostly follow a line break"
         layout_open = (", or whether a gain comes from meaning rather than layout (a chunker that prefers line "
                        "breaks finds most seams without embeddings)")
-    scope = ("all five of Chroma's corpora" if len(corpora) == 5
-             else f"{len(corpora)} of Chroma's five corpora ({', '.join(corpora)})")
+    scope = ("all five of Chroma's corpora, pooled" if len(corpora) == 5
+             else f"{len(corpora)} of Chroma's five corpora ({', '.join(corpora)}), pooled")
     embedders_settled = f"with one small embedder ({embedder})"
     second_text = ""
     if second_embedder is not None and head_second is not None and second_difference is not None:
@@ -958,7 +1076,19 @@ def chapter_answer(
         )
         embedders_settled = (f"with {embedder}, and with {second_embedder} on "
                              f"{len(second_corpora)} of the corpora")
-    return (
+    lead_claim = {"supports": "stitching unrelated text together widens the breakpoint chunker's lead",
+                  "contradicts": "stitching does not widen the breakpoint chunker's lead",
+                  "cannot tell": "this run cannot tell whether stitching widens the breakpoint chunker's lead"}[words]
+    lead = (f"**Pooled over {scope.replace(', pooled', '')}, {lead_claim} over fixed-size {fixed}**: an interaction of "
+            f"{ci(head, 'interaction')} recall points ({words}")
+    lead += f"; {robustness.describe()})." if robustness is not None else ")."
+    if kamradt is not None:
+        k_words = pattern_verdict(kamradt["gap_treated_low"], kamradt["gap_treated_high"],
+                                  kamradt["interaction_low"], kamradt["interaction_high"])
+        lead += (f" {kamradt_label} at LangChain's defaults, the guide's own chunker, gives "
+                 f"{ci(kamradt, 'interaction')} ({k_words}).")
+    amended = "".join(f" Amended {a['date']}: {a['reason']} Before: {a['previous']}." for a in amendments)
+    details = (
         f"The declared test, the breakpoint chunker at its cross-fitted best setting against fixed-size "
         f"{fixed}, on {{term}}`span recall`@{k}: {ci(head, 'gap_treated')} points on stitched text and "
         f"{ci(head, 'gap_control')} on real text, an {{term}}`interaction` of {ci(head, 'interaction')} "
@@ -975,6 +1105,7 @@ def chapter_answer(
         + second_text
         + f"What it settles: the direction of the paper's pattern on {scope}, {embedders_settled}"
         f"{layout_settles}. What it cannot: the size of the paper's gains on its datasets and "
-        f"embedders{layout_open}."
+        f"embedders{layout_open}." + amended
     )
+    return f"{lead}\n\n:::{{dropdown}} Details: every interval behind this answer\n\n{details}\n\n:::\n"
 

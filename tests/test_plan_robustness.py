@@ -1,0 +1,375 @@
+"""The analysis plan (chunkwise.plan) and the robustness panel (chunkwise.evaluation.robustness)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chunkwise import plan as P
+from chunkwise.evaluation import robustness as R
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = ROOT / "data" / "findings" / "plan.toml"
+
+TINY_PLAN = '''
+[entry.a]
+headline = "h-a"
+chapter = "06_x"
+kind = "test"
+question = "Is A ahead of B?"
+rule = "difference"
+delta = 2.0
+unit = "points"
+words = { above = "A ahead", below = "B ahead" }
+
+[entry.a.primary]
+reference = "B"
+metric = "recall"
+interval = "percentile"
+confidence = 0.95
+
+[[entry.a.alternatives]]
+name = "IoU"
+set = { metric = "iou" }
+'''
+
+
+@pytest.fixture()
+def tiny_plan(tmp_path: Path) -> Path:
+    path = tmp_path / "plan.toml"
+    path.write_text(TINY_PLAN, encoding="utf-8")
+    P.append_ledger_record(path, "a", reason="first declaration", declare=True, date="2026-12-01")
+    return path
+
+
+# ------------------------------------------------------------------------------- the plan
+
+
+def test_the_committed_plan_checks_and_covers_every_headline() -> None:
+    import csv
+
+    plan = P.load_plan(PLAN)  # raises on an entry changed without an amendment
+    with (ROOT / "data" / "findings" / "headline.csv").open(encoding="utf-8") as fh:
+        headlines = [r["headline_id"] for r in csv.DictReader(fh)]
+    missing = [h for h in headlines if plan.for_headline(h) is None]
+    assert missing == [], f"headline questions without a plan entry: {missing}"
+    # chapter 6's change of its primary contrast is on record with what it gave before
+    prior = P.amendments(plan, "mixed-content")
+    assert prior and "-16.7 [-23.8, -9.5]" in prior[0]["previous"]
+
+
+def test_an_entry_edited_without_an_amendment_fails(tiny_plan: Path) -> None:
+    P.load_plan(tiny_plan)  # as declared: fine
+    text = tiny_plan.read_text(encoding="utf-8").replace('delta = 2.0', 'delta = 1.0', 1)
+    tiny_plan.write_text(text, encoding="utf-8")
+    with pytest.raises(P.PlanError, match="changed since its last ledger record .* without an amendment"):
+        P.load_plan(tiny_plan)
+    # the amendment makes it valid again, and the page can show it
+    with pytest.raises(P.PlanError, match="previous"):
+        P.append_ledger_record(tiny_plan, "a", reason="smaller margin", previous="")
+    P.append_ledger_record(tiny_plan, "a", reason="smaller margin", previous="delta 2: A ahead +3.0 [+0.5, +5.5]",
+                           date="2026-12-02")
+    plan = P.load_plan(tiny_plan)
+    assert plan["a"].delta == 1.0
+    assert P.amendments(plan, "a") == [{"date": "2026-12-02", "reason": "smaller margin",
+                                        "previous": "delta 2: A ahead +3.0 [+0.5, +5.5]"}]
+
+
+def test_an_edited_or_removed_ledger_record_breaks_the_chain(tiny_plan: Path) -> None:
+    text = tiny_plan.read_text(encoding="utf-8").replace('delta = 2.0', 'delta = 1.0', 1)
+    tiny_plan.write_text(text, encoding="utf-8")
+    P.append_ledger_record(tiny_plan, "a", reason="smaller margin", previous="A ahead", date="2026-12-02")
+    good = tiny_plan.read_text(encoding="utf-8")
+    tiny_plan.write_text(good.replace('reason = "first declaration"', 'reason = "something else"'), encoding="utf-8")
+    with pytest.raises(P.PlanError, match="record 1 .* was edited or removed"):
+        P.load_plan(tiny_plan)
+    # removing the first record: the amendment no longer follows from anything before it
+    first_end = good.index("[[ledger]]", good.index("[[ledger]]") + 1)
+    tiny_plan.write_text(good[: good.index("[[ledger]]")] + good[first_end:], encoding="utf-8")
+    with pytest.raises(P.PlanError, match="without a declaration before it|was edited or removed"):
+        P.load_plan(tiny_plan)
+
+
+def test_a_malformed_entry_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "plan.toml"
+    path.write_text(TINY_PLAN.replace('set = { metric = "iou" }', 'set = { metirc = "iou" }'), encoding="utf-8")
+    with pytest.raises(P.PlanError, match="entry 'a': alternative 'IoU' sets metirc"):
+        P.load_plan(path, check=False)
+    path.write_text(TINY_PLAN.replace('delta = 2.0', 'delta = 0'), encoding="utf-8")
+    with pytest.raises(P.PlanError, match="delta .* must be > 0"):
+        P.load_plan(path, check=False)
+    with pytest.raises(P.PlanError, match="'zz' is not an entry"):
+        P.load_plan(PLAN)["zz"]
+
+
+def test_specifications_apply_each_alternative_to_the_primary(tiny_plan: Path) -> None:
+    specs = dict(P.specifications(P.load_plan(tiny_plan)["a"]))
+    assert specs == {"primary": {"reference": "B", "metric": "recall", "interval": "percentile", "confidence": 0.95},
+                     "IoU": {"reference": "B", "metric": "iou", "interval": "percentile", "confidence": 0.95}}
+
+
+def test_the_cli_checks_and_amends(tiny_plan: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from chunkwise.cli import main
+
+    assert main(["plan", "--plan", str(tiny_plan), "check"]) == 0
+    assert "1 entries, 1 ledger records, 0 amendments" in capsys.readouterr().out
+    tiny_plan.write_text(tiny_plan.read_text(encoding="utf-8").replace('delta = 2.0', 'delta = 1.5', 1),
+                         encoding="utf-8")
+    assert main(["plan", "--plan", str(tiny_plan), "check"]) == 1
+    assert "without an amendment" in capsys.readouterr().err
+    assert main(["plan", "--plan", str(tiny_plan), "amend", "a", "--reason", "r", "--previous", "p"]) == 0
+    assert main(["plan", "--plan", str(tiny_plan), "check"]) == 0
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs the git history")
+def test_every_committed_ledger_is_a_prefix_of_the_current_one() -> None:
+    rel = PLAN.relative_to(ROOT).as_posix()
+    log = subprocess.run(["git", "-C", str(ROOT), "log", "--format=%H", "--", rel], capture_output=True,
+                         text=True, check=True, timeout=60).stdout.split()
+    current = tomllib.loads(PLAN.read_text(encoding="utf-8")).get("ledger", [])
+    for commit in log:
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{rel}"], capture_output=True,
+                               text=True, timeout=60)
+        if shown.returncode != 0:  # the file was deleted in that commit
+            continue
+        old = tomllib.loads(shown.stdout).get("ledger", [])
+        assert current[: len(old)] == old, f"the ledger of commit {commit[:10]} was rewritten, not appended to"
+
+
+# ------------------------------------------------------------------------- the statistics
+
+
+def test_minimal_detectable_effect_by_hand() -> None:
+    x = [1.0, 2.0, 3.0, 4.0]  # sd = 1.2910, n = 4
+    want = (1.959964 + 0.841621) * 1.2909944 / 2
+    assert R.minimal_detectable_effect(x) == pytest.approx(want, rel=1e-5)
+    with pytest.raises(ValueError, match="at least 2"):
+        R.minimal_detectable_effect([1.0, float("nan")])
+
+
+@pytest.mark.parametrize("method", R.INTERVAL_METHODS)
+def test_every_interval_contains_its_estimate(method: str) -> None:
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.exponential(1.0, 40), [25.0]])  # skewed, one outlier
+    est, lo, hi = R.mean_interval(x, method=method, n_resamples=2000)
+    assert est == pytest.approx(x.mean())
+    assert lo <= est <= hi and lo < hi
+
+
+def test_percentile_interval_is_the_books_paired_bootstrap() -> None:
+    from chunkwise.evaluation.stats import paired_difference_ci
+
+    a, b = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0]), np.array([2.0, 7.0, 1.0, 8.0, 2.0, 8.0])
+    assert R.mean_interval(a - b, n_resamples=3000, seed=4) == pytest.approx(
+        paired_difference_ci(a - b, np.zeros(6), n_resamples=3000, seed=4))
+
+
+def test_t_interval_by_hand() -> None:
+    x = [1.0, 2.0, 3.0, 4.0]  # mean 2.5, sd 1.2910, t(0.975, 3) = 3.182446
+    est, lo, hi = R.mean_interval(x, method="t")
+    half = 3.182446 * 1.2909944 / 2
+    assert (est, lo, hi) == pytest.approx((2.5, 2.5 - half, 2.5 + half), rel=1e-6)
+
+
+def test_equivalence_p_by_hand() -> None:
+    from scipy import stats
+
+    x = np.array([-0.5, 0.2, 0.1, -0.1, 0.3, 0.0])
+    want = max(stats.ttest_1samp(x, -1.0, alternative="greater").pvalue,
+               stats.ttest_1samp(x, 1.0, alternative="less").pvalue)
+    assert R.equivalence_p(x, 1.0) == pytest.approx(want)
+    assert R.equivalence_p(x, 1.0) < 0.01 < R.equivalence_p(x, 0.1)
+
+
+def test_difference_verdicts() -> None:
+    assert R.difference_verdict(0.5, 3.0, 2.0) == "above"
+    assert R.difference_verdict(-3.0, -0.1, 2.0) == "below"
+    assert R.difference_verdict(-1.0, 1.5, 2.0) == "within delta"
+    assert R.difference_verdict(-0.6, 7.2, 5.0) == "not below delta"  # rules out a drop > 5, not a rise
+    assert R.difference_verdict(-7.0, 1.0, 5.0) == "not above delta"
+    assert R.difference_verdict(-6.0, 7.0, 5.0) == "cannot tell"
+    assert R.difference_verdict(math.nan, 1.0, 5.0) == "cannot tell"
+
+
+# ----------------------------------------------------------------------- the panel itself
+
+
+def _const(name: str, value: float, n: int = 30, spread: float = 0.1) -> np.ndarray:
+    return value + spread * np.tile([-1.0, 1.0], n // 2)
+
+
+def test_a_verdict_that_flips_under_one_alternative_is_fragile_and_named() -> None:
+    words = {"above": "A ahead", "below": "B ahead"}
+    primary = R.contrast("primary", _const("p", 2.0), delta=0.5, words=words)
+    alts = [R.contrast("IoU", _const("i", 1.5), delta=0.5, words=words),
+            R.contrast("wikitexts only", _const("w", -1.0), delta=0.5, words=words)]
+    rob = R.classify(primary, alts, delta=0.5)
+    assert primary.verdict == "A ahead"
+    assert rob.cls == "fragile"
+    assert rob.flips == (("wikitexts only", "B ahead"),)
+    assert rob.describe() == "fragile: 1 of 2 declared alternatives disagree (wikitexts only gives B ahead)"
+    assert R.classify(primary, alts[:1], delta=0.5).cls == "robust"
+
+
+def test_an_interval_inside_delta_is_its_own_class() -> None:
+    primary = R.contrast("primary", _const("p", 0.1, spread=0.5), delta=1.0)  # about 0.1 +- 0.2
+    alt = R.contrast("t interval", _const("p", 0.1, spread=0.5), delta=1.0, method="t")
+    assert primary.verdict == "within delta"
+    rob = R.classify(primary, [alt], delta=1.0, unit="points")
+    assert rob.cls == "no effect larger than delta"
+    assert rob.describe().startswith("no effect larger than 1 points")
+
+
+def test_cannot_tell_gives_the_detectable_effect() -> None:
+    x = np.array([-3.0, 4.0, -2.0, 5.0, -4.0, 3.0, 1.0, -1.0])
+    primary = R.contrast("primary", x, delta=0.5)
+    rob = R.classify(primary, [R.contrast("t", x, delta=0.5, method="t")], delta=0.5)
+    assert rob.cls == "cannot tell"
+    mde = (1.959964 + 0.841621) * x.std(ddof=1) / math.sqrt(8)
+    assert primary.mde == pytest.approx(mde, rel=1e-5)
+    assert f"about {mde:.1f} points" in rob.describe()
+
+
+def test_pattern_rule_needs_gap_and_interaction() -> None:
+    gap, inter = _const("g", 2.0), _const("i", 3.0)
+    assert R.pattern("p", gap, inter, delta=1.0).verdict == "supports"
+    assert R.pattern("p", _const("g", -2.0), inter, delta=1.0).verdict == "contradicts"
+    assert R.pattern("p", _const("g", 0.0, spread=3.0), inter, delta=1.0).verdict == "cannot tell"
+    assert R.pattern("p", _const("g", 0.0, spread=3.0), _const("i", 0.1), delta=1.0).verdict == \
+        "no effect larger than delta"
+    with pytest.raises(ValueError, match="same questions"):
+        R.pattern("p", gap, inter[:-2], delta=1.0)
+
+
+def test_classify_refuses_no_alternatives_and_repeated_names() -> None:
+    p = R.contrast("primary", _const("p", 2.0), delta=0.5)
+    with pytest.raises(ValueError, match="at least one declared alternative"):
+        R.classify(p, [], delta=0.5)
+    with pytest.raises(ValueError, match="unique"):
+        R.classify(p, [R.contrast("primary", _const("p", 2.0), delta=0.5)], delta=0.5)
+
+
+def test_specification_curve_marks_the_primary_and_has_no_nan_label() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    words = {"above": "A ahead", "below": "B ahead"}
+    primary = R.contrast("primary", _const("p", 2.0), delta=0.5, words=words)
+    alts = [R.contrast("IoU", _const("i", 1.5), delta=0.5, words=words),
+            R.contrast("wikitexts only", _const("w", -1.0), delta=0.5, words=words)]
+    ax = R.specification_curve(R.classify(primary, alts, delta=0.5))
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["wikitexts only (B ahead)", "IoU (A ahead)", "PRIMARY: primary (A ahead)"]
+    assert not any("nan" in t for t in labels)
+
+
+def test_as_dict_is_json_ready() -> None:
+    import json
+
+    p = R.contrast("primary", _const("p", 2.0), delta=0.5)
+    d = R.classify(p, [R.contrast("t", _const("p", 2.0), delta=0.5, method="t")], delta=0.5).as_dict()
+    assert json.loads(json.dumps(d))["class"] == "robust"
+
+
+# ------------------------------------------------------- the findings page and the chapters
+
+
+def _panel(tiny_plan: Path) -> dict:
+    p = R.contrast("primary", _const("p", 2.0), delta=0.5, words={"above": "A ahead"})
+    rob = R.classify(p, [R.contrast("IoU", _const("i", 1.5), delta=0.5, words={"above": "A ahead"})], delta=0.5)
+    return {**rob.as_dict(), "plan_hash": P.load_plan(tiny_plan)["a"].hash}
+
+
+def test_a_verdict_from_a_specification_missing_from_the_plan_fails(tiny_plan: Path, tmp_path: Path) -> None:
+    from chunkwise import findings as fd
+
+    plan = P.load_plan(tiny_plan)
+    folder = tmp_path / "results"
+    fd.write_results("06_x", {"v": "A ahead"}, folder, robustness={"a": _panel(tiny_plan)})
+    status = fd.robustness_status(plan, fd.load_robustness(folder))
+    assert status["a"] == {"class": "robust", "text": "robust: all 1 declared alternatives agree"}
+    # a panel under a specification the ledger never recorded
+    fd.write_results("06_x", {"v": "A ahead"}, folder, robustness={"a": {**_panel(tiny_plan), "plan_hash": "0" * 16}})
+    with pytest.raises(fd.FindingsError, match="undeclared specification"):
+        fd.robustness_status(plan, fd.load_robustness(folder))
+    # a panel for an entry the plan does not declare
+    fd.write_results("06_x", {"v": "A ahead"}, folder, robustness={"b": _panel(tiny_plan)})
+    with pytest.raises(fd.FindingsError, match="does not declare"):
+        fd.robustness_status(plan, fd.load_robustness(folder))
+    # after an amendment, a run under the earlier specification is shown as not assessed
+    fd.write_results("06_x", {"v": "A ahead"}, folder, robustness={"a": _panel(tiny_plan)})
+    tiny_plan.write_text(tiny_plan.read_text(encoding="utf-8").replace("delta = 2.0", "delta = 1.0", 1), encoding="utf-8")
+    P.append_ledger_record(tiny_plan, "a", reason="r", previous="robust")
+    assert fd.robustness_status(P.load_plan(tiny_plan), fd.load_robustness(folder))["a"]["class"] == "not assessed"
+    with pytest.raises(fd.FindingsError, match="plan_hash"):
+        fd.write_results("06_x", {}, folder, robustness={"a": {"class": "robust"}})
+
+
+def test_published_panels_come_from_declared_specifications() -> None:
+    from chunkwise import findings as fd
+
+    plan = P.load_plan(PLAN)
+    status = fd.robustness_status(plan, fd.load_robustness(ROOT / "book" / "published" / "results"))
+    assert set(status) == set(plan.entries)
+    assert status["chroma-minilm"]["class"] == "reproduction"
+
+
+def test_stitched_panel_by_hand() -> None:
+    import pandas as pd
+
+    from chunkwise.experiments.stitched import stitched_panel
+
+    tiny = P.PlanEntry("mixed", "h", "06", "test", "q", "pattern", 1.0, "points",
+                       {"reference": "F", "metric": "recall", "corpora": "all five, pooled", "seed": 0,
+                        "interval": "t", "confidence": 0.95},
+                       ({"name": "against G", "set": {"reference": "G"}},
+                        {"name": "b only", "set": {"corpora": "b"}},
+                        {"name": "z only", "set": {"corpora": "z"}},
+                        {"name": "seed 1", "set": {"seed": 1}}), {}, (), {})
+    q = [f"q{i}" for i in range(8)]
+    real = pd.DataFrame({"M": [0.5] * 8, "F": [0.5] * 8, "G": [0.4] * 8}, index=q)
+    # stitched: M gains 0.2 on corpus a, 0.1 on corpus b, over F; G is always 0.1 below M
+    stitched = pd.DataFrame({"M": [0.7, 0.7, 0.7, 0.7, 0.6, 0.6, 0.6, 0.6], "F": [0.5] * 8,
+                             "G": [0.6, 0.6, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5]}, index=q)
+    corpus_of = {x: ("a" if i < 4 else "b") for i, x in enumerate(q)}
+    rob, rows = stitched_panel(tiny, {("recall", "line breaks kept", 0): {"real": real, "stitched": stitched}},
+                               corpus_of, method_column="M", n_resamples=200)
+    by = rows.set_index("specification")
+    assert by.loc["primary", "estimate"] == pytest.approx(15.0)     # (20 * 4 + 10 * 4) / 8 points
+    assert by.loc["primary", "gap"] == pytest.approx(15.0)
+    assert by.loc["against G", "estimate"] == pytest.approx(0.0)   # M - G is +10 in both conditions
+    assert by.loc["b only", "estimate"] == pytest.approx(10.0) and by.loc["b only", "n"] == 4
+    assert rob.not_run == ("z only", "seed 1")                     # corpus and seed not in this run
+    assert rob.cls == "fragile" and rob.flips == (("against G", "no effect larger than delta"),)
+    assert "2 declared alternatives not run here (z only, seed 1)" in rob.describe()
+
+
+def test_dilution_panel_scores_missing_answers_as_declared() -> None:
+    import pandas as pd
+
+    from chunkwise.crud import chunk_size as cs
+
+    ids = [str(i) for i in range(6)]
+    small = [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+    large = [0.6, 0.6, 0.6, 0.6, float("nan"), float("nan")]   # two answers RAGQuestEval could not read
+    scores = pd.DataFrame({"ID": ids * 2, "method": ["dense@128"] * 6 + ["dense@512"] * 6,
+                           "quest_avg_f1": small + large})
+    sweep = cs.Sweep(answers=pd.DataFrame(), scores=scores, chunk_texts={}, configs=pd.DataFrame())
+    entry = P.PlanEntry("d", "h", "03b", "test", "q", "difference", 5.0, "points",
+                        {"metric": "quest_avg_f1", "retriever": "dense", "larger_tokens": 512,
+                         "reference_tokens": 128, "missing": "drop", "interval": "percentile", "confidence": 0.95},
+                        ({"name": "zero", "set": {"missing": "zero"}},),
+                        {"above": "larger helps", "below": "larger hurts"}, (), {})
+    rob, rows = cs.dilution_panel(sweep, entry, n_resamples=500)
+    by = rows.set_index("specification")
+    assert by.loc["primary", "estimate"] == pytest.approx(10.0) and by.loc["primary", "n"] == 4
+    assert by.loc["primary", "verdict"] == "larger helps"
+    # scored 0: (4 * 10 - 2 * 50) / 6 = -10 points, and the verdict flips
+    assert by.loc["zero", "estimate"] == pytest.approx(-10.0) and by.loc["zero", "n"] == 6
+    assert rob.cls == "fragile" and rob.flips[0][0] == "zero"
