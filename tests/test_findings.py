@@ -326,6 +326,12 @@ def test_chroma_results_cover_every_chapter2_claim():
     assert got["minilm_cluster_200_0_iou"] == pytest.approx(7.2)
     assert got["recall_spread_minilm"] == pytest.approx(83.4 - 70.0)
     assert got["n_chunkers"] == 8 and got["n_questions"] == 30
+    # like for like: the 7 of our rows the report has (Kamradt left out), each 1 point up
+    theirs = report[report.embedding_model == "all-MiniLM-L6-v2"]["recall_mean"]
+    kept = theirs.iloc[1:] + 1.0
+    assert got["recall_spread_minilm_report_rows"] == pytest.approx(kept.max() - kept.min())
+    assert got["n_chunkers_report_rows"] == 7
+    assert got["report_recall_spread_minilm"] == pytest.approx(theirs.max() - theirs.min()) == pytest.approx(7.2)
     k_keys = {"k_winner_changes": "no", "k_winner_small": "a", "k_winner_large": "a", "k_large": 20,
               "k_winner_gap_ci": "0"}  # chroma.k_winner_result (tested in test_grid.py)
     from chunkwise.experiments import chroma as ch

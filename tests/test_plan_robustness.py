@@ -373,3 +373,57 @@ def test_dilution_panel_scores_missing_answers_as_declared() -> None:
     # scored 0: (4 * 10 - 2 * 50) / 6 = -10 points, and the verdict flips
     assert by.loc["zero", "estimate"] == pytest.approx(-10.0) and by.loc["zero", "n"] == 6
     assert rob.cls == "fragile" and rob.flips[0][0] == "zero"
+
+
+def test_k_winner_panel_names_the_retriever_where_the_winner_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The findings item: the dense answer ("no") must show that hybrid retrieval says otherwise."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from chunkwise.experiments import chroma as ch
+
+    grid = SimpleNamespace(config=SimpleNamespace(top_k=[1, 5, 15], retrievers=["dense", "bm25", "hybrid"]),
+                           scores=lambda metric: pd.DataFrame(index=range(472)))
+    ranking = pd.DataFrame({"retriever": ["dense"] * 3 + ["bm25"] * 3 + ["hybrid"] * 3, "k": [1, 5, 15] * 3,
+                            "best": ["A", "A", "A", "A", "A", "A", "A", "A", "B"]})
+    table = {("A", "B", 15): (-3.0, -5.0, -1.0), ("A", "B", 5): (2.0, 0.5, 3.5)}
+    monkeypatch.setattr(ch, "pair_difference", lambda g, a, b, m, r, k, n, s: table[(a, b, k)])
+    entry = P.PlanEntry("k-winner", "k-winner", "02", "test", "q", "k_winner", 1.0, "recall points",
+                        {"retriever": "dense", "metric": "recall", "k_large": 15, "interval": "percentile",
+                         "confidence": 0.95},
+                        ({"name": "hybrid retrieval", "set": {"retriever": "hybrid"}},
+                         {"name": "BM25 retrieval", "set": {"retriever": "bm25"}},
+                         {"name": "k up to 20", "set": {"k_large": 20}}), {}, (), {})
+    rob = ch.k_winner_panel(grid, ranking, 5, entry)
+    assert rob.primary.verdict == "no" and rob.primary.n == 472
+    assert rob.cls == "fragile" and rob.flips == (("hybrid retrieval", "yes"),)
+    assert rob.alternatives[0].estimate == -3.0 and rob.not_run == ("k up to 20",)
+
+
+def test_cost_column_panel_with_one_timing_per_strategy(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from chunkwise.experiments import strategies as S
+
+    csv_path = tmp_path / "cold.csv"
+    rows = ["spec,corpus,index_seconds,n_embedded,late_windows,late_encoder_tokens,n_chunks,load_1min,cpus,measured_utc"]
+    # all five corpora pooled: low tier 10 + 12 s, medium 12.5 s (a 0.5-s margin); wikitexts alone: 2 / 5 s
+    for spec, secs in (("TokenText:200", (2, 2, 2, 2, 2)), ("Recursive:200", (2, 2, 2, 2, 4)),
+                       ("Late:200", (5, 2, 2, 2, 1.5))):
+        for corpus, sec in zip(("wikitexts", "chatlogs", "finance", "pubmed", "state_of_the_union"), secs):
+            rows.append(f"{spec},{corpus},{sec},10,0,0,10,1.0,2,2026-12-07 10:00")
+    csv_path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    labels = {"Recursive:200": "Recursive 200"}
+    table = pd.DataFrame({"recall_diff": [0.0], "recall_low": [0.0], "recall_high": [0.0]}, index=["Recursive 200"])
+    entry = P.PlanEntry("cost-column", "cost-column", "05", "test", "q", "order", 1.0, "seconds",
+                        {"timing": "one run", "corpora": "all five", "interval": "none", "metric": "seconds",
+                         "confidence": 0.95},
+                        ({"name": "wikitexts alone", "set": {"corpora": "wikitexts"}},
+                         {"name": "repeated timings", "set": {"timing": "five repeats"}}), {}, (), {})
+    five = ["state_of_the_union", "wikitexts", "chatlogs", "finance", "pubmed"]
+    rob = S.cost_column_panel(table, csv_path, five, labels, "Recursive 200", entry)
+    assert rob.primary.verdict == "cannot tell" and rob.primary.estimate == pytest.approx(0.5)
+    assert rob.cls == "cannot tell" and "no sampling interval" in rob.describe()
+    assert rob.alternatives[0].verdict == "yes" and rob.alternatives[0].estimate == pytest.approx(3.0)
+    assert rob.not_run == ("repeated timings",)

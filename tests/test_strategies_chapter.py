@@ -190,8 +190,16 @@ def test_findings_results_of_chapter_5_hand_values():
     # low tier (10, 12) below medium tier (40, 50): the guide's order holds
     assert got["cost_order_agrees"] == "yes"
     assert got["cost_order"].startswith("Fixed-size 10 s (lowest) < Recursive character 12 s (low) < Late chunking 40 s")
+    assert got["cost_closest_pair"].startswith("Recursive character (low) 12.0 s against Late chunking (medium) 40.0 s, "
+                                               "a margin of +28.0 s")
+    # the order holds, but one pair lies within the plan's margin: one timing cannot order them
+    assert S.findings_results(table, cold, labels, "Recursive 200", 1, "x",
+                              margin_seconds=30.0)["cost_order_agrees"] == "cannot tell"
     cold.loc["Recursive:200", "cold_seconds"] = 45.0  # a low-cost strategy above a medium one
     assert S.findings_results(table, cold, labels, "Recursive 200", 1, "x")["cost_order_agrees"] == "no"
+    # ... by 5 s: within a 10-s margin that cannot tell either
+    assert S.findings_results(table, cold, labels, "Recursive 200", 1, "x",
+                              margin_seconds=10.0)["cost_order_agrees"] == "cannot tell"
     # the LLM chunker has no cold row: its model seconds in the small table place it (highest tier)
     llm_table = pd.concat([table, pd.DataFrame({"recall_diff": [-7.0], "recall_low": [-9.0], "recall_high": [-5.0],
                                                 "llm_seconds": [600.0]}, index=["LLM"])])

@@ -654,7 +654,10 @@ def chroma_results(
         ``<prefix>_<chunker>_<size or na>_<overlap>_<metric>`` (chunker lower-cased, other
         characters as ``_``) for every published row of ``model``: ours, or None when the run
         did not include that chunker; ``recall_spread_<prefix>``: highest minus lowest mean
-        recall over our rows (percentage points); ``n_chunkers`` (our rows) and ``n_questions``.
+        recall over our rows (percentage points); ``recall_spread_<prefix>_report_rows``: the same
+        over our rows of the chunkers the report ran with ``model`` only (like for like), with
+        ``n_chunkers_report_rows``; ``report_recall_spread_<prefix>``: the spread of the report's own
+        rows of ``model``; ``n_chunkers`` (our rows) and ``n_questions``.
 
     Raises
     ------
@@ -687,6 +690,14 @@ def chroma_results(
             out[f"{k}_{m}"] = None if v is None else round(v, 2)
     recalls = [x for x in (_number(v) for v in table["recall_mean"]) if x is not None]
     out[f"recall_spread_{prefix}"] = round(max(recalls) - min(recalls), 2) if recalls else None
+    # like for like: only our rows of the chunkers the report ran with this model
+    published = {row_key(r) for _, r in report[report["embedding_model"] == model].iterrows()}
+    same = [x for x in (_number(ours[k]["recall_mean"]) for k in published if k in ours) if x is not None]
+    out[f"recall_spread_{prefix}_report_rows"] = round(max(same) - min(same), 2) if same else None
+    out["n_chunkers_report_rows"] = len(same)
+    theirs = [x for x in (_number(v) for v in report.loc[report["embedding_model"] == model, "recall_mean"])
+              if x is not None] if "recall_mean" in report.columns else []
+    out[f"report_recall_spread_{prefix}"] = round(max(theirs) - min(theirs), 2) if theirs else None
     out["n_chunkers"] = len(table)
     out["n_questions"] = n_questions
     return out

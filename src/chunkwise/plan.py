@@ -68,6 +68,10 @@ DECISION_RULES: dict[str, str] = {
     "pattern": "two paired differences (the gap where the effect is expected and the interaction): "
                "supports when both lie above 0, contradicts when either lies below 0, "
                "no effect larger than delta when the interaction lies within +/- delta, else cannot tell",
+    "k_winner": "the chunker ranked first at k = 5 against the one ranked first at the larger k: yes when both "
+                "leads lie above 0, no when the same chunker leads alone at both, else cannot tell",
+    "order": "a measured order against a stated one: yes when every pair is ordered as stated by more than delta, "
+             "no when a pair is ordered the other way by more than delta, else cannot tell",
 }
 
 #: Entry kinds: a ``test`` runs through the robustness panel; a ``reproduction`` is a number held

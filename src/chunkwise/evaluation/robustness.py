@@ -316,6 +316,8 @@ class Robustness:
             return (f"no effect larger than {d}: the interval lies inside +/-{d} and all {n} declared "
                     "alternatives agree")
         if self.cls == "cannot tell":
+            if not math.isfinite(self.primary.mde):
+                return "cannot tell: the primary specification has no sampling interval to size a detectable effect by"
             return (f"cannot tell: the run could detect an effect of about {self.primary.mde:.{decimals}f} {self.unit} "
                     f"at 80% power ({self.primary.n} questions)").strip()
         flipped = "; ".join(f"{a} gives {v}" for a, v in self.flips)

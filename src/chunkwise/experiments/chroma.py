@@ -1002,6 +1002,58 @@ def k_winner_result(
     return {**out, "k_winner_changes": changes, "k_winner_gap_ci": describe_interval(d, lo, hi)}
 
 
+def k_winner_panel(
+    grid: GridResult,
+    ranking: pd.DataFrame,
+    ref_k: int,
+    entry: Any,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> Any:
+    """The analysis plan's ``k-winner`` verdict under its primary retriever and each declared
+    alternative (:mod:`chunkwise.evaluation.robustness`).
+
+    Each specification names ``retriever``, ``metric`` and ``k_large`` (the larger k, one of the
+    grid's). Its verdict is :func:`k_winner_result`'s ``k_winner_changes``; its estimate, at
+    ``k_large``, the ``ref_k`` winner minus the chunker ranked first there (points, paired 95%
+    interval; 0 when they are the same chunker). A specification whose retriever or k the grid
+    does not have is reported as not run.
+
+    Returns
+    -------
+    chunkwise.evaluation.robustness.Robustness
+
+    Raises
+    ------
+    ValueError
+        When the primary specification's retriever or k is not in the grid.
+    """
+    from chunkwise.evaluation.robustness import SpecResult, classify
+    from chunkwise.plan import specifications
+
+    results, not_run = [], []
+    n = int(grid.scores(entry.primary["metric"]).shape[0])
+    for name, spec in specifications(entry):
+        k_large = int(spec["k_large"])
+        if spec["retriever"] not in grid.config.retrievers or k_large not in grid.config.top_k \
+                or k_large != max(grid.config.top_k):
+            if name == "primary":
+                raise ValueError(f"the grid lacks the primary specification of {entry.entry_id!r} ({spec}); its "
+                                 f"retrievers are {grid.config.retrievers} and its k {sorted(grid.config.top_k)}")
+            not_run.append(name)
+            continue
+        out = k_winner_result(grid, ranking, ref_k, spec["retriever"], spec["metric"], n_resamples, seed)
+        small, large = out["k_winner_small"], out["k_winner_large"]
+        if small == large:
+            d = lo = hi = 0.0
+        else:
+            d, lo, hi = pair_difference(grid, small, large, spec["metric"], spec["retriever"], k_large,
+                                        n_resamples, seed)
+        results.append(SpecResult(name, float(d), float(lo), float(hi), out["k_winner_changes"], n, float("nan"),
+                                  {}, out["k_winner_changes"]))
+    return classify(results[0], results[1:], delta=entry.delta, unit=entry.unit, not_run=not_run)
+
+
 def k_winner_sentence(outcomes: dict[str, dict[str, Any]], ref_k: int, k_large: int) -> str:
     """One sentence on whether the first chunker changes with k, per retriever.
 

@@ -657,6 +657,7 @@ def findings_results(
     n_questions_small: int,
     small_corpora: str,
     contextual_spec: str = "Contextual:200",
+    margin_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Chapter 5's numbers for the findings page (:func:`chunkwise.findings.write_results`).
 
@@ -675,6 +676,10 @@ def findings_results(
     small_corpora : str
         What ``table_small`` covers, in words.
     contextual_spec : str
+    margin_seconds : float, default 0.0
+        The analysis plan's practical margin for the cost order (entry ``cost-column``): each
+        timing is one unrepeated run, so two strategies whose cold seconds differ by no more than
+        this are not ordered by it.
 
     Returns
     -------
@@ -684,8 +689,11 @@ def findings_results(
         ``contextual_vs_recursive_ci`` (``"+d [low, high]"`` points), ``contextual_n_questions``,
         ``contextual_corpora``; ``cost_order_agrees`` (``"yes"`` when every strategy the guide
         rates low-cost has fewer cold seconds than every one it rates medium, and any rated
-        highest has more than all others; ``"no"`` otherwise; ``"not measured"`` with fewer than
-        one measured strategy in two tiers) and ``cost_order`` (the measured order, cheapest first,
+        highest has more than all others, each by more than ``margin_seconds``; ``"no"`` when a
+        pair is ordered the other way by more than the margin; ``"cannot tell"`` when every pair out
+        of order or within the margin is within it; ``"not measured"`` with fewer than one measured
+        strategy in two tiers), ``cost_closest_pair`` (the cross-tier pair with the smallest margin,
+        and its seconds) and ``cost_closest_margin`` (that margin, seconds) and ``cost_order`` (the measured order, cheapest first,
         with the guide's word). A strategy without a cold-seconds row that made LLM calls in
         ``table_small`` (the LLM chunker) enters with its model seconds there, a lower bound of
         its cold cost on the same corpora.
@@ -720,6 +728,67 @@ def findings_results(
     if len(tiers) < 2:
         out["cost_order_agrees"] = "not measured"
     else:
-        ok = all(a[0] < b[0] for a in measured for b in measured if a[1] < b[1])
-        out["cost_order_agrees"] = "yes" if ok else "no"
+        margin = float(margin_seconds)
+        pairs = [(b[0] - a[0], a, b) for a in measured for b in measured if a[1] < b[1]]
+        if any(gap < -margin for gap, _, _ in pairs):
+            out["cost_order_agrees"] = "no"
+        elif all(gap > margin for gap, _, _ in pairs):
+            out["cost_order_agrees"] = "yes"
+        else:
+            out["cost_order_agrees"] = "cannot tell"
+        gap, a, b = min(pairs, key=lambda x: x[0])
+        out["cost_closest_margin"] = round(float(gap), 2)
+        out["cost_closest_pair"] = (f"{a[2]} ({a[3]}) {a[0]:.1f} s against {b[2]} ({b[3]}) {b[0]:.1f} s, "
+                                    f"a margin of {gap:+.1f} s (the plan's margin: {margin:g} s, one unrepeated timing)")
     return out
+
+
+def cost_column_panel(
+    table_small: pd.DataFrame,
+    cold_path: str | Path,
+    corpora: Sequence[str],
+    labels: Mapping[str, str],
+    baseline: str,
+    entry: Any,
+) -> Any:
+    """The analysis plan's ``cost-column`` verdict under its primary specification and each
+    declared alternative (:mod:`chunkwise.evaluation.robustness`).
+
+    A specification names ``corpora`` (``"all five"`` = ``corpora``, or one corpus) and ``timing``;
+    only ``"one run"`` timings exist (``benchmarks/strategies_cold.py``), so an alternative that
+    needs repeated timings is reported as not run. Each specification's verdict is
+    :func:`findings_results`' ``cost_order_agrees`` with the plan's margin (``entry.delta``
+    seconds); its estimate is the smallest cross-tier margin in seconds (no interval: one timing,
+    so low = high = the estimate, and no detectable effect).
+
+    Returns
+    -------
+    chunkwise.evaluation.robustness.Robustness
+
+    Raises
+    ------
+    ValueError
+        When the primary specification has no measured strategies in two tiers.
+    """
+    from chunkwise.evaluation.robustness import SpecResult, classify
+    from chunkwise.plan import specifications
+
+    results, not_run = [], []
+    for name, spec in specifications(entry):
+        chosen = list(corpora) if spec["corpora"] == "all five" else [spec["corpora"]]
+        if spec["timing"] != "one run" or not set(chosen) <= set(corpora):
+            if name == "primary":
+                raise ValueError(f"the primary specification of {entry.entry_id!r} needs {spec}, which this run lacks")
+            not_run.append(name)
+            continue
+        r = findings_results(table_small, cold_costs(cold_path, chosen), labels, baseline, 0, "",
+                             margin_seconds=entry.delta)
+        if r["cost_order_agrees"] == "not measured":
+            if name == "primary":
+                raise ValueError(f"no cold timings in two cost tiers for {', '.join(chosen)} in {cold_path}")
+            not_run.append(name)
+            continue
+        gap = float(r["cost_closest_margin"])
+        results.append(SpecResult(name, gap, gap, gap, r["cost_order_agrees"], len(chosen), float("nan"),
+                                  generic=r["cost_order_agrees"]))
+    return classify(results[0], results[1:], delta=entry.delta, unit="seconds", not_run=not_run)
