@@ -427,3 +427,55 @@ def test_cost_column_panel_with_one_timing_per_strategy(tmp_path: Path) -> None:
     assert rob.cls == "cannot tell" and "no sampling interval" in rob.describe()
     assert rob.alternatives[0].verdict == "yes" and rob.alternatives[0].estimate == pytest.approx(3.0)
     assert rob.not_run == ("repeated timings",)
+
+
+# --------------------------------------------------------------------------- the advice page
+
+
+def test_advice_is_given_only_on_robust_verdicts(tiny_plan: Path, tmp_path: Path) -> None:
+    from chunkwise import advice as A
+
+    path = tmp_path / "advice.toml"
+    path.write_text('''
+[[advice]]
+id = "x"
+situation = "Your files mix topics"
+advice = "Use A: it led by {lead} points."
+question = "Is A ahead?"
+entries = ["a"]
+covers = "recall@5"
+chapter = "06_x"
+section = "The primary contrast"
+''', encoding="utf-8")
+    plan = P.load_plan(tiny_plan)
+    items = A.load_advice(path, plan)
+    robust = {"a": {"class": "robust", "text": "robust: all 1 declared alternatives agree"}}
+    panels = {"a": {"primary": {"low": 2.5, "high": 4.0}}}  # clears the plan's 2-point margin
+    rows = A.advice_rows(items, plan, robust, panels, {"06_x": {"lead": "+3.1 [+2.5, +4.0]"}})
+    assert rows[0]["given"] and rows[0]["strength"] == "strong"
+    assert rows[0]["text"] == "Use A: it led by +3.1 [+2.5, +4.0] points."
+    page = A.advice_markdown(rows)
+    assert "**1 of 1 recommendations rest on verdicts" in page
+    assert ("- **Your files mix topics.** Use A: it led by +3.1 [+2.5, +4.0] points. *Strength: strong.* "
+            "Covers: recall@5. Evidence: [chapter 6: The primary contrast]") in page
+    # an interval that reaches inside the margin: moderate
+    assert A.advice_rows(items, plan, robust, {"a": {"primary": {"low": 0.5, "high": 4.0}}},
+                         {})[0]["strength"] == "moderate"
+    # fragile: an open question, and the advice sentence is not shown
+    fragile = {"a": {"class": "fragile", "text": "fragile: 1 of 1 declared alternatives disagree (IoU gives B ahead)"}}
+    rows = A.advice_rows(items, plan, fragile, panels, {"06_x": {"lead": "+3.1"}})
+    page = A.advice_markdown(rows)
+    assert not rows[0]["given"] and "Use A" not in page
+    assert "- **Is A ahead?** *Your files mix topics.* Class: `a` fragile (fragile: 1 of 1 declared " \
+           "alternatives disagree (IoU gives B ahead))" in page
+    assert "None in this build" in page
+    path.write_text(path.read_text(encoding="utf-8").replace('entries = ["a"]', 'entries = ["zz"]'), encoding="utf-8")
+    with pytest.raises(A.AdviceError, match="rests on zz, which the analysis plan does not declare"):
+        A.load_advice(path, plan)
+
+
+def test_the_committed_advice_file_rests_on_declared_entries() -> None:
+    from chunkwise import advice as A
+
+    items = A.load_advice(ROOT / "data" / "findings" / "advice.toml", P.load_plan(PLAN))
+    assert 6 <= len(items) <= 10

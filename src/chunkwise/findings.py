@@ -88,6 +88,8 @@ RESULTS_ENV = "CHUNKWISE_RESULTS_DIR"
 FINDINGS_PAGE = Path("generated") / "findings.md"
 #: The headline questions alone (the intro includes it), relative to the book folder.
 HEADLINE_PAGE = Path("generated") / "headlines.md"
+#: The "What should I do?" page's body (:mod:`chunkwise.advice`), relative to the book folder.
+ADVICE_PAGE = Path("generated") / "advice.md"
 #: The one-line description of the build, included at the top of the intro and findings pages.
 BUILD_LINE_PAGE = Path("generated") / "build.md"
 #: Subfolder of the results folder with one run record per chapter (``chunkwise.book``).
@@ -1181,7 +1183,9 @@ def write_findings_page(
 ) -> Path:
     """Write :func:`findings_markdown` to ``<book_dir>/generated/findings.md``, the headline
     questions alone, with a count of their verdicts, to ``<book_dir>/generated/headlines.md``,
-    and :func:`build_line` (which parameters this build ran) to ``<book_dir>/generated/build.md``.
+    :func:`build_line` (which parameters this build ran) to ``<book_dir>/generated/build.md``, and
+    the "What should I do?" page's body (:mod:`chunkwise.advice`, from ``advice.toml`` beside the
+    registry) to ``<book_dir>/generated/advice.md``.
 
     Parameters
     ----------
@@ -1242,6 +1246,16 @@ def write_findings_page(
     (book / BUILD_LINE_PAGE).write_text(build_line(sorted(results), runs, expected) + "\n", encoding="utf-8")
     out.write_text(findings_markdown(rows, heads, plan_markdown(plan, status) if plan is not None else ""),
                    encoding="utf-8")
+    advice_file = plan_file.with_name("advice.toml")
+    if plan is not None and advice_file.is_file():
+        from chunkwise.advice import advice_markdown, advice_rows, load_advice
+
+        items = load_advice(advice_file, plan)
+        (book / ADVICE_PAGE).write_text(
+            advice_markdown(advice_rows(items, plan, status, load_robustness(folder), results)) + "\n",
+            encoding="utf-8")
+    else:
+        (book / ADVICE_PAGE).write_text("No analysis plan or advice file is registered.\n", encoding="utf-8")
     counts = {v: sum(h["verdict"] == v for h in heads) for v in (*VERDICTS, "mixed")}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     (book / HEADLINE_PAGE).write_text(
