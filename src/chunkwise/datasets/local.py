@@ -58,6 +58,8 @@ from chunkwise.datasets.loaders import (
     Documents,
     SkippedFile,
     UnreadableDocument,
+    _universal,
+    file_encoding,
     printable_name,
     read_document,
 )
@@ -109,7 +111,8 @@ def load_documents(
     ----------
     path : str or os.PathLike
         A folder (every file in any subfolder; hidden files and folders skipped without a word)
-        or one file (a suffix without a loader is read as plain text). Links to files are read;
+        or one file (a suffix without a loader is read as plain text). Links to files are read
+        (one to a file outside the folder is named in ``.linked``, with its target);
         links to folders are not followed (a link can loop, or read the same files twice) and,
         like broken links and anything that is not a regular file, are listed as skipped.
     encoding : str, default "utf-8"
@@ -125,7 +128,8 @@ def load_documents(
         was not loaded, with its reason (unknown type, empty, binary, undecodable, encrypted
         PDF, PDF without a text layer, damaged file, a report chunkwise wrote, a link to a
         folder, a broken link, a file the system refuses to read), ``.kinds``: name -> suffix,
-        and ``.renamed``: printable name -> ``repr`` of the name on disk.
+        ``.renamed``: printable name -> ``repr`` of the name on disk, and ``.linked``: name ->
+        target of each document read through a link to a file outside the folder.
 
         A file name that is not valid UTF-8 (bytes written by an older Windows or Latin-1
         system, e.g. ``caf\\xe9.txt``) is still loaded: a user expects the document read, and
@@ -187,6 +191,10 @@ def load_documents(
             out.kinds[name] = p.suffix.lower()
             if name != rel.as_posix():
                 out.renamed[name] = repr(rel.as_posix())
+            if p.is_symlink():
+                target = p.resolve()
+                if not target.is_relative_to(root.resolve()):
+                    out.linked[name] = printable_name(str(target))
         except UnreadableDocument as exc:
             out.skipped.append(SkippedFile(name, exc.reason))
         except OSError as exc:  # permissions, a file gone meanwhile, an I/O error
@@ -315,8 +323,10 @@ def read_records(path: PathLike, *, encoding: str = "utf-8") -> tuple[list[Any],
     p = Path(path).expanduser()
     if not p.is_file():
         raise ValueError(f"questions file {str(path)!r} does not exist.")
+    data = p.read_bytes()
+    encoding = file_encoding(data, encoding)  # a UTF-16/32 byte-order mark decides, per file
     try:
-        text = p.read_text(encoding=encoding)
+        text = _universal(data.decode(encoding))
     except UnicodeDecodeError as exc:
         raise ValueError(f"questions file {p.name} is not valid {encoding}; pass its encoding with --encoding.") from exc
     suffix = p.suffix.lower()
@@ -664,10 +674,19 @@ def _validate_any_of(
                 if spans:
                     found[d] = spans[0]
             if not found:
-                off, passage, ratio = closest_passage(docs[search_docs[0]], alt) if search_docs else (-1, "", 0.0)
-                hint = (f"; closest source text in {search_docs[0]} at offset {off} ({100 * ratio:.0f}% similar): "
+                elsewhere = [d for d in docs if d not in search_docs and locate_excerpt(docs[d], alt, limit=1)[0]]
+                if elsewhere:  # the question names one document; the alternative is in another
+                    add("error", "not_found", search_docs[0], idx,
+                        f"any-of alternative {_short(alt)} is not in {search_docs[0]}, the document the question names, "
+                        f"but it is in {', '.join(elsewhere[:3])}: fix the question's document, or the alternative.")
+                    return None
+                best = max(((d, *closest_passage(docs[d], alt)) for d in search_docs), key=lambda c: c[3],
+                           default=(None, -1, "", 0.0))
+                d_best, off, passage, ratio = best
+                hint = (f"; closest source text in {d_best} at offset {off} ({100 * ratio:.0f}% similar): "
                         f"{_short(passage)}") if passage else ""
-                add("error", "not_found", None, idx, f"any-of alternative {_short(alt)} was not found in any document{hint}.")
+                where_said = f"in {search_docs[0]}" if len(search_docs) == 1 and len(docs) > 1 else "in any document"
+                add("error", "not_found", None, idx, f"any-of alternative {_short(alt)} was not found {where_said}{hint}.")
                 return None
             where[alt] = found
             idx += 1

@@ -34,7 +34,7 @@ def read_plain_questions(path: str | Path, *, encoding: str = "utf-8") -> list[d
     ------
     ValueError
         For a missing file, an unknown suffix, malformed records, a record without
-        ``question``, or no question.
+        ``question``, two records with one ``question_id``, or no question.
     """
     from chunkwise.datasets.local import read_records
 
@@ -44,13 +44,18 @@ def read_plain_questions(path: str | Path, *, encoding: str = "utf-8") -> list[d
     else:
         rows, p = read_records(p, encoding=encoding)
     out = []
+    seen: dict[str, int] = {}
     for i, r in enumerate(rows, 1):
         q = str(r.get("question") or "").strip() if isinstance(r, Mapping) else ""
         if not q:
             raise ValueError(f"{p.name} record {i} has no question.")
         doc = r.get("document")
-        out.append({"question_id": str(r.get("question_id") or f"q{i}"), "question": q,
-                    "document": str(doc) if doc not in (None, "") else None})
+        qid = str(r.get("question_id") or f"q{i}")
+        if qid in seen:
+            raise ValueError(f"{p.name} records {seen[qid]} and {i} share the question_id {qid!r}; give each question "
+                             "its own id (or leave question_id out: records are then numbered q1, q2, ...).")
+        seen[qid] = i
+        out.append({"question_id": qid, "question": q, "document": str(doc) if doc not in (None, "") else None})
     if not out:
         raise ValueError(f"questions file {p.name} holds no question.")
     return out

@@ -581,7 +581,8 @@ def build_condition(
     Raises
     ------
     ValueError
-        For an unknown condition or layout, ``segments_per_document < 2``, fewer than two non-empty
+        For an unknown condition or layout, ``segments_per_document < 2``, a ``seed`` that is not
+        an int >= 0, fewer than two non-empty
         sources for ``stitched``, segments that cut a reference, and the input errors of
         :func:`segment_documents`.
     """
@@ -592,6 +593,8 @@ def build_condition(
     separator = " " if layout == "flat" else SEPARATOR
     if isinstance(segments_per_document, bool) or not isinstance(segments_per_document, int) or segments_per_document < 2:
         raise ValueError(f"segments_per_document must be an int >= 2, got {segments_per_document!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0 (e.g. seed=0), got {seed!r}.")
     q = _questions_frame(docs, questions)
     if segments is None:
         segments = segment_documents(docs, q, min_tokens=min_tokens, max_tokens=max_tokens, encoding_name=encoding_name)

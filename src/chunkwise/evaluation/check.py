@@ -19,6 +19,7 @@ than 2 shared questions).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import pandas as pd
 
 from chunkwise.evaluation.cells import METRIC_TABLE, PUBLIC_METRICS
 
-__all__ = ["EXIT_CODES", "CheckResult", "check_against_baseline", "load_baseline"]
+__all__ = ["EXIT_CODES", "CheckResult", "check_against_baseline", "check_options", "load_baseline", "mode_mismatch"]
 
 #: Exit status -> meaning, as ``chunkwise check`` returns them.
 EXIT_CODES: dict[int, str] = {
@@ -116,6 +117,33 @@ def load_baseline(path: str | Path) -> tuple[dict[str, Any], pd.DataFrame]:
     return report, per_q
 
 
+def check_options(metric: str, floor: float | None) -> None:
+    """Refuse an unknown ``metric`` or a ``floor`` outside [0, 1] (before any grid runs).
+
+    Raises
+    ------
+    BaselineError
+        With one line that says what to pass instead.
+    """
+    if metric not in _METRICS:
+        raise BaselineError(f"unknown metric {metric!r}; use one of {', '.join(_METRICS)}.")
+    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor <= 1):
+        raise BaselineError(f"floor must be a fraction in [0, 1] (e.g. 0.8 for 80%), got {floor!r}.")
+
+
+def mode_mismatch(report: dict[str, Any], mode: str | None) -> str | None:
+    """The ``NOT COMPARABLE`` message when the baseline scored its spans in another metric mode
+    (``GridConfig.mode``: "chroma" or "union") than ``mode``; None when they agree or ``mode`` is None."""
+    if mode is None:
+        return None
+    base_mode = str((report.get("grid") or {}).get("mode") or "chroma")
+    if base_mode == mode:
+        return None
+    return (f"NOT COMPARABLE: the baseline scored with mode = {base_mode!r}, this run with mode = {mode!r}; the metrics "
+            f"differ by definition. Rerun with mode = {base_mode!r} in the grid file, or make a new baseline with "
+            f"mode = {mode!r}.")
+
+
 def _best_cell(report: dict[str, Any], metric: str) -> str:
     cells = report.get("cells") or []
     if not cells:
@@ -132,6 +160,7 @@ def check_against_baseline(
     floor: float | None = None,
     n_resamples: int = 10_000,
     seed: int = 0,
+    mode: str | None = None,
 ) -> CheckResult:
     """Compare one cell of a new run with the baseline report, paired over shared questions.
 
@@ -151,6 +180,9 @@ def check_against_baseline(
         the noise.
     n_resamples, seed
         Of the paired bootstrap.
+    mode : {"chroma", "union"}, optional
+        The new run's metric mode (``GridConfig.mode``); one that differs from the baseline's
+        makes the runs not comparable (exit 3). None: not checked.
 
     Returns
     -------
@@ -161,10 +193,7 @@ def check_against_baseline(
     BaselineError
         For an unusable baseline, an unknown metric or a floor outside [0, 1].
     """
-    if metric not in _METRICS:
-        raise BaselineError(f"unknown metric {metric!r}; use one of {', '.join(_METRICS)}.")
-    if floor is not None and not 0 <= floor <= 1:
-        raise BaselineError(f"floor must be a fraction in [0, 1] (e.g. 0.8 for 80%), got {floor!r}.")
+    check_options(metric, floor)
     from chunkwise.evaluation.stats import paired_difference_ci
 
     report, old = load_baseline(baseline)
@@ -176,6 +205,9 @@ def check_against_baseline(
                d: tuple[float, float, float] = (nan, nan, nan)) -> CheckResult:
         return CheckResult(status, tracked, metric, n, b, a, d[0], d[1], d[2], floor, message)
 
+    mismatch = mode_mismatch(report, mode)
+    if mismatch is not None:
+        return result(3, mismatch)
     new = new_per_question.assign(question_id=new_per_question["question_id"].astype(str))
     for name, frame in (("baseline", old), ("new run", new)):
         if tracked not in set(frame["cell"]):
@@ -205,13 +237,18 @@ def check_against_baseline(
     return result(0, f"PASS: {what}: {verdict}.", len(shared), old_mean, new_mean, d)
 
 
+_AUTO_ID = re.compile(r"q\d+")  # the ids chunkwise gives questions that have none
+
+
 def _pair(old: pd.DataFrame, new: pd.DataFrame, col: str) -> tuple[pd.Series, pd.Series, str]:
     """The two runs' scores of one cell keyed so that the same question has the same key.
 
-    By question text when both runs carry it (``per_question.csv`` since the answer stage's
-    release) and every text is unique in each run: a question keeps its pair when an automatic
-    id (``q1``, ``q2`` ...) shifts because a question was added or removed. Otherwise by id, and
-    then an id whose text differs between the runs makes them not comparable.
+    By id when the questions file named them (some id in either run is not an automatic
+    ``q1``, ``q2`` ...): a question whose text was edited keeps its pair, and the note names it.
+    Otherwise by question text when both runs carry it (``per_question.csv`` since the answer
+    stage's release) and every text is unique in each run: a question keeps its pair when an
+    automatic id shifts because a question was added or removed. Otherwise by id, and then an id
+    whose text differs between the runs makes them not comparable.
 
     Returns
     -------
@@ -222,6 +259,13 @@ def _pair(old: pd.DataFrame, new: pd.DataFrame, col: str) -> tuple[pd.Series, pd
     if "question" not in old.columns or "question" not in new.columns:
         return by_id[0], by_id[1], ""
     ot, nt = old["question"].astype(str), new["question"].astype(str)
+    ids = [str(q) for q in (*old["question_id"], *new["question_id"])]
+    if not all(_AUTO_ID.fullmatch(q) for q in ids):  # ids given in the questions file: they name the questions
+        texts = dict(zip(old["question_id"], ot))
+        edited = [str(q) for q, t in zip(new["question_id"], nt) if q in texts and texts[q] != t]
+        note = (f" (paired by question_id; {len(edited)} question text(s) changed since the baseline: "
+                f"{', '.join(edited[:5])}{' ...' if len(edited) > 5 else ''})") if edited else ""
+        return by_id[0], by_id[1], note
     if ot.is_unique and nt.is_unique:
         moved = sum(1 for q, t in zip(new["question_id"], nt)
                     if t in set(ot) and old.loc[ot == t, "question_id"].iloc[0] != q)

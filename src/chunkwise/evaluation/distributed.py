@@ -339,6 +339,9 @@ class RayEngine:
         holds its vectors (default ``$CHUNKWISE_CACHE_DIR/ray``).
     show_progress : bool, default False
         Ray Data's progress bars.
+    connect_timeout : float, default 30
+        Seconds to wait for the cluster at ``address`` (a TCP connection first, then Ray's own
+        handshake) before giving up with one message that names the address and what to check.
 
     Attributes
     ----------
@@ -348,7 +351,7 @@ class RayEngine:
     Raises
     ------
     ValueError
-        At construction, for a non-positive count or size.
+        At construction, for a non-positive count, size or timeout.
     """
 
     address: str | None = None
@@ -360,6 +363,7 @@ class RayEngine:
     part_size: int = 4096
     work_dir: str | Path | None = None
     show_progress: bool = False
+    connect_timeout: float = 30.0
     stages: list[StageTiming] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -373,6 +377,9 @@ class RayEngine:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}.")
         if isinstance(self.num_gpus, bool) or not isinstance(self.num_gpus, (int, float)) or self.num_gpus < 0:
             raise ValueError(f"num_gpus must be a number >= 0, got {self.num_gpus!r}.")
+        t = self.connect_timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf"):
+            raise ValueError(f"connect_timeout must be a number of seconds > 0, got {t!r}.")
 
     # ---------------------------------------------------------------- setup
 
@@ -385,7 +392,9 @@ class RayEngine:
                                       "logging_level": logging.WARNING}
             if self.address is None:
                 kwargs["num_cpus"] = self.num_cpus
-            ray.init(address=self.address, **kwargs)
+                ray.init(address=self.address, **kwargs)
+            else:
+                _connect(ray, self.address, self.connect_timeout, kwargs)
         import logging
 
         logging.getLogger("ray.data").setLevel(logging.INFO if self.show_progress else logging.WARNING)
@@ -708,6 +717,89 @@ class RayEngine:
         driver = sum(int(getattr(m, "n_embedded", 0) or 0) - int(before[k] or 0) for k, m in counted.items())
         self._timed("grid on the driver (retrieval on shards, scoring)", t0, len(q), f"{driver} texts embedded here")
         return replace(result, n_embedded=n_ray + driver, seconds=time.perf_counter() - t_start)
+
+
+def _unreachable(address: str, why: str) -> RuntimeError:
+    """The one message for a cluster address that does not answer."""
+    return RuntimeError(
+        f"no Ray cluster answers at --ray-address {address} ({why}). Check that Ray runs there (`ray start --head` "
+        "on that machine; `ray status` on it lists the cluster), the host name and the port (the head's GCS port, "
+        "6379 by default, as host:6379; or ray://host:10001 for Ray Client; 'auto' from a machine of the cluster), "
+        "and that no firewall blocks it; or leave out --ray-address to start Ray on this machine. Nothing was run.")
+
+
+def _connect(ray: Any, address: str, timeout: float, kwargs: Mapping[str, Any]) -> None:
+    """``ray.init(address=...)`` that gives up after ``timeout`` seconds with one message.
+
+    Ray itself retries an unreachable address without end (its GCS client logs a line every
+    few seconds), so a mistyped address would hang a CI job: a ``host:port`` address is first
+    tried with a plain TCP connection (``timeout`` seconds), then Ray's handshake runs in a
+    daemon thread that is given up after ``timeout`` seconds more.
+    """
+    import socket
+    import threading
+
+    if address not in ("auto", "local"):
+        rest = address.split("://", 1)[1] if "://" in address else address
+        host, sep, port_text = rest.rstrip("/").rpartition(":")
+        if not sep:
+            host, port_text = rest.rstrip("/"), ("10001" if address.startswith("ray://") else "6379")
+        host = host.strip("[]")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise _unreachable(address, f"{port_text!r} is not a port number") from None
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except socket.gaierror as exc:
+            raise _unreachable(address, f"the host name {host!r} does not resolve: {exc.strerror or exc}") from None
+        except TimeoutError:
+            raise _unreachable(address, f"no answer within {timeout:g} s") from None
+        except OSError as exc:
+            raise _unreachable(address, f"{exc.strerror or exc}") from None
+
+    outcome: dict[str, Any] = {}
+
+    def init() -> None:
+        try:
+            ray.init(address=address, **kwargs)
+            outcome["ok"] = True
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+            outcome["error"] = exc
+
+    import logging
+    import signal
+    import sys
+
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTERM"):
+        # what ray.init does in the main thread (from another it only warns): SIGTERM exits through atexit
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+    quiet = _DropMessage("SIGTERM handler is not set")
+    ray_logger = logging.getLogger("ray._private.worker")
+    ray_logger.addFilter(quiet)
+    try:
+        worker = threading.Thread(target=init, name="ray-init", daemon=True)
+        worker.start()
+        worker.join(timeout)
+    finally:
+        ray_logger.removeFilter(quiet)
+    if worker.is_alive():
+        raise _unreachable(address, f"something listens there, but Ray's handshake did not finish within {timeout:g} s")
+    if "error" in outcome:
+        exc = outcome["error"]
+        if isinstance(exc, (ConnectionError, TimeoutError, ray.exceptions.RayError)):
+            raise _unreachable(address, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
+        raise exc
+
+
+class _DropMessage:
+    """A logging filter that drops the records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def filter(self, record: Any) -> bool:
+        return not str(record.getMessage()).startswith(self.prefix)
 
 
 @contextmanager

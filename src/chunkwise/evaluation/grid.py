@@ -536,6 +536,9 @@ class GridResult:
         the retriever, or ``"<embedder> | <retriever>"`` in a grid of several embedders
         (``"- | bm25"`` for a retriever that reads no vectors); :meth:`ranking_key_of` and
         :meth:`ranking_of` find it.
+    embedders : dict
+        Embedder label -> the passage embedder whose vectors a retriever read (the truncation
+        diagnostic's embedders); empty when no retriever of the grid reads vectors (BM25 alone).
     """
 
     config: GridConfig
@@ -1378,7 +1381,8 @@ def run_grid(
         n_embedded=n_embedded,
         chunk_objects=chunk_objects,
         rankings=all_rankings,
-        embedders={e.label: e.passage for e in axis if e.passage is not None},
+        # only embedders whose vectors a retriever read: a BM25-only grid embeds nothing, so has no truncation
+        embedders={e.label: e.passage for e in axis if e.passage is not None} if needs_dense else {},
     )
 
 
