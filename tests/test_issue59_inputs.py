@@ -105,6 +105,27 @@ def test_a_plugins_own_type_error_is_not_blamed_on_the_kwargs(tmp_path, monkeypa
         run_grid(docs, questions, bad, cache_dir=tmp_path / "c", show_progress=False)
 
 
+def test_a_plugin_whose_chunks_all_have_an_empty_index_text_is_named(tmp_path, monkeypatch):
+    (tmp_path / "tmp_blank.py").write_text(
+        "def blank(text):\n"
+        "    return [(0, len(text), '')]\n"
+        "def half_blank(text):\n"
+        "    return [(0, 3, ''), (4, len(text), text[4:])]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    docs = {"a.txt": "one two three"}
+    questions = pd.DataFrame({"question_id": ["Q1"], "question": ["two"], "corpus_id": ["a.txt"],
+                              "references": [[{"content": "two", "start_index": 4, "end_index": 7}]]})
+    cfg = GridConfig.from_dict({"chunkers": ["tmp_blank:blank"], "retrievers": ["bm25"], "top_k": [1]})
+    with pytest.raises(ValueError, match=r"^chunker 'tmp_blank:blank': all 1 of its chunks carry an empty index_text, "
+                                         r"so there is nothing to embed or index; return the text to index"):
+        run_grid(docs, questions, cfg, cache_dir=tmp_path / "c", show_progress=False)
+    # one empty index text among others is the plugin's choice: the grid runs, the other chunk is found
+    ok = GridConfig.from_dict({"chunkers": ["tmp_blank:half_blank"], "retrievers": ["bm25"], "top_k": [1]})
+    res = run_grid(docs, questions, ok, cache_dir=tmp_path / "c", show_progress=False)
+    assert res.table.iloc[0]["recall"] == pytest.approx(1.0)
+
+
 # --------------------------------------------------------------------------------------
 # poor: check and explicit question ids; a metric-mode change; options checked first
 # --------------------------------------------------------------------------------------
