@@ -262,10 +262,10 @@ def test_findings_page_from_synthetic_results(tmp_path):
     assert page.index("### The semantic-chunking guide") < page.index("### Chroma's technical report") < page.index(
         "### The PG-RAG paper")
     # The overview counts verdicts per table.
-    # columns: reproduced, not reproduced, inconclusive, not comparable here, not comparable here (profile),
-    # not testable here, not run
-    assert "| guide: G | 2 | 0 | 1 | 0 | 0 | 0 | 0 | 1 |" in page
-    assert "| PG-RAG paper: T | 1 | 1 | 0 | 0 | 0 | 0 | 0 | 0 |" in page
+    # columns: the verdict classes this build has (#60: the table fits the text column)
+    assert "| source | claims | reproduced | not reproduced | not testable here | not run in this build |" in page
+    assert "| guide: G | 2 | 0 | 1 | 0 | 1 |" in page
+    assert "| PG-RAG paper: T | 1 | 1 | 0 | 0 | 0 |" in page
     # A results file that lacks a key the registry needs fails the page (and the build).
     fd.write_results("ch3", {"bleu": 54.0}, out_dir=book / "generated" / "results")
     with pytest.raises(fd.FindingsError, match="ch3: q"):
@@ -521,3 +521,30 @@ def test_a_build_of_the_published_run_names_exactly_the_chapters_it_lacks(tmp_pa
         assert names == lacking and all(names)
     else:
         assert "Not in this build" not in line
+
+
+def _row(claim, verdict, detail="", delta="+0.1", group="Table 1: BLEU", source="PG-RAG paper"):
+    return {"claim_id": claim, "claim": claim, "source": source, "group": group, "location": "Table 1",
+            "published": "1.0", "unit": "%", "kind": "number", "ours": "1.1", "delta": delta,
+            "tolerance": 0.5, "verdict": verdict, "detail": detail}
+
+
+def test_findings_page_states_a_shared_reason_once_and_reads_as_prose():
+    """#60: one reason per group, not per row; no "-0.0"; "1 claim", not "1 claims"."""
+    reason = "the absolute score depends on the generator (a 1.5B local model, not GPT-3.5)"
+    rows = [_row(f"c{i}", "not comparable here", reason) for i in range(5)]
+    rows += [_row("d0", "reproduced", delta="-0.0", group="Headline claim", source="guide")]
+    page = fd.findings_markdown(rows)
+    assert page.count(reason) == 1
+    assert f"All 5 claims below are **not comparable here**: {reason}" in page
+    assert "| c3 | Table 1 | 1.0 % | 1.1 % | +0.1 | ±0.5 points | **not comparable here** |" in page
+    assert "| d0 | Table 1 | 1.0 % | 1.1 % | 0.0 | ±0.5 points | **reproduced** |" in page
+    assert "-0.0" not in page
+    assert "1 claim, 1 reproduced." in page and "1 claims" not in page
+    # a reason shared by some of a group's claims: stated once, its rows point to it
+    mixed = rows[:2] + [_row("e0", "not comparable here", "another reason")]
+    page = fd.findings_markdown(mixed)
+    assert page.count(reason) == 1 and page.count("another reason") == 1
+    assert f'2 claims below are **not comparable here** (marked "reason above"): {reason}' in page
+    assert "| c1 | Table 1 | 1.0 % | 1.1 % | +0.1 | ±0.5 points | **not comparable here** (reason above) |" in page
+    assert "| e0 | Table 1 | 1.0 % | 1.1 % | +0.1 | ±0.5 points | **not comparable here**: another reason |" in page

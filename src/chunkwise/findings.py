@@ -1095,6 +1095,17 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
     what the source's own table implies, for a prose claim), ours, delta (ours minus published),
     tolerance, verdict (with the measured cause or what would be needed).
     """
+    import re
+    from collections import Counter
+
+    def claims(n: int) -> str:
+        return f"{n} claim{'' if n == 1 else 's'}"
+
+    def shown_delta(delta: Any) -> str:
+        # "-0.0" (a negative difference rounded to zero) reads as a sign without a difference
+        text = str(delta)
+        return text[1:] if re.fullmatch(r"-0(\.0+)?", text) else text
+
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
@@ -1110,7 +1121,7 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
     lines += [
         "## Every claim",
         "",
-        f"**{len(rows)} claims checked in this build:** "
+        f"**{claims(len(rows))} checked in this build:** "
         + ", ".join(f"{counts[v]} {v}" for v in order if counts.get(v)) + ". The classes:",
         "",
     ]
@@ -1120,8 +1131,10 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
     lines.append("")
     sources = [s for s in SOURCE_ORDER if any(r["source"] == s for r in rows)]
     sources += sorted({r["source"] for r in rows} - set(sources))
-    # Overview: one line per table below.
-    lines += ["| source | claims | " + " | ".join(order) + " |", "|---|---|" + "---|" * len(order)]
+    # Overview: one line per table below, a column per verdict class this build has (the list
+    # above names the empty ones), so the table fits the text column.
+    present = [v for v in order if counts.get(v)]
+    lines += ["| source | claims | " + " | ".join(present) + " |", "|---|---|" + "---|" * len(present)]
     for source in sources:
         groups_seen: list[str] = []
         for r in rows:
@@ -1131,13 +1144,13 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
             mine = [r for r in rows if r["source"] == source and r["group"] == group]
             n = {v: sum(r["verdict"] == v for r in mine) for v in order}
             name = f"{source}: {group}" if group else source
-            lines.append("| " + " | ".join(_cell(x) for x in (name, len(mine), *(n[v] for v in order))) + " |")
+            lines.append("| " + " | ".join(_cell(x) for x in (name, len(mine), *(n[v] for v in present))) + " |")
     lines.append("")
     for source in sources:
         mine = [r for r in rows if r["source"] == source]
         n_ok = sum(r["verdict"] == "reproduced" for r in mine)
         lines += [f"### {SOURCE_TITLES.get(source, source)}", "",
-                  f"{len(mine)} claims, {n_ok} reproduced.", ""]
+                  f"{claims(len(mine))}, {n_ok} reproduced.", ""]
         groups: list[str] = []
         for r in mine:
             if r["group"] not in groups:
@@ -1150,10 +1163,20 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
             if folded:
                 n = {v: sum(x["verdict"] == v for x in members) for v in order}
                 counted = ", ".join(f"{k} {v}" for v, k in n.items() if k)
-                plural = "s" if len(members) != 1 else ""
-                lines += [f":::{{dropdown}} {group}: {len(members)} claim{plural} ({counted})", ""]
+                lines += [f":::{{dropdown}} {group}: {claims(len(members))} ({counted})", ""]
             elif group:
                 lines += [f"#### {group}", ""]
+            # A reason shared by several claims of the group is stated once, above its table.
+            shared = {key for key, k in Counter((x["verdict"], x["detail"]) for x in members if x["detail"]).items()
+                      if k > 1}
+            keys = [(x["verdict"], x["detail"]) for x in members]
+            whole = len(shared) == 1 and keys.count(next(iter(shared))) == len(members)
+            for verdict, detail in sorted(shared, key=keys.index):
+                k = keys.count((verdict, detail))
+                if whole:
+                    lines += [f"All {claims(k)} below are **{verdict}**: {detail}", ""]
+                else:
+                    lines += [f"{claims(k)} below are **{verdict}** (marked \"reason above\"): {detail}", ""]
             lines += ["| claim | where | published | ours | delta | tolerance | verdict |",
                       "|---|---|---|---|---|---|---|"]
             for r in members:
@@ -1167,9 +1190,13 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
                     tol = f"±{r['tolerance']:g}{' points' if r['unit'] == '%' else unit}"
                 elif r["kind"] == "exact":
                     tol = "exact"
-                verdict_text = f"**{r['verdict']}**" + (f": {r['detail']}" if r["detail"] else "")
+                verdict_text = f"**{r['verdict']}**"
+                if (r["verdict"], r["detail"]) in shared:
+                    verdict_text += "" if whole else " (reason above)"
+                elif r["detail"]:
+                    verdict_text += f": {r['detail']}"
                 lines.append("| " + " | ".join(_cell(x) for x in (
-                    r["claim"], r["location"], published, ours, r["delta"], tol, verdict_text)) + " |")
+                    r["claim"], r["location"], published, ours, shown_delta(r["delta"]), tol, verdict_text)) + " |")
             lines.append("")
             if folded:
                 lines += [":::", ""]
