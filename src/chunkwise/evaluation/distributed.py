@@ -392,6 +392,7 @@ class RayEngine:
                                       "logging_level": logging.WARNING}
             if self.address is None:
                 kwargs["num_cpus"] = self.num_cpus
+            if self.address in (None, "local"):  # a start here, not a connection: no time limit
                 ray.init(address=self.address, **kwargs)
             else:
                 _connect(ray, self.address, self.connect_timeout, kwargs)
@@ -739,7 +740,7 @@ def _connect(ray: Any, address: str, timeout: float, kwargs: Mapping[str, Any]) 
     import socket
     import threading
 
-    if address not in ("auto", "local"):
+    if address != "auto":
         rest = address.split("://", 1)[1] if "://" in address else address
         host, sep, port_text = rest.rstrip("/").rpartition(":")
         if not sep:
