@@ -479,3 +479,93 @@ def test_the_committed_advice_file_rests_on_declared_entries() -> None:
 
     items = A.load_advice(ROOT / "data" / "findings" / "advice.toml", P.load_plan(PLAN))
     assert 6 <= len(items) <= 10
+
+
+def test_ordering_panel_picks_the_strongest_baseline_and_pairs_answered_questions() -> None:
+    import pandas as pd
+
+    from chunkwise.crud import experiment as crud
+
+    ids = [str(i) for i in range(6)]
+    rows = []
+    for method, f1, rouge in (("pg_rag", [0.6] * 5 + [float("nan")], [0.2] * 6),
+                              ("hybrid", [0.5] * 6, [0.3] * 6),
+                              ("dense", [0.4] * 6, [0.1] * 6),
+                              ("none", [0.9] * 6, [0.9] * 6)):       # no retrieval: never a baseline
+        rows += [{"task": "questanswer_1doc", "ID": i, "method": method, "quest_avg_f1": a, "rouge_l": b}
+                 for i, a, b in zip(ids, f1, rouge)]
+    entry = P.PlanEntry("pgrag-order", "pgrag-order", "03", "test", "q", "difference", 2.0, "points",
+                        {"reference": "the strongest baseline (Hybrid)", "metric": "quest_avg_f1",
+                         "interval": "percentile", "confidence": 0.95},
+                        ({"name": "against dense", "set": {"reference": "dense"}},
+                         {"name": "ROUGE-L", "set": {"metric": "rouge_l"}}),
+                        {"above": "yes", "below": "no"}, (), {})
+    rob, table = crud.ordering_panel(pd.DataFrame(rows), entry, n_resamples=300)
+    by = table.set_index("specification")
+    assert by.loc["primary", "reference"] == "Hybrid" and by.loc["primary", "n"] == 5  # one answer failed
+    assert by.loc["primary", "estimate"] == pytest.approx(10.0) and by.loc["primary", "verdict"] == "yes"
+    assert by.loc["against dense", "estimate"] == pytest.approx(20.0)
+    # ROUGE-L: the strongest baseline there is Hybrid again (30 points), PG-RAG 20: -10, "no"
+    assert by.loc["ROUGE-L", "estimate"] == pytest.approx(-10.0) and by.loc["ROUGE-L", "verdict"] == "no"
+    assert rob.cls == "fragile" and rob.flips == (("ROUGE-L", "no"),)
+
+
+def test_contextual_panel_by_hand() -> None:
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from chunkwise.experiments import strategies as S
+
+    q = list(range(8))
+    frames = {"recall": pd.DataFrame({"Contextual 200 | dense | k=5": [0.8] * 8, "Recursive 200 | dense | k=5": [0.7] * 8,
+                                      "Contextual 200 | bm25 | k=5": [0.5, 0.9] * 4,
+                                      "Recursive 200 | bm25 | k=5": [0.7] * 8}, index=q),
+              "iou": pd.DataFrame({"Contextual 200 | dense | k=5": [0.1] * 8,
+                                   "Recursive 200 | dense | k=5": [0.1] * 8}, index=q)}
+    grid = SimpleNamespace(scores=lambda metric: frames[metric])
+    entry = P.PlanEntry("contextual", "contextual", "05", "test", "q", "difference", 2.0, "recall points",
+                        {"reference": "Recursive:200", "retriever": "dense", "metric": "recall", "interval": "t",
+                         "confidence": 0.95},
+                        ({"name": "IoU", "set": {"metric": "iou"}}, {"name": "BM25", "set": {"retriever": "bm25"}},
+                         {"name": "hybrid", "set": {"retriever": "hybrid"}}),
+                        {"above": "contextual ahead", "below": "recursive ahead",
+                         "within_delta": "neither ahead by more than 2 points"}, (), {})
+    labels = {"Recursive:200": "Recursive 200", "Contextual:200": "Contextual 200"}
+    rob, rows = S.contextual_panel(grid, entry, labels, 5)
+    by = rows.set_index("specification")
+    assert by.loc["primary", "estimate"] == pytest.approx(10.0) and by.loc["primary", "verdict"] == "contextual ahead"
+    assert by.loc["IoU", "verdict"] == "neither ahead by more than 2 points"   # exactly 0, no spread
+    assert by.loc["BM25", "estimate"] == pytest.approx(0.0) and by.loc["BM25", "verdict"] == "cannot tell"
+    assert rob.cls == "fragile" and rob.not_run == ("hybrid",)
+    assert [f[0] for f in rob.flips] == ["IoU", "BM25"]
+
+
+def test_embedder_chunker_panel_by_hand() -> None:
+    import pandas as pd
+
+    from chunkwise.experiments import whatmatters as W
+
+    # 8 questions; embedder e2 adds 0.2 everywhere, chunker c2 adds 0.05: embedder ahead by 15 points
+    cols, data = [], []
+    for c, cb in (("c1", 0.0), ("c2", 0.05)):
+        for e, eb in (("e1", 0.0), ("e2", 0.2)):
+            for r in ("dense", "bm25"):
+                for k in (5,):
+                    cols.append((c, e, r, k))
+                    data.append([0.3 + cb + eb + 0.01 * (q % 2) for q in range(8)])
+    wide = pd.DataFrame(list(zip(*data)), columns=pd.MultiIndex.from_tuples(
+        cols, names=["chunker", "embedder", "retriever", "k"]))
+    entry = P.PlanEntry("embedder-over-chunker", "h", "07", "test", "q", "difference", 2.0, "recall points",
+                        {"statistic": "cross-fitted fixed-pair contrast", "retriever": "dense", "metric": "recall",
+                         "long_text_policy": "each runtime's own", "interval": "percentile", "confidence": 0.95},
+                        ({"name": "range", "set": {"statistic": "max-minus-min range", "interval": "basic"}},
+                         {"name": "truncated", "set": {"long_text_policy": "truncate at the window"}},
+                         {"name": "IoU", "set": {"metric": "iou"}},
+                         {"name": "BM25", "set": {"retriever": "bm25"}}),
+                        {"above": "embedder ahead", "below": "chunker ahead"}, (), {})
+    rob, rows = W.embedder_chunker_panel({"recall": wide}, entry, n_resamples=200)
+    by = rows.set_index("specification")
+    assert by.loc["primary", "estimate"] == pytest.approx(15.0) and by.loc["range", "estimate"] == pytest.approx(15.0)
+    assert by.loc["primary", "verdict"] == "embedder ahead" and by.loc["BM25", "verdict"] == "embedder ahead"
+    assert rob.cls == "robust" and rob.not_run == ("truncated", "IoU")

@@ -466,6 +466,66 @@ def _interval_word(row: Mapping[str, Any]) -> str:
     return "ahead beyond" if low > 0 else "behind beyond" if high < 0 else "within"
 
 
+def ordering_panel(
+    scores: pd.DataFrame,
+    entry: Any,
+    task: str = "questanswer_1doc",
+    method: str = "pg_rag",
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[Any, pd.DataFrame]:
+    """The analysis plan's ``pgrag-order`` verdict under its primary specification and each
+    declared alternative (:mod:`chunkwise.evaluation.robustness`).
+
+    Each specification names ``reference`` (``"the strongest baseline ..."``: the baseline with
+    the highest mean ``metric`` on the task, as :func:`ordering_result` picks it; or a method name
+    such as ``"dense"``), ``metric`` (a score column) and ``interval`` / ``confidence``. Its value
+    per question is ``method`` minus the reference in points, over the questions both answered
+    (the same pairs as :func:`paired_with`, so the primary's percentile interval is
+    :func:`ordering_result`'s).
+
+    Returns
+    -------
+    (Robustness, DataFrame)
+        The class, and one row per specification: ``specification``, ``reference``, ``metric``,
+        ``estimate``, ``low``, ``high`` (points), ``n``, ``mde``, ``verdict``.
+
+    Raises
+    ------
+    ValueError
+        When the task has no scores for ``method``, or a specification names a metric or a
+        reference the scores lack.
+    """
+    from chunkwise.evaluation.robustness import classify, contrast
+    from chunkwise.plan import specifications
+
+    mine = scores[scores["task"] == task]
+    if mine.empty or method not in set(mine["method"]):
+        raise ValueError(f"no scores for {method!r} on {task!r}; run the chapter's answers for it first.")
+    results, rows = [], []
+    for name, spec in specifications(entry):
+        metric = spec["metric"]
+        if metric not in mine.columns:
+            raise ValueError(f"{name}: metric {metric!r} is not a column of the scores")
+        reference = str(spec["reference"])
+        if reference.startswith("the strongest baseline"):
+            pool = [m for m in dict.fromkeys(mine["method"]) if m not in ("pg", "pg_kps", "pg_rag", "none")]
+            reference = str(mine[mine["method"].isin(pool)].groupby("method")[metric].mean().dropna().idxmax())
+        wide = mine.pivot_table(index="ID", columns="method", values=metric, aggfunc="first", dropna=False)
+        if reference not in wide.columns:
+            raise ValueError(f"{name}: reference {reference!r} has no scores on {task!r}")
+        both = pd.concat([wide[method], wide[reference]], axis=1).astype(float).dropna() * 100
+        r = contrast(name, (both.iloc[:, 0] - both.iloc[:, 1]).to_numpy(), delta=entry.delta,
+                     method=spec["interval"], confidence=spec["confidence"], words=entry.words,
+                     n_resamples=n_resamples, seed=seed)
+        results.append(r)
+        rows.append({"specification": name, "reference": PAPER_METHOD.get(reference, reference), "metric": metric,
+                     "estimate": r.estimate, "low": r.low, "high": r.high, "n": r.n, "mde": r.mde,
+                     "verdict": r.verdict})
+    return classify(results[0], results[1:], delta=entry.delta, unit=entry.unit), pd.DataFrame(rows)
+
+
 def ordering_result(
     scores: pd.DataFrame,
     task: str = "questanswer_1doc",

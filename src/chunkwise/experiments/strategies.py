@@ -792,3 +792,69 @@ def cost_column_panel(
         results.append(SpecResult(name, gap, gap, gap, r["cost_order_agrees"], len(chosen), float("nan"),
                                   generic=r["cost_order_agrees"]))
     return classify(results[0], results[1:], delta=entry.delta, unit="seconds", not_run=not_run)
+
+
+def contextual_panel(
+    result: Any,
+    entry: Any,
+    labels: Mapping[str, str],
+    top_k: int,
+    contextual_spec: str = "Contextual:200",
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[Any, pd.DataFrame]:
+    """The analysis plan's ``contextual`` verdict under its primary specification and each declared
+    alternative (:mod:`chunkwise.evaluation.robustness`).
+
+    Each specification names ``reference`` (a chunker spec, e.g. ``"Recursive:200"``), ``retriever``
+    and ``metric`` (a span metric of the grid); its value per question is the contextual chunker
+    minus the reference in points at ``top_k``. A retriever the grid did not run is reported as not
+    run.
+
+    Parameters
+    ----------
+    result : chunkwise.evaluation.grid.GridResult
+        The grid that ran the contextual chunker and the reference (chapter 5's small corpora).
+    entry : chunkwise.plan.PlanEntry
+    labels : mapping
+        Spec string -> the grid's chunker label.
+    top_k : int
+    contextual_spec : str, default "Contextual:200"
+
+    Returns
+    -------
+    (Robustness, DataFrame)
+        The class, and one row per specification run: ``specification``, ``retriever``, ``metric``,
+        ``estimate``, ``low``, ``high`` (points), ``n``, ``mde``, ``verdict``.
+
+    Raises
+    ------
+    ValueError
+        When the primary's cells are not in the grid.
+    """
+    from chunkwise.chunkers.specs import parse_spec
+    from chunkwise.evaluation.robustness import classify, contrast
+    from chunkwise.plan import specifications
+
+    ctx = labels.get(parse_spec(contextual_spec).spec_string(), parse_spec(contextual_spec).label)
+    results, rows, not_run = [], [], []
+    for name, spec in specifications(entry):
+        ref = labels.get(parse_spec(spec["reference"]).spec_string(), parse_spec(spec["reference"]).label)
+        wide = result.scores(spec["metric"])
+        a, b = (f"{lab} | {spec['retriever']} | k={top_k}" for lab in (ctx, ref))
+        if a not in wide.columns or b not in wide.columns:
+            if name == "primary":
+                raise ValueError(f"the grid has no cells {a!r} and {b!r}; run the contextual chunker and "
+                                 f"{spec['reference']} with {spec['retriever']} retrieval at k={top_k}")
+            not_run.append(name)
+            continue
+        r = contrast(name, 100.0 * (wide[a] - wide[b]).to_numpy(float), delta=entry.delta,
+                     method=spec["interval"], confidence=spec["confidence"], words=entry.words,
+                     n_resamples=n_resamples, seed=seed)
+        results.append(r)
+        rows.append({"specification": name, "retriever": spec["retriever"], "metric": spec["metric"],
+                     "estimate": r.estimate, "low": r.low, "high": r.high, "n": r.n, "mde": r.mde,
+                     "verdict": r.verdict})
+    rob = classify(results[0], results[1:], delta=entry.delta, unit=entry.unit, not_run=not_run)
+    return rob, pd.DataFrame(rows)

@@ -575,3 +575,72 @@ def _count(n: int, noun: str) -> str:
     """``"six chunkers"``, ``"one embedder"``, ``"12 chunkers"``."""
     return f"{_WORDS[n] if n < len(_WORDS) else n} {noun}{'' if n == 1 else 's'}"
 
+
+
+def embedder_chunker_panel(
+    wides: Mapping[str, pd.DataFrame],
+    entry: Any,
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[Any, pd.DataFrame]:
+    """The analysis plan's ``embedder-over-chunker`` verdict under its primary specification and
+    each declared alternative (:mod:`chunkwise.evaluation.robustness`).
+
+    Each specification names ``statistic`` (``"cross-fitted fixed-pair contrast"``: the primary of
+    :func:`range_difference`; ``"max-minus-min range"``: its range difference with the basic
+    interval), ``retriever``, ``metric`` (a key of ``wides``) and ``long_text_policy``. The grid has
+    one policy, each embedder runtime's own, so a specification with another policy is reported as
+    not run, as is a retriever or metric the grid lacks. Estimates are embedder minus chunker, in
+    points; the verdict is :func:`chunkwise.evaluation.robustness.difference_verdict` with the
+    plan's margin and words; the detectable effect (80% power) is that of the per-question
+    cross-fitted differences (none for the range, whose levels are re-chosen in each resample).
+
+    Parameters
+    ----------
+    wides : mapping
+        Metric -> :func:`balanced_scores` of the grid (with the ``retriever`` level).
+    entry : chunkwise.plan.PlanEntry
+
+    Returns
+    -------
+    (Robustness, DataFrame)
+        The class, and one row per specification run: ``specification``, ``statistic``,
+        ``retriever``, ``metric``, ``estimate``, ``low``, ``high``, ``mde`` (points), ``verdict``.
+
+    Raises
+    ------
+    ValueError
+        When the primary specification cannot be computed from ``wides``.
+    """
+    from chunkwise.evaluation.robustness import SpecResult, classify, difference_verdict, minimal_detectable_effect
+    from chunkwise.plan import specifications
+
+    results, rows, not_run = [], [], []
+    for name, spec in specifications(entry):
+        wide = wides.get(spec["metric"])
+        ok = (wide is not None and spec["long_text_policy"] == "each runtime's own"
+              and spec["retriever"] in set(wide.columns.get_level_values("retriever")))
+        if not ok:
+            if name == "primary":
+                raise ValueError(f"the primary specification of {entry.entry_id!r} needs {spec}")
+            not_run.append(name)
+            continue
+        w = wide.xs(spec["retriever"], axis=1, level="retriever", drop_level=False)
+        d = range_difference(w, "embedder", "chunker", n_resamples=n_resamples, seed=seed)
+        if spec["statistic"].startswith("cross-fitted"):
+            est, lo, hi = d["diff"], d["diff_low"], d["diff_high"]
+            per_q = (cross_fitted_contrast(w, "embedder", n_resamples=100, seed=seed)["per_question"]
+                     - cross_fitted_contrast(w, "chunker", n_resamples=100, seed=seed)["per_question"])
+            mde = 100 * minimal_detectable_effect(per_q)
+        else:
+            est, lo, hi, mde = d["range_diff"], d["range_low"], d["range_high"], float("nan")
+        est, lo, hi = 100 * est, 100 * lo, 100 * hi
+        generic = difference_verdict(lo, hi, entry.delta)
+        verdict = entry.words.get(generic.replace(" ", "_"), generic)
+        results.append(SpecResult(name, est, lo, hi, verdict, int(w.shape[0]), mde, {}, generic))
+        rows.append({"specification": name, "statistic": spec["statistic"], "retriever": spec["retriever"],
+                     "metric": spec["metric"], "estimate": est, "low": lo, "high": hi, "mde": mde,
+                     "verdict": verdict})
+    rob = classify(results[0], results[1:], delta=entry.delta, unit=entry.unit, not_run=not_run)
+    return rob, pd.DataFrame(rows)
