@@ -569,3 +569,36 @@ def test_embedder_chunker_panel_by_hand() -> None:
     assert by.loc["primary", "estimate"] == pytest.approx(15.0) and by.loc["range", "estimate"] == pytest.approx(15.0)
     assert by.loc["primary", "verdict"] == "embedder ahead" and by.loc["BM25", "verdict"] == "embedder ahead"
     assert rob.cls == "robust" and rob.not_run == ("truncated", "IoU")
+
+
+def test_rank_agreement_panel_by_hand() -> None:
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from chunkwise.experiments.questions import rank_agreement_panel
+
+    cells = [f"C{i} | {r} | k=5" for i in range(4) for r in ("dense", "bm25")]
+    table = pd.DataFrame({"cell": cells, "k": 5, "retriever": [c.split(" | ")[1] for c in cells]})
+    rng = np.random.default_rng(0)
+    level = np.arange(len(cells)) / 10.0
+
+    def run(noise: float, flip_iou: bool) -> SimpleNamespace:
+        recall = pd.DataFrame(level + noise * rng.standard_normal((30, len(cells))), columns=cells)
+        iou = pd.DataFrame((-level if flip_iou else level) + noise * rng.standard_normal((30, len(cells))),
+                           columns=cells)
+        return SimpleNamespace(table=table, scores=lambda m: {"recall": recall, "iou": iou}[m])
+
+    entry = P.PlanEntry("own-rank", "own-rank", "04", "test", "q", "difference", 0.1, "rank correlation",
+                        {"statistic": "Spearman's rho", "cells": "k = 5: chunker x retriever", "metric": "recall",
+                         "interval": "cover", "confidence": 0.95},
+                        ({"name": "Kendall", "set": {"statistic": "Kendall's tau-b"}},
+                         {"name": "IoU", "set": {"metric": "iou"}},
+                         {"name": "dense", "set": {"cells": "k = 5: dense, chunkers only"}}),
+                        {"above": "agree", "below": "disagree"}, (), {})
+    rob, rows = rank_agreement_panel(run(0.01, False), run(0.01, True), entry, n_resamples=200)
+    by = rows.set_index("specification")
+    assert by.loc["primary", "estimate"] == pytest.approx(1.0) and by.loc["primary", "verdict"] == "agree"
+    assert by.loc["IoU", "estimate"] == pytest.approx(-1.0) and by.loc["IoU", "verdict"] == "disagree"
+    assert by.loc["dense", "n_cells"] == 4
+    assert rob.cls == "fragile" and rob.flips == (("IoU", "disagree"),)

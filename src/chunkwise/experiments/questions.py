@@ -1202,3 +1202,68 @@ def chapter_answer(
             "they rank the cells as a checked set would.")
     return " ".join(sentences), "\n".join(facts)
 
+
+
+def rank_agreement_panel(
+    published: Any,
+    generated: Any,
+    entry: Any,
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[Any, pd.DataFrame]:
+    """The analysis plan's ``own-rank`` verdict under its primary specification and each declared
+    alternative (:mod:`chunkwise.evaluation.robustness`).
+
+    Each specification names ``statistic`` (``"Spearman's rho"`` or ``"Kendall's tau-b"``),
+    ``cells`` (``"k = 5: chunker x retriever"``: every cell at k = 5; ``"k = 5: dense, chunkers
+    only"``) and ``metric``; its estimate is :func:`rank_agreement` of the two runs' per-question
+    scores over those cells, with its interval, and its verdict the plan's words for
+    :func:`chunkwise.evaluation.robustness.difference_verdict` (above 0: agree).
+
+    Parameters
+    ----------
+    published, generated : GridResult
+        The grid scored with the published questions and with the generated ones.
+    entry : chunkwise.plan.PlanEntry
+
+    Returns
+    -------
+    (Robustness, DataFrame)
+        The class, and one row per specification: ``specification``, ``statistic``, ``cells``,
+        ``metric``, ``n_cells``, ``estimate``, ``low``, ``high``, ``verdict``.
+
+    Raises
+    ------
+    ValueError
+        For a statistic or cell set the function does not know, or fewer than 3 cells.
+    """
+    from chunkwise.evaluation.robustness import SpecResult, classify, difference_verdict
+    from chunkwise.plan import specifications
+
+    t = published.table
+    results, rows = [], []
+    for name, spec in specifications(entry):
+        at5 = t[t["k"] == 5]
+        if spec["cells"] == "k = 5: chunker x retriever":
+            cells = list(at5["cell"])
+        elif spec["cells"] == "k = 5: dense, chunkers only":
+            cells = list(at5.loc[at5["retriever"] == "dense", "cell"])
+        else:
+            raise ValueError(f"{name}: unknown cell set {spec['cells']!r}")
+        ra = rank_agreement(published.scores(spec["metric"])[cells], generated.scores(spec["metric"])[cells],
+                            n_resamples=n_resamples, seed=seed)
+        if spec["statistic"] == "Spearman's rho":
+            est, (lo, hi) = ra.spearman, ra.spearman_ci
+        elif spec["statistic"] == "Kendall's tau-b":
+            est, (lo, hi) = ra.kendall, ra.kendall_ci
+        else:
+            raise ValueError(f"{name}: unknown statistic {spec['statistic']!r}")
+        generic = difference_verdict(lo, hi, entry.delta)
+        verdict = entry.words.get(generic.replace(" ", "_"), generic)
+        results.append(SpecResult(name, float(est), float(lo), float(hi), verdict,
+                                  int(min(ra.n_questions_a, ra.n_questions_b)), float("nan"), {}, generic))
+        rows.append({"specification": name, "statistic": spec["statistic"], "cells": spec["cells"],
+                     "metric": spec["metric"], "n_cells": len(cells), "estimate": float(est), "low": float(lo),
+                     "high": float(hi), "verdict": verdict})
+    return classify(results[0], results[1:], delta=entry.delta, unit=entry.unit), pd.DataFrame(rows)
