@@ -466,8 +466,8 @@ section = "The primary contrast"
     rows = A.advice_rows(items, plan, fragile, panels, {"06_x": {"lead": "+3.1"}})
     page = A.advice_markdown(rows)
     assert not rows[0]["given"] and "Use A" not in page
-    assert "- **Is A ahead?** *Your files mix topics.* Class: `a` fragile (fragile: 1 of 1 declared " \
-           "alternatives disagree (IoU gives B ahead))" in page
+    assert "- **Is A ahead?** *Your files mix topics.* Class: `a`: fragile: 1 of 1 declared " \
+           "alternatives disagree (IoU gives B ahead)." in page
     assert "None in this build" in page
     path.write_text(path.read_text(encoding="utf-8").replace('entries = ["a"]', 'entries = ["zz"]'), encoding="utf-8")
     with pytest.raises(A.AdviceError, match="rests on zz, which the analysis plan does not declare"):

@@ -164,7 +164,7 @@ def advice_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
                   f"Evidence: {section_link(r['chapter'], r['section'])}.", ""]
     lines += ["## Open questions (not advice)", ""]
     for r in open_:
-        why = "; ".join(f"`{e}` {c}" + (f" ({t})" if t and t != c else "") for e, c, t in r["classes"])
+        why = "; ".join(f"`{e}`: " + (t if t.startswith(c) else f"{c} ({t})" if t else c) for e, c, t in r["classes"])
         lines += [f"- **{r['question']}** *{r['situation']}.* Class: {why}. "
                   f"Evidence: {section_link(r['chapter'], r['section'])}.", ""]
     return "\n".join(lines)

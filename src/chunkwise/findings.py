@@ -962,8 +962,11 @@ def section_link(chapter: str, section: str) -> str:
 
 
 def _chapter_number(chapter: str) -> str:
-    head = chapter.split("_", 1)[0]
-    return f"chapter {int(head)}" if head.isdigit() else chapter
+    """``"03b_crud_chunk_size"`` -> ``"chapter 3b"``; a stem without a leading number stays as it is."""
+    import re
+
+    m = re.match(r"(\d+)([a-z]?)_", chapter)
+    return f"chapter {int(m.group(1))}{m.group(2)}" if m else chapter
 
 
 def headline_rows(headlines: Sequence[Headline], rows: Sequence[Mapping[str, Any]],
@@ -1050,6 +1053,12 @@ ROBUSTNESS_MEANINGS = {
 }
 
 
+def _class_text(cls: str, text: str) -> str:
+    """``**class**`` followed by the rest of its sentence (the sentence repeats the class first)."""
+    rest = text[len(cls):] if text.startswith(cls) else (f": {text}" if text and text != cls else "")
+    return f"**{cls}**{rest}"
+
+
 def plan_markdown(plan: Any, status: Mapping[str, Mapping[str, str]]) -> str:
     """The analysis plan as the findings page shows it: the classes, then per test entry its
     question, primary specification, number of declared alternatives, class and every amendment
@@ -1070,7 +1079,7 @@ def plan_markdown(plan: Any, status: Mapping[str, Mapping[str, str]]) -> str:
         st = status.get(e.entry_id, {"class": "not assessed", "text": ""})
         lines.append("| " + " | ".join(_cell(x) for x in (
             e.question, f"{spec}; margin ±{e.delta:g} {e.unit}", len(e.alternatives),
-            f"**{st['class']}**: {st['text']}" if st["text"] != st["class"] else f"**{st['class']}**")) + " |")
+            _class_text(st["class"], st["text"]))) + " |")
     lines.append("")
     changed = [(e, amendments(plan, e.entry_id)) for e in plan.entries.values()]
     changed = [(e, a) for e, a in changed if a]
