@@ -233,6 +233,12 @@ def test_utf16_documents_with_a_utf8_questions_file_need_no_option(tmp_path, cap
     assert main(["questions", "validate", "--docs", str(folder), "--questions", str(q), "--encoding", "utf-16"]) == 0
     assert "1 question(s) usable" in capsys.readouterr().out
     assert read_questions(q, encoding="utf-16")[0]["question"] == "Où?"
+    # and the plain list of `questions locate`
+    from chunkwise.datasets.locate import read_plain_questions
+
+    plain = tmp_path / "plain.txt"
+    plain.write_bytes("Où pousse le thé ?\nQuand ?\n".encode("utf-16"))
+    assert [r["question"] for r in read_plain_questions(plain)] == ["Où pousse le thé ?", "Quand ?"]
 
 
 # --------------------------------------------------------------------------------------

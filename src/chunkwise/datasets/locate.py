@@ -36,11 +36,17 @@ def read_plain_questions(path: str | Path, *, encoding: str = "utf-8") -> list[d
         For a missing file, an unknown suffix, malformed records, a record without
         ``question``, two records with one ``question_id``, or no question.
     """
+    from chunkwise.datasets.loaders import file_encoding
     from chunkwise.datasets.local import read_records
 
     p = Path(path).expanduser()
     if p.suffix.lower() == ".txt" and p.is_file():
-        rows: list[Any] = [{"question": line.strip()} for line in p.read_text(encoding=encoding).splitlines() if line.strip()]
+        data = p.read_bytes()
+        try:
+            text = data.decode(file_encoding(data, encoding))  # a UTF-16/32 byte-order mark decides, per file
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"questions file {p.name} is not valid {encoding}; pass its encoding with --encoding.") from exc
+        rows: list[Any] = [{"question": line.strip()} for line in text.splitlines() if line.strip()]
     else:
         rows, p = read_records(p, encoding=encoding)
     out = []
