@@ -334,7 +334,9 @@ def robustness_status(plan: Any, panels: Mapping[str, Mapping[str, Any]]) -> dic
         panel = panels.get(entry_id)
         if panel is None:
             out[entry_id] = {"class": "not assessed",
-                             "text": "declared in the analysis plan; its chapter does not run the panel yet"}
+                             "text": f"the run of {_chapter_number(entry.chapter)} in this build has no robustness "
+                                     "panel for it (a run older than the analysis plan, or a chapter that does not "
+                                     "run this panel)"}
         elif panel["plan_hash"] != entry.hash:
             out[entry_id] = {"class": "not assessed",
                              "text": f"the run used an earlier specification ({panel['plan_hash']}); rerun "
@@ -1048,7 +1050,7 @@ ROBUSTNESS_MEANINGS = {
     "fragile": "at least one declared alternative reaches another verdict (named)",
     "cannot tell": "the primary specification cannot tell; the run's detectable effect at 80% power is given",
     "no effect larger than delta": "the interval lies inside the plan's practical margin, and every alternative agrees",
-    "not assessed": "a test declared in the plan whose chapter does not run the panel yet",
+    "not assessed": "a test declared in the plan whose run in this build has no panel for it",
     "reproduction": "a number held against a published one with a stated tolerance: no sampling, no panel",
 }
 
