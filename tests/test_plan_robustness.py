@@ -366,7 +366,12 @@ def test_dilution_panel_scores_missing_answers_as_declared() -> None:
                          "reference_tokens": 128, "missing": "drop", "interval": "percentile", "confidence": 0.95},
                         ({"name": "zero", "set": {"missing": "zero"}},),
                         {"above": "larger helps", "below": "larger hurts"}, (), {})
-    rob, rows = cs.dilution_panel(sweep, entry, n_resamples=500)
+    table = scores.rename(columns={"quest_avg_f1": "answer"})
+    rob, rows = cs.dilution_panel(sweep, entry, tables={"quest_avg_f1": table}, n_resamples=500)
+    # the primary is dilution_test's answer difference, pair for pair
+    both = table.assign(context_recall=0.5, answer_per_1k_tokens=table["answer"], retrieved_tokens=1)
+    assert cs.dilution_test(both, "dense@128", "dense@512", n_resamples=500)["answer_diff"] == pytest.approx(
+        (rob.primary.estimate, rob.primary.low, rob.primary.high))
     by = rows.set_index("specification")
     assert by.loc["primary", "estimate"] == pytest.approx(10.0) and by.loc["primary", "n"] == 4
     assert by.loc["primary", "verdict"] == "larger helps"

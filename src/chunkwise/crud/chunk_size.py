@@ -613,6 +613,7 @@ def dilution_panel(
     sweep: Sweep,
     entry: Any,
     *,
+    tables: Mapping[str, pd.DataFrame] | None = None,
     n_resamples: int = 10_000,
     seed: int = 0,
 ) -> tuple[Any, pd.DataFrame]:
@@ -631,6 +632,10 @@ def dilution_panel(
         :func:`run_sweep`'s output, scored, holding every configuration the plan names.
     entry : chunkwise.plan.PlanEntry
         The plan's ``longer-chunks-dilute`` entry (rule ``difference``).
+    tables : mapping, optional
+        Metric -> :func:`item_table` of the sweep for that metric (built from ``sweep`` for a
+        metric not given). The items are paired as :func:`dilution_test` pairs them, so the
+        primary's interval is that function's ``answer_diff``.
     n_resamples, seed
         Of the bootstrap intervals.
 
@@ -654,14 +659,16 @@ def dilution_panel(
         raise ValueError("the sweep was run with score=False; rerun it with score=True")
     if entry.rule != "difference":
         raise ValueError(f"plan entry {entry.entry_id!r} has rule {entry.rule!r}; the dilution panel reads 'difference'")
-    scores = sweep.scores.assign(ID=sweep.scores["ID"].astype(str))
+    tables = dict(tables or {})
     results, rows = [], []
     for name, spec in specifications(entry):
         metric = spec["metric"]
-        if metric not in scores.columns:
-            raise ValueError(f"{name}: metric {metric!r} is not among the sweep's scores "
-                             f"({', '.join(c for c in scores.columns if c not in ('ID', 'method'))})")
-        wide = scores.pivot(index="ID", columns="method", values=metric)
+        if metric not in tables:
+            if metric not in sweep.scores.columns:
+                raise ValueError(f"{name}: metric {metric!r} is not among the sweep's scores "
+                                 f"({', '.join(c for c in sweep.scores.columns if c not in ('ID', 'method'))})")
+            tables[metric] = item_table(sweep.answers, sweep.scores, sweep.chunk_texts, metric)
+        wide = _wide(tables[metric], "answer")
         larger = configuration_name(spec["retriever"], int(spec["larger_tokens"]))
         ref = configuration_name(spec["retriever"], int(spec["reference_tokens"]))
         for m in (larger, ref):
