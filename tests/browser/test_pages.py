@@ -40,8 +40,6 @@ ANSWER_TITLE = "What this chapter finds"
 KNOWN_FAILING = {
     "generated/02_chroma_recall.html": "8 tables wider than the 676-px column (up to 1,229 px), "
     "raw snake_case headers in 12 tables, a k/retriever table with cells cut with '...'",
-    "generated/04_your_own_data.html": "question-generation stats table 1,153 px, raw headers in 2 tables, "
-    "2 question tables with cells cut with '...' and a literal \\n\\n",
     "generated/05_strategies.html": "LLM-chunker table 1,058 px, raw headers in 8 tables, "
     "'claims, point by point' with 11 cells cut with '...'",
     "generated/06_stitched_vs_real.html": "conditions table 1,526 px, retrieval tables 811 px, "
