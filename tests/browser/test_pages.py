@@ -38,8 +38,6 @@ ANSWER_TITLE = "What this chapter finds"
 #: expected failure (``xfail(strict=False)``), every other page stays required. Remove a page
 #: from this list once its tables fit.
 KNOWN_FAILING = {
-    "generated/05_strategies.html": "LLM-chunker table 1,058 px, raw headers in 8 tables, "
-    "'claims, point by point' with 11 cells cut with '...'",
     "generated/06_stitched_vs_real.html": "conditions table 1,526 px, retrieval tables 811 px, "
     "embedder-window table 1,392 px, exploratory contrasts 721 px, seams table 1,097 px, "
     "'Beside the paper' 700 px, raw headers",
