@@ -149,8 +149,9 @@ def _lock_out_dir(out: Any) -> Any:
         fh.seek(0)
         holder = fh.read().strip()
         fh.close()
-        raise ValueError(f"--out {str(out)!r} is in use by another chunkwise evaluate ({holder or 'a running process'}); "
-                         "wait for it to finish, or name another folder.") from None
+        holder = holder or "a running process"
+        raise ValueError(f"--out {str(out)!r} is in use by another chunkwise evaluate ({holder}); wait for it to "
+                         "finish, or name another folder.") from None
     fh.seek(0)
     fh.truncate()
     fh.write(f"pid {os.getpid()}")

@@ -328,7 +328,8 @@ def read_records(path: PathLike, *, encoding: str = "utf-8") -> tuple[list[Any],
     try:
         text = _universal(data.decode(encoding))
     except UnicodeDecodeError as exc:
-        raise ValueError(f"questions file {p.name} is not valid {encoding}; pass its encoding with --encoding.") from exc
+        raise ValueError(f"questions file {p.name} is not valid {encoding}; pass its encoding with "
+                         "--encoding.") from exc
     suffix = p.suffix.lower()
     records: list[Mapping[str, Any]]
     if suffix == ".csv":
@@ -677,8 +678,9 @@ def _validate_any_of(
                 elsewhere = [d for d in docs if d not in search_docs and locate_excerpt(docs[d], alt, limit=1)[0]]
                 if elsewhere:  # the question names one document; the alternative is in another
                     add("error", "not_found", search_docs[0], idx,
-                        f"any-of alternative {_short(alt)} is not in {search_docs[0]}, the document the question names, "
-                        f"but it is in {', '.join(elsewhere[:3])}: fix the question's document, or the alternative.")
+                        f"any-of alternative {_short(alt)} is not in {search_docs[0]}, the document the question "
+                        f"names, but it is in {', '.join(elsewhere[:3])}: fix the question's document, or the "
+                        "alternative.")
                     return None
                 best = max(((d, *closest_passage(docs[d], alt)) for d in search_docs), key=lambda c: c[3],
                            default=(None, -1, "", 0.0))
@@ -686,7 +688,8 @@ def _validate_any_of(
                 hint = (f"; closest source text in {d_best} at offset {off} ({100 * ratio:.0f}% similar): "
                         f"{_short(passage)}") if passage else ""
                 where_said = f"in {search_docs[0]}" if len(search_docs) == 1 and len(docs) > 1 else "in any document"
-                add("error", "not_found", None, idx, f"any-of alternative {_short(alt)} was not found {where_said}{hint}.")
+                add("error", "not_found", None, idx,
+                    f"any-of alternative {_short(alt)} was not found {where_said}{hint}.")
                 return None
             where[alt] = found
             idx += 1

@@ -45,7 +45,8 @@ def read_plain_questions(path: str | Path, *, encoding: str = "utf-8") -> list[d
         try:
             text = data.decode(file_encoding(data, encoding))  # a UTF-16/32 byte-order mark decides, per file
         except UnicodeDecodeError as exc:
-            raise ValueError(f"questions file {p.name} is not valid {encoding}; pass its encoding with --encoding.") from exc
+            raise ValueError(f"questions file {p.name} is not valid {encoding}; pass its encoding with "
+                             "--encoding.") from exc
         rows: list[Any] = [{"question": line.strip()} for line in text.splitlines() if line.strip()]
     else:
         rows, p = read_records(p, encoding=encoding)

@@ -139,9 +139,9 @@ def mode_mismatch(report: dict[str, Any], mode: str | None) -> str | None:
     base_mode = str((report.get("grid") or {}).get("mode") or "chroma")
     if base_mode == mode:
         return None
-    return (f"NOT COMPARABLE: the baseline scored with mode = {base_mode!r}, this run with mode = {mode!r}; the metrics "
-            f"differ by definition. Rerun with mode = {base_mode!r} in the grid file, or make a new baseline with "
-            f"mode = {mode!r}.")
+    return (f"NOT COMPARABLE: the baseline scored with mode = {base_mode!r}, this run with mode = {mode!r}; the "
+            f"metrics differ by definition. Rerun with mode = {base_mode!r} in the grid file, or make a new baseline "
+            f"with mode = {mode!r}.")
 
 
 def _best_cell(report: dict[str, Any], metric: str) -> str:

@@ -789,7 +789,8 @@ def _connect(ray: Any, address: str, timeout: float, kwargs: Mapping[str, Any]) 
     if "error" in outcome:
         exc = outcome["error"]
         if isinstance(exc, (ConnectionError, TimeoutError, ray.exceptions.RayError)):
-            raise _unreachable(address, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise _unreachable(address, f"{type(exc).__name__}: {first}") from exc
         raise exc
 
 

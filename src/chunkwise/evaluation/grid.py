@@ -1264,9 +1264,9 @@ def run_grid(
         if not texts:
             raise ValueError(f"{spec.label} produced no chunks (are all documents empty?).")
         if texts_index != texts and not any(t.strip() for t in texts_index):
-            raise ValueError(f"chunker {spec.label!r}: all {len(texts_index)} of its chunks carry an empty index_text, so "
-                             "there is nothing to embed or index; return the text to index as index_text (or leave it "
-                             "out: the chunk's own text is indexed).")
+            raise ValueError(f"chunker {spec.label!r}: all {len(texts_index)} of its chunks carry an empty index_text, "
+                             "so there is nothing to embed or index; return the text to index as index_text (or leave "
+                             "it out: the chunk's own text is indexed).")
         spans = np.asarray([(c.start, c.end) for cs in chunks.values() for c in cs], dtype=np.int64)
         tokens = np.asarray([len(t) for t in enc.encode_ordinary_batch(texts)], dtype=np.int64)
         index_tokens = (
