@@ -607,3 +607,25 @@ def test_rank_agreement_panel_by_hand() -> None:
     assert by.loc["IoU", "estimate"] == pytest.approx(-1.0) and by.loc["IoU", "verdict"] == "disagree"
     assert by.loc["dense", "n_cells"] == 4
     assert rob.cls == "fragile" and rob.flips == (("IoU", "disagree"),)
+
+
+def test_stitched_panel_primary_is_the_chapters_interaction_to_the_last_digit() -> None:
+    import pandas as pd
+
+    from chunkwise.experiments.stitched import interaction, stitched_panel
+
+    rng = np.random.default_rng(5)
+    q = [f"q{i}" for i in range(60)]
+    frames = {c: pd.DataFrame({"M": rng.integers(0, 7, 60) / 7, "F": rng.integers(0, 7, 60) / 7}, index=q)
+              for c in ("real", "stitched")}
+    entry = P.PlanEntry("mixed", "h", "06", "test", "q", "pattern", 3.0, "points",
+                        {"reference": "F", "metric": "recall", "corpora": "all five, pooled", "seed": 0,
+                         "interval": "percentile", "confidence": 0.95},
+                        ({"name": "t", "set": {"interval": "t"}},), {}, (), {})
+    rob, _ = stitched_panel(entry, {("recall", "line breaks kept", 0): frames}, {}, method_column="M",
+                            n_resamples=2000)
+    head = interaction(frames, "M", "F", n_resamples=2000)
+    assert (rob.primary.estimate, rob.primary.low, rob.primary.high) == tuple(
+        100 * head[k] for k in ("interaction", "interaction_low", "interaction_high"))
+    assert (rob.primary.extra["gap"], rob.primary.extra["gap_low"], rob.primary.extra["gap_high"]) == tuple(
+        100 * head[k] for k in ("gap_treated", "gap_treated_low", "gap_treated_high"))

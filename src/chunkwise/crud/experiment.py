@@ -516,7 +516,7 @@ def ordering_panel(
         if reference not in wide.columns:
             raise ValueError(f"{name}: reference {reference!r} has no scores on {task!r}")
         both = pd.concat([wide[method], wide[reference]], axis=1).astype(float).dropna() * 100
-        r = contrast(name, (both.iloc[:, 0] - both.iloc[:, 1]).to_numpy(), delta=entry.delta,
+        r = contrast(name, both.iloc[:, 0].to_numpy(), reference=both.iloc[:, 1].to_numpy(), delta=entry.delta,
                      method=spec["interval"], confidence=spec["confidence"], words=entry.words,
                      n_resamples=n_resamples, seed=seed)
         results.append(r)

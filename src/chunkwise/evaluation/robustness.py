@@ -76,8 +76,8 @@ def _values(values: Any, name: str = "values") -> np.ndarray:
     return x
 
 
-def mean_interval(values: Sequence[float], *, method: str = "percentile", confidence: float = 0.95,
-                  n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+def mean_interval(values: Sequence[float], *, reference: Sequence[float] | None = None, method: str = "percentile",
+                  confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
     """The mean of per-question values (paired differences) with an interval.
 
     Parameters
@@ -87,6 +87,11 @@ def mean_interval(values: Sequence[float], *, method: str = "percentile", confid
         ``percentile`` inside each resample, as :func:`~chunkwise.evaluation.stats.paired_difference_ci`
         drops a question missing either score, so its interval equals that function's on the two
         score columns).
+    reference : sequence of float, optional
+        Per-question scores of the reference: ``values`` are then the other arm's scores and the
+        mean is of ``values - reference`` (the percentile interval is then computed on the two arms
+        exactly as :func:`~chunkwise.evaluation.stats.paired_difference_ci` computes it, so a chapter's
+        printed interval and its panel's primary agree to the last digit).
     method : {"percentile", "bca", "basic", "t"}
         See the module docstring.
     confidence : float in (0, 1), default 0.95
@@ -107,7 +112,11 @@ def mean_interval(values: Sequence[float], *, method: str = "percentile", confid
         raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
     if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
-    x = _values(values)
+    arm = np.asarray(values, dtype=float).ravel()
+    ref = np.zeros_like(arm) if reference is None else np.asarray(reference, dtype=float).ravel()
+    if ref.shape != arm.shape:
+        raise ValueError(f"values and reference must hold the same questions, got {arm.size} and {ref.size}")
+    x = _values(arm - ref)
     mean = float(x.mean())
     if np.all(x == x[0]):
         return mean, mean, mean
@@ -116,9 +125,7 @@ def mean_interval(values: Sequence[float], *, method: str = "percentile", confid
 
         # NaN rows stay in, so the resamples are those of paired_difference_ci(a, b) on the two
         # score columns (a question missing either score is dropped inside each resample)
-        raw = np.asarray(values, dtype=float).ravel()
-        return paired_difference_ci(raw, np.zeros_like(raw), n_resamples=n_resamples, seed=seed,
-                                    confidence=confidence)
+        return paired_difference_ci(arm, ref, n_resamples=n_resamples, seed=seed, confidence=confidence)
     if method == "t":
         from scipy import stats
 
@@ -225,12 +232,17 @@ def _word(verdict: str, words: Mapping[str, str]) -> str:
     return words.get(verdict.replace(" ", "_"), words.get(verdict, verdict))
 
 
-def contrast(name: str, values: Sequence[float], *, delta: float, method: str = "percentile",
-             confidence: float = 0.95, words: Mapping[str, str] | None = None, n_resamples: int = 10_000,
-             seed: int = 0) -> SpecResult:
+def contrast(name: str, values: Sequence[float], *, delta: float, reference: Sequence[float] | None = None,
+             scale: float = 1.0, method: str = "percentile", confidence: float = 0.95,
+             words: Mapping[str, str] | None = None, n_resamples: int = 10_000, seed: int = 0) -> SpecResult:
     """One specification under the ``difference`` rule: the mean of per-question paired
-    differences, its interval (``method``), the verdict (:func:`difference_verdict`, with ``above``
+    differences (``values``, or ``values - reference`` when the reference arm is given), its
+    interval (``method``), the verdict (:func:`difference_verdict`, with ``above``
     and ``below`` renamed by ``words``) and the minimal detectable effect.
+
+    ``scale`` multiplies the estimate, the interval and the detectable effect after they are
+    computed (100: fractions in, points out, as the chapters print them); ``delta`` is in the
+    scaled unit.
 
     Raises
     ------
@@ -239,15 +251,18 @@ def contrast(name: str, values: Sequence[float], *, delta: float, method: str = 
     """
     if not delta > 0:
         raise ValueError(f"delta (the practical margin) must be > 0, got {delta!r}")
-    x = _values(values, name)
-    est, lo, hi = mean_interval(x, method=method, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    arm = np.asarray(values, dtype=float).ravel()
+    x = _values(arm if reference is None else arm - np.asarray(reference, dtype=float).ravel(), name)
+    est, lo, hi = (scale * v for v in mean_interval(arm, reference=reference, method=method, confidence=confidence,
+                                                    n_resamples=n_resamples, seed=seed))
     generic = difference_verdict(lo, hi, delta)
-    return SpecResult(name, est, lo, hi, _word(generic, words or {}), int(x.size), minimal_detectable_effect(x),
-                      generic=generic)
+    return SpecResult(name, est, lo, hi, _word(generic, words or {}), int(x.size),
+                      scale * minimal_detectable_effect(x), generic=generic)
 
 
 def pattern(name: str, gap: Sequence[float], interaction: Sequence[float], *, delta: float,
-            method: str = "percentile", confidence: float = 0.95, n_resamples: int = 10_000,
+            gap_reference: Sequence[float] | None = None, interaction_reference: Sequence[float] | None = None,
+            scale: float = 1.0, method: str = "percentile", confidence: float = 0.95, n_resamples: int = 10_000,
             seed: int = 0) -> SpecResult:
     """One specification under the ``pattern`` rule (Qu, Tu & Bao's finding has two parts): per
     question, ``gap`` is the method minus the reference where the effect is expected (stitched
@@ -256,6 +271,11 @@ def pattern(name: str, gap: Sequence[float], interaction: Sequence[float], *, de
     ``"supports"`` needs both intervals above 0; ``"contradicts"`` when either lies below 0;
     ``"no effect larger than delta"`` when the interaction's interval lies inside +/- delta;
     else ``"cannot tell"``. The estimate is the interaction; the gap goes to ``extra``.
+
+    ``gap_reference`` / ``interaction_reference``: the second arm of each difference, as in
+    :func:`contrast` (``gap`` is then the method's scores and ``interaction`` the treated gap, so
+    the intervals equal :func:`~chunkwise.evaluation.stats.paired_difference_ci`'s on the two arms);
+    ``scale`` multiplies every number after it is computed; ``delta`` is in the scaled unit.
 
     Raises
     ------
@@ -266,8 +286,8 @@ def pattern(name: str, gap: Sequence[float], interaction: Sequence[float], *, de
     if g.shape != i.shape:
         raise ValueError(f"{name}: gap and interaction must hold the same questions, got {g.size} and {i.size}")
     kw = dict(method=method, confidence=confidence, n_resamples=n_resamples, seed=seed)
-    gm, glo, ghi = mean_interval(g, **kw)
-    im, ilo, ihi = mean_interval(i, **kw)
+    gm, glo, ghi = (scale * v for v in mean_interval(g, reference=gap_reference, **kw))
+    im, ilo, ihi = (scale * v for v in mean_interval(i, reference=interaction_reference, **kw))
     if glo > 0 and ilo > 0:
         verdict = "supports"
     elif ghi < 0 or ihi < 0:
@@ -276,8 +296,9 @@ def pattern(name: str, gap: Sequence[float], interaction: Sequence[float], *, de
         verdict = "no effect larger than delta"
     else:
         verdict = "cannot tell"
-    x = _values(i, name)
-    return SpecResult(name, im, ilo, ihi, verdict, int(x.size), minimal_detectable_effect(x),
+    x = _values(i if interaction_reference is None else i - np.asarray(interaction_reference, dtype=float).ravel(),
+                name)
+    return SpecResult(name, im, ilo, ihi, verdict, int(x.size), scale * minimal_detectable_effect(x),
                       {"gap": gm, "gap_low": glo, "gap_high": ghi}, generic=verdict)
 
 

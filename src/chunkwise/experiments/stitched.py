@@ -921,14 +921,18 @@ def stitched_panel(
             if len(ids) < 2:
                 raise ValueError(f"{entry.entry_id}, {name}: corpus {spec['corpora']!r} has {len(ids)} questions here")
         r_, s_ = real.loc[ids], stitched.loc[ids]
-        gap_real = 100.0 * (r_[method_column] - r_[ref]).to_numpy(float)
-        gap_st = 100.0 * (s_[method_column] - s_[ref]).to_numpy(float)
-        kw = dict(delta=entry.delta, method=spec["interval"], confidence=spec["confidence"],
+        # fractions in, points out (scale), each difference on its two arms as interaction() computes it
+        gap_real = (r_[method_column] - r_[ref]).to_numpy(float)
+        gap_st = (s_[method_column] - s_[ref]).to_numpy(float)
+        kw = dict(delta=entry.delta, scale=100.0, method=spec["interval"], confidence=spec["confidence"],
                   n_resamples=n_resamples, seed=seed)
         if entry.rule == "pattern":
-            r = pattern(name, gap_st, gap_st - gap_real, **kw)
+            r = pattern(name, s_[method_column].to_numpy(float), gap_st, gap_reference=s_[ref].to_numpy(float),
+                        interaction_reference=gap_real, **kw)
         elif spec.get("condition") in ("stitched", "real"):
-            r = contrast(name, gap_st if spec["condition"] == "stitched" else gap_real, words=entry.words, **kw)
+            cond = s_ if spec["condition"] == "stitched" else r_
+            r = contrast(name, cond[method_column].to_numpy(float), reference=cond[ref].to_numpy(float),
+                         words=entry.words, **kw)
         else:
             raise ValueError(f"{entry.entry_id}, {name}: a difference entry needs condition 'stitched' or 'real', "
                              f"got {spec.get('condition')!r}")

@@ -849,7 +849,7 @@ def contextual_panel(
                                  f"{spec['reference']} with {spec['retriever']} retrieval at k={top_k}")
             not_run.append(name)
             continue
-        r = contrast(name, 100.0 * (wide[a] - wide[b]).to_numpy(float), delta=entry.delta,
+        r = contrast(name, wide[a].to_numpy(float), reference=wide[b].to_numpy(float), scale=100.0, delta=entry.delta,
                      method=spec["interval"], confidence=spec["confidence"], words=entry.words,
                      n_resamples=n_resamples, seed=seed)
         results.append(r)
