@@ -41,8 +41,6 @@ KNOWN_FAILING = {
     "generated/06_stitched_vs_real.html": "conditions table 1,526 px, retrieval tables 811 px, "
     "embedder-window table 1,392 px, exploratory contrasts 721 px, seams table 1,097 px, "
     "'Beside the paper' 700 px, raw headers",
-    "generated/07_what_matters.html": "grid table 905 px, factor table 807 px, embedder-window table "
-    "734 px, raw headers in the rank-agreement table",
 }
 
 
