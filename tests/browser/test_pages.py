@@ -38,9 +38,11 @@ ANSWER_TITLE = "What this chapter finds"
 #: expected failure (``xfail(strict=False)``), every other page stays required. Remove a page
 #: from this list once its tables fit.
 KNOWN_FAILING = {
-    "generated/06_stitched_vs_real.html": "conditions table 1,526 px, retrieval tables 811 px, "
-    "embedder-window table 1,392 px, exploratory contrasts 721 px, seams table 1,097 px, "
-    "'Beside the paper' 700 px, raw headers",
+    "generated/06_stitched_vs_real.html": "published run: conditions table 1,526 px, retrieval tables "
+    "811 px, embedder-window table 1,392 px, exploratory contrasts 721 px, seams table 1,097 px, "
+    "'Beside the paper' 700 px, raw headers; the notebook's display fixes fit when rebuilt from the "
+    "published values, but no run of the fixed notebook has been checked in the browser yet "
+    "(nor the robustness-panel tables)",
 }
 
 
