@@ -629,3 +629,31 @@ def test_stitched_panel_primary_is_the_chapters_interaction_to_the_last_digit() 
         100 * head[k] for k in ("interaction", "interaction_low", "interaction_high"))
     assert (rob.primary.extra["gap"], rob.primary.extra["gap_low"], rob.primary.extra["gap_high"]) == tuple(
         100 * head[k] for k in ("gap_treated", "gap_treated_low", "gap_treated_high"))
+
+
+def test_a_panel_whose_alternatives_all_need_missing_data_is_not_assessed() -> None:
+    """The ci profile cuts the corpora: chapter 5's cost panel had no alternative left to run."""
+    p = R.contrast("primary", _const("p", 2.0), delta=0.5)
+    rob = R.classify(p, [], delta=0.5, not_run=["wikitexts alone", "repeated timings"])
+    assert rob.cls == "not assessed"
+    assert rob.describe() == ("not assessed: none of the declared alternatives could run here; 2 declared "
+                              "alternatives not run here (wikitexts alone, repeated timings)")
+
+
+def test_stitched_panel_matches_question_ids_whatever_their_type() -> None:
+    """The grid's question ids are text, the loader's integers: per-corpus rows must still find them."""
+    import pandas as pd
+
+    from chunkwise.experiments.stitched import stitched_panel
+
+    q = [str(i) for i in range(8)]
+    real = pd.DataFrame({"M": [0.5] * 8, "F": [0.5] * 8}, index=q)
+    stitched = pd.DataFrame({"M": [0.7] * 4 + [0.6] * 4, "F": [0.5] * 8}, index=q)
+    entry = P.PlanEntry("mixed", "h", "06", "test", "q", "pattern", 1.0, "points",
+                        {"reference": "F", "metric": "recall", "corpora": "all five, pooled", "seed": 0,
+                         "interval": "t", "confidence": 0.95},
+                        ({"name": "b only", "set": {"corpora": "b"}},), {}, (), {})
+    corpus_of = {i: ("a" if i < 4 else "b") for i in range(8)}   # integer ids, as load_chroma_questions gives
+    rob, rows = stitched_panel(entry, {("recall", "line breaks kept", 0): {"real": real, "stitched": stitched}},
+                               corpus_of, method_column="M", n_resamples=200)
+    assert rows.set_index("specification").loc["b only", "n"] == 4

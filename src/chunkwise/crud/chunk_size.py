@@ -679,8 +679,8 @@ def dilution_panel(
             a, b = np.nan_to_num(a, nan=0.0), np.nan_to_num(b, nan=0.0)
         elif spec["missing"] != "drop":
             raise ValueError(f"{name}: missing must be 'drop' or 'zero', got {spec['missing']!r}")
-        r = contrast(name, a - b, delta=entry.delta, method=spec["interval"], confidence=spec["confidence"],
-                     words=entry.words, n_resamples=n_resamples, seed=seed)
+        r = contrast(name, a, reference=b, delta=entry.delta, method=spec["interval"],
+                     confidence=spec["confidence"], words=entry.words, n_resamples=n_resamples, seed=seed)
         results.append(r)
         rows.append({"specification": name, "retriever": spec["retriever"],
                      "sizes": f"{spec['larger_tokens']} vs {spec['reference_tokens']}", "metric": metric,

@@ -55,8 +55,9 @@ __all__ = [
     "specification_curve",
 ]
 
-#: The robustness classes, in the order the page explains them.
-CLASSES = ("robust", "fragile", "cannot tell", "no effect larger than delta")
+#: The robustness classes, in the order the page explains them ("not assessed": no declared
+#: alternative could run, e.g. under a parameter profile that cut the corpora).
+CLASSES = ("robust", "fragile", "cannot tell", "no effect larger than delta", "not assessed")
 
 #: Interval methods a specification may declare.
 INTERVAL_METHODS = ("percentile", "bca", "basic", "t")
@@ -331,6 +332,8 @@ class Robustness:
     def _describe(self, decimals: int) -> str:
         n = len(self.alternatives)
         d = f"{self.delta:g} {self.unit}".strip()
+        if self.cls == "not assessed":
+            return "not assessed: none of the declared alternatives could run here"
         if self.cls == "robust":
             return f"robust: all {n} declared alternatives agree"
         if self.cls == "no effect larger than delta":
@@ -373,7 +376,7 @@ def classify(primary: SpecResult, alternatives: Sequence[SpecResult], *, delta: 
         Without alternatives, or with two specifications of one name.
     """
     alts = tuple(alternatives)
-    if not alts:
+    if not alts and not not_run:
         raise ValueError("classify needs at least one declared alternative; declare them in the analysis plan")
     names = [primary.name, *(a.name for a in alts)]
     if len(set(names)) != len(names):
@@ -381,6 +384,8 @@ def classify(primary: SpecResult, alternatives: Sequence[SpecResult], *, delta: 
     flips = tuple((a.name, a.verdict) for a in alts if a.verdict != primary.verdict)
     if primary.verdict == "cannot tell" or primary.generic == "cannot tell":
         cls = "cannot tell"
+    elif not alts:
+        cls = "not assessed"  # every declared alternative needs data this run does not have
     elif flips:
         cls = "fragile"
     elif primary.generic in ("within delta", "no effect larger than delta"):

@@ -899,6 +899,7 @@ def stitched_panel(
 
     labels = dict(labels or {})
     results, rows, not_run = [], [], []
+    corpus_of = {str(q): c for q, c in corpus_of.items()}  # ids as text: the grid's and the loader's agree
     present = set(corpus_of.values())
     for name, spec in specifications(entry):
         key = (str(spec["metric"]), str(spec.get("layout", "line breaks kept")), int(spec.get("seed", 0)))
@@ -917,7 +918,7 @@ def stitched_panel(
                     raise ValueError(f"{entry.entry_id}, {name}: the {cond} scores have no column {col!r}")
         ids = [q for q in real.index if q in set(stitched.index)]
         if spec["corpora"] != "all five, pooled":
-            ids = [q for q in ids if corpus_of.get(q) == spec["corpora"]]
+            ids = [q for q in ids if corpus_of.get(str(q)) == spec["corpora"]]
             if len(ids) < 2:
                 raise ValueError(f"{entry.entry_id}, {name}: corpus {spec['corpora']!r} has {len(ids)} questions here")
         r_, s_ = real.loc[ids], stitched.loc[ids]
