@@ -253,10 +253,21 @@ def load_results(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     FindingsError
         If a file is not valid JSON or lacks a ``results`` object.
     """
-    found: dict[str, dict[str, Any]] = {}
+    return {path.stem: data["results"] for path, data in _results_files(folder)}
+
+
+def _results_files(folder: str | os.PathLike[str]) -> list[tuple[Path, dict[str, Any]]]:
+    """Every ``<chapter>.json`` in ``folder`` (sorted; none without the folder), parsed and checked.
+
+    Raises
+    ------
+    FindingsError
+        If a file is not valid JSON or lacks a ``results`` object.
+    """
     folder = Path(folder)
     if not folder.is_dir():
-        return found
+        return []
+    out = []
     for path in sorted(folder.glob("*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -264,8 +275,8 @@ def load_results(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
             raise FindingsError(f"{path} is not valid JSON ({exc}); rerun its chapter") from None
         if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
             raise FindingsError(f"{path} has no 'results' object; rerun its chapter")
-        found[path.stem] = data["results"]
-    return found
+        out.append((path, data))
+    return out
 
 
 def load_robustness(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
@@ -275,17 +286,11 @@ def load_robustness(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]
     Raises
     ------
     FindingsError
-        If a file is not valid JSON, or two chapters report the same plan entry.
+        If a file is not valid JSON or lacks a ``results`` object, or two chapters report the same
+        plan entry.
     """
     found: dict[str, dict[str, Any]] = {}
-    folder = Path(folder)
-    if not folder.is_dir():
-        return found
-    for path in sorted(folder.glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise FindingsError(f"{path} is not valid JSON ({exc}); rerun its chapter") from None
+    for path, data in _results_files(folder):
         for entry_id, panel in (data.get("robustness") or {}).items():
             if entry_id in found:
                 raise FindingsError(f"plan entry {entry_id!r} is reported by {found[entry_id]['chapter']} and "

@@ -916,7 +916,8 @@ def stitched_panel(
             for col in (method_column, ref):
                 if col not in f.columns:
                     raise ValueError(f"{entry.entry_id}, {name}: the {cond} scores have no column {col!r}")
-        ids = [q for q in real.index if q in set(stitched.index)]
+        in_stitched = set(stitched.index)
+        ids = [q for q in real.index if q in in_stitched]
         if spec["corpora"] != "all five, pooled":
             ids = [q for q in ids if corpus_of.get(str(q)) == spec["corpora"]]
             if len(ids) < 2:

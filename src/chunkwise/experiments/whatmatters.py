@@ -433,7 +433,8 @@ def range_difference(
     dict
         Primary: ``contrast_a``, ``contrast_b``, ``diff`` (``contrast_a - contrast_b``, metric
         units), ``diff_low`` / ``diff_high``, ``pairs_a`` / ``pairs_b`` (the chosen pairs, in
-        words). Alternative: ``range_a``, ``range_b``, ``range_diff`` (``range_a - range_b``),
+        words), ``per_question`` (the (Q,) differences ``diff`` is the mean of).
+        Alternative: ``range_a``, ``range_b``, ``range_diff`` (``range_a - range_b``),
         ``range_low`` / ``range_high`` (basic) and ``range_pct_low`` / ``range_pct_high``
         (percentile).
 
@@ -468,7 +469,7 @@ def range_difference(
     p_low, p_high = bootstrap_interval(ra - rb, d, confidence, method="percentile")
     return {"contrast_a": float(ca.mean()), "contrast_b": float(cb.mean()), "diff": float(d_q.mean()),
             "diff_low": float(np.quantile(d_boot, alpha)), "diff_high": float(np.quantile(d_boot, 1 - alpha)),
-            "pairs_a": pairs_a, "pairs_b": pairs_b,
+            "pairs_a": pairs_a, "pairs_b": pairs_b, "per_question": d_q,
             "range_a": ra, "range_b": rb, "range_diff": ra - rb, "range_low": r_low, "range_high": r_high,
             "range_pct_low": p_low, "range_pct_high": p_high}
 
@@ -630,9 +631,7 @@ def embedder_chunker_panel(
         d = range_difference(w, "embedder", "chunker", n_resamples=n_resamples, seed=seed)
         if spec["statistic"].startswith("cross-fitted"):
             est, lo, hi = d["diff"], d["diff_low"], d["diff_high"]
-            per_q = (cross_fitted_contrast(w, "embedder", n_resamples=100, seed=seed)["per_question"]
-                     - cross_fitted_contrast(w, "chunker", n_resamples=100, seed=seed)["per_question"])
-            mde = 100 * minimal_detectable_effect(per_q)
+            mde = 100 * minimal_detectable_effect(d["per_question"])
         else:
             est, lo, hi, mde = d["range_diff"], d["range_low"], d["range_high"], float("nan")
         est, lo, hi = 100 * est, 100 * lo, 100 * hi
