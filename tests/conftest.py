@@ -15,3 +15,6 @@ if (SHARED / "data").is_dir():
     os.environ.setdefault("CHUNKWISE_DATA_MIRROR", str(SHARED / "data"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The suite's reference vectors and pinned values come from PyTorch, the library's reference
+# runtime; backend="auto" (the package default) is tested on its own in test_embeddings_auto_backend.
+os.environ.setdefault("CHUNKWISE_EMBED_BACKEND", "torch")

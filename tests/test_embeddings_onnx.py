@@ -1,6 +1,6 @@
 """The ONNX Runtime backend of the sentence-transformers embedders (#46): the same vectors and
 rankings as PyTorch, the same cache names, the choice of backend (argument > environment variable >
-"torch") checked in one place, the export stored once, and the fallback to PyTorch with one warning.
+"auto") checked in one place, the export stored once, and the fallback to PyTorch with one warning.
 
 Needs the ``onnx`` extra (onnxruntime, onnx), which ``make venv`` installs; nothing is skipped.
 Model loads: about 25 s in all on 2 cores (one export of all-MiniLM-L6-v2, a few loads).
@@ -124,7 +124,7 @@ def test_backend_is_not_part_of_the_name_or_cache_key(onnx_root, tmp_path, monke
 
 @pytest.mark.parametrize("bad", ["ort", "ONNX", "", "pytorch", 1])
 def test_an_unknown_backend_is_refused_in_one_place(bad):
-    message = re.escape(f"backend must be one of 'torch', 'onnx' (or unset: 'torch'), got {bad!r}.")
+    message = re.escape(f"backend must be one of 'auto', 'torch', 'onnx' (or unset: 'auto'), got {bad!r}.")
     with pytest.raises(ValueError, match=message):
         resolve_backend(bad)
     with pytest.raises(ValueError, match=message):
@@ -137,17 +137,17 @@ def test_an_unknown_backend_is_refused_in_one_place(bad):
 
 def test_the_environment_variable_picks_the_backend_and_the_argument_wins(monkeypatch):
     monkeypatch.delenv(BACKEND_ENV, raising=False)
-    assert resolve_backend() == "torch"
-    assert make_embedder(cache_dir=False).backend == "torch"
+    assert resolve_backend() == "auto"
+    assert make_embedder(cache_dir=False).backend == "auto"
     monkeypatch.setenv(BACKEND_ENV, "  ")
-    assert resolve_backend() == "torch"
+    assert resolve_backend() == "auto"
     monkeypatch.setenv(BACKEND_ENV, " ONNX ")
     assert resolve_backend() == "onnx"
     assert SentenceTransformerEmbedder(cache_dir=False).backend == "onnx"
     assert make_embedder("all-mpnet-base-v2", cache_dir=False).backend == "onnx"
     assert make_embedder(cache_dir=False, backend="torch").backend == "torch"  # argument > environment
     monkeypatch.setenv(BACKEND_ENV, "tensorrt")
-    with pytest.raises(ValueError, match=re.escape(f"${BACKEND_ENV} must be one of 'torch', 'onnx'")
+    with pytest.raises(ValueError, match=re.escape(f"${BACKEND_ENV} must be one of 'auto', 'torch', 'onnx'")
                        + ".*got 'tensorrt'"):
         make_embedder(cache_dir=False)
     assert make_embedder(cache_dir=False, backend="onnx").backend == "onnx"  # an argument never reads it

@@ -273,14 +273,46 @@ def test_compare_runs_masks_timings_and_names_what_moved(tmp_path, capsys):
     assert cli.main(["compare-runs", str(before), str(same)]) == 0
     assert cli.main(["compare-runs", str(before), str(moved), "--show"]) == 1
     out = capsys.readouterr().out
-    assert "results['recall']: 41.2 -> 41.3" in out and "total: 2 differing cells, 2 differing results values" in out
+    assert "results['recall'] (number, by 0.1): 41.2 -> 41.3" in out
+    assert "results['new'] (text): '(absent)' -> 1" in out
+    assert "total: 2 differing cells, 2 differing results values (1 of them text: verdicts" in out
+
+
+def test_compare_runs_rtol_counts_float_noise_as_equal_and_nothing_else(tmp_path, capsys):
+    before = _run_folder(tmp_path / "a", ["cosine 0.8123456\n", "verdict: ahead\n"],
+                         {"cos": 0.8123456, "rows": [[1.0, 2.5], {"a": 3.0}], "verdict": "ahead", "k": 5})
+    noise = _run_folder(tmp_path / "b", ["cosine 0.8123457\n", "verdict: ahead\n"],
+                        {"cos": 0.81234561, "rows": [[1.0000001, 2.5], {"a": 3.0}], "verdict": "ahead", "k": 5})
+    (exact,) = provenance.compare_runs(before, noise)
+    assert exact.differing_cells == [1] and [k for k, _, _ in exact.differing_values] == ["cos", "rows"]
+    (loose,) = provenance.compare_runs(before, noise, rtol=1e-6)
+    assert loose.same  # 1.2e-7 relative in the cell, 1.2e-8 and 1e-7 in the values
+    (tight,) = provenance.compare_runs(before, noise, rtol=2e-8)
+    assert [k for k, _, _ in tight.differing_values] == ["rows"]  # 1e-7 > 2e-8; 1.2e-8 relative is within
+    # a moved word, a moved tie (5 -> 6) or a changed verdict is never within any tolerance
+    flipped = _run_folder(tmp_path / "c", ["cosine 0.8123456\n", "verdict: behind\n"],
+                          {"cos": 0.8123456, "rows": [[1.0, 2.5], {"a": 3.0}], "verdict": "behind", "k": 6})
+    (cmp,) = provenance.compare_runs(before, flipped, rtol=0.01)
+    assert cmp.differing_cells == [2] and cmp.differing_values == [("k", 5, 6), ("verdict", "ahead", "behind")]
+    assert provenance.value_change(5, 6) == "number, by 1" and provenance.value_change("ahead", "behind") == "text"
+    assert provenance.value_change([1.0, 2.5], [1.25, 2.5]) == "numbers, largest move 0.25"
+    assert provenance.value_change({"a": 1}, {"b": 1}) == "text"
+    assert cli.main(["compare-runs", str(before), str(noise), "--rtol", "1e-6"]) == 0
+    assert "numbers within rtol=1e-06 counted equal" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["compare-runs", str(before), str(noise), "--rtol", "-1"])
+    assert "expected a finite number >= 0, got '-1'" in capsys.readouterr().err
 
 
 def test_compare_runs_reports_what_it_cannot_compare(tmp_path, capsys):
     before = _run_folder(tmp_path / "a", ["x\n"], {})
-    longer = _run_folder(tmp_path / "b", ["x\n"], {}, extra_cell=True)
+    longer = _run_folder(tmp_path / "b", ["x\n"], {"added": 1}, extra_cell=True)
     (cmp,) = provenance.compare_runs(before, longer)
     assert cmp.problem == "2 cells against 3: the source notebooks differ" and not cmp.same
+    # the cells cannot be paired, the results files still are
+    assert cmp.differing_values == [("added", "(absent)", 1)] and cmp.differing_cells == []
+    assert cmp.summary() == ("01_x: cells not compared (2 cells against 3: the source notebooks differ); "
+                             "1 differing results values")
     (cmp,) = provenance.compare_runs(before, longer, chapters=["02_missing"])
     assert cmp.problem.startswith("missing ") and "02_missing.ipynb" in cmp.problem
     with pytest.raises(provenance.PublishError, match="is not a folder"):

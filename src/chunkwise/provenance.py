@@ -21,6 +21,7 @@ import ast
 import datetime as _dt
 import hashlib
 import json
+import math
 import difflib
 import os
 import platform
@@ -44,6 +45,7 @@ __all__ = [
     "machine_summary",
     "module_hashes",
     "provenance_markdown",
+    "value_change",
     "publish_run",
     "run_provenance",
     "stage_published",
@@ -524,7 +526,8 @@ class ChapterComparison:
     def summary(self) -> str:
         """One line: the chapter, its cells, and how many cells and results values differ."""
         if self.problem:
-            return f"{self.stem}: not compared ({self.problem})"
+            return (f"{self.stem}: cells not compared ({self.problem}); "
+                    f"{len(self.differing_values)} differing results values")
         return (f"{self.stem}: {self.cells} cells, {len(self.differing_cells)} with differing outputs, "
                 f"{len(self.differing_values)} differing results values")
 
@@ -556,8 +559,73 @@ def _results_values(doc: Any) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k != "written_utc"} if isinstance(doc, dict) else {"(file)": doc}
 
 
+def _close(x: Any, y: Any, rtol: float | None) -> bool:
+    """Equal, or (with ``rtol``) numbers within ``rtol`` of each other, walking lists and mappings alike."""
+    if x == y:
+        return True
+    if rtol is None:
+        return False
+    if isinstance(x, bool) or isinstance(y, bool):
+        return False
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+        if x != x or y != y:  # nan equals only nan
+            return x != x and y != y
+        return math.isclose(x, y, rel_tol=rtol, abs_tol=1e-12)
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_close(u, v, rtol) for u, v in zip(x, y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_close(x[k], y[k], rtol) for k in x)
+    return False
+
+
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _texts_close(x: str, y: str, rtol: float | None) -> bool:
+    """Two printed outputs that differ only in numbers within ``rtol`` (the words must be the same)."""
+    if x == y:
+        return True
+    if rtol is None or _NUMBER.split(x) != _NUMBER.split(y):
+        return False
+    nx, ny = _NUMBER.findall(x), _NUMBER.findall(y)
+    try:
+        return all(math.isclose(float(u.replace(",", "")), float(v.replace(",", "")), rel_tol=rtol, abs_tol=1e-12)
+                   for u, v in zip(nx, ny))
+    except ValueError:
+        return False
+
+
+def value_change(x: Any, y: Any) -> str:
+    """How a results value moved, in words: ``"number, by 0.3"``, ``"numbers, largest move 0.12"`` or
+    ``"text"`` (a verdict, a sentence, a label: anything not numeric), for cross-machine reports."""
+    def numbers(v: Any) -> list[float] | None:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return None
+        if isinstance(v, (int, float)):
+            return [float(v)]
+        if isinstance(v, list):
+            out: list[float] = []
+            for u in v:
+                n = numbers(u)
+                if n is None:
+                    return None
+                out.extend(n)
+            return out
+        if isinstance(v, dict):
+            return numbers(list(v.values())) if all(isinstance(k, str) for k in v) else None
+        return None
+
+    nx, ny = numbers(x), numbers(y)
+    if nx is None or ny is None or len(nx) != len(ny) or (isinstance(x, dict) and isinstance(y, dict)
+                                                           and x.keys() != y.keys()):
+        return "text"
+    moves = [abs(u - v) for u, v in zip(nx, ny) if not (u != u and v != v)]
+    largest = max(moves) if moves else 0.0
+    return f"number, by {largest:.3g}" if len(nx) == 1 else f"numbers, largest move {largest:.3g}"
+
+
 def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters: Sequence[str] | None = None,
-                 context_lines: int = 12) -> list[ChapterComparison]:
+                 context_lines: int = 12, rtol: float | None = None) -> list[ChapterComparison]:
     """Compare two executed runs of the book cell by cell, with volatile text masked.
 
     Two runs of unchanged code on the same inputs must agree everywhere except in durations,
@@ -576,6 +644,11 @@ def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters:
         Stems to compare. Default: every notebook in ``a``.
     context_lines : int, default 12
         Changed lines kept per differing output in :attr:`ChapterComparison.diffs`.
+    rtol : float, optional
+        A relative tolerance for numbers (default: none, exact equality). Results values (numbers
+        inside lists and mappings too) within ``rtol`` count as the same, and so do printed outputs
+        whose words are identical and whose numbers are within ``rtol``. Use it to show that a
+        change of float arithmetic (a backend, a CPU) moved no value, e.g. ``rtol=1e-6``.
 
     Returns
     -------
@@ -606,11 +679,13 @@ def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters:
         cells_a, cells_b = _read_json(na).get("cells", []), _read_json(nb).get("cells", [])
         cmp.cells = len(cells_a)
         if len(cells_a) != len(cells_b):
+            # the cells cannot be paired, but the results files still can
             cmp.problem = f"{len(cells_a)} cells against {len(cells_b)}: the source notebooks differ"
-            continue
+            cells_a = cells_b = []
         for i, (ca, cb) in enumerate(zip(cells_a, cells_b)):
             oa, ob = _masked_outputs(ca), _masked_outputs(cb)
-            if oa == ob:
+            if oa == ob or (len(oa) == len(ob) and all(
+                    ka == kb and _texts_close(x, y, rtol) for (ka, x), (kb, y) in zip(oa, ob))):
                 continue
             cmp.differing_cells.append(i)
             pairs = list(zip(oa, ob)) or [(("", ""), ("", ""))]
@@ -623,6 +698,6 @@ def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters:
         ra, rb = a / "results" / f"{stem}.json", b / "results" / f"{stem}.json"
         va, vb = (_results_values(_read_json(r)) if r.is_file() else {} for r in (ra, rb))
         for key in sorted(set(va) | set(vb)):
-            if key not in va or key not in vb or va[key] != vb[key]:
+            if key not in va or key not in vb or not _close(va[key], vb[key], rtol):
                 cmp.differing_values.append((key, va.get(key, "(absent)"), vb.get(key, "(absent)")))
     return report
