@@ -109,3 +109,21 @@ def test_html_frame_carries_a_whole_page_in_srcdoc():
             book.html_frame(page, height=bad)
     with pytest.raises(ValueError, match="page must be an HTML string"):
         book.html_frame(b"<p>", height=10)
+
+
+def test_the_teaching_pages_timings_come_from_the_executed_notebooks():
+    rows = [
+        {"file": "intro", "kind": "page"},
+        {"file": "generated/01_a", "kind": "notebook", "title": "1. A", "executed": "2026-12-07T15:00:01.5",
+         "duration_s": 12.7, "parameters": {}},
+        {"file": "generated/06_b", "kind": "notebook", "title": "6. B", "executed": "2026-12-07T15:01:00",
+         "duration_s": 2323.1, "parameters": {"corpora": ["x"]}},
+        {"file": "generated/07_c", "kind": "notebook", "title": "7. C", "executed": None, "duration_s": None,
+         "parameters": None},
+    ]
+    assert book.timings_markdown(rows) == (
+        "| chapter | kernel time | executed (UTC) | parameters |\n|---|---|---|---|\n"
+        "| 1. A | 13 s | 2026-12-07 15:00 | defaults |\n"
+        "| 6. B | 39 min | 2026-12-07 15:01 | `corpora` |\n"
+        "| all of the above | 39 min | | |\n")
+    assert book.timings_markdown(rows[:1]).startswith("No chapter of this build was executed by papermill")

@@ -129,7 +129,8 @@ def test_chapter_answer_is_built_from_the_tables_and_grows_with_their_rows():
         "evidence at a precision_Ω of 23.2%: none has a higher recall beyond the noise; T (-4.4 points [-8.5, -0.3]) "
         "and C (-5.9 points [-10.0, -2.3]) have a lower recall; the other one is within the noise. In precision_Ω, "
         "C (+7.2 points [+5.1, +9.5]) has a higher precision_Ω; T (-3.0 points [-4.6, -1.6]) has a lower "
-        "precision_Ω; the other one is within the noise. K cost the most to index from empty caches (294 s on 3 "
+        "precision_Ω; the other one is within the noise. Of the strategies without an LLM, K cost the most to index "
+        "from empty caches (294 s on 3 "
         "corpora, 2.5x R's 117 s); X made 15 LLM calls for 15 chunks (900 s of model time). ")
     assert text.endswith(
         "On the first 100 characters of a (20 questions), where K and X ran, K's precision_Ω (-10.1 points "

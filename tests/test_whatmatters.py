@@ -131,6 +131,20 @@ def test_chapter_answer_from_the_tables():
     assert text.endswith("Verdicts cover these corpora, two chunkers, two embedders, three retrievers and k in "
                          "{1, 3, 5, 10}.")
     assert range_verdict(0.01, 0.05) == "embedder ahead" and range_verdict(-0.05, -0.01) == "chunker ahead"
+    assert "By share of the variance" not in text
+    # the variance figure orders embedder above chunker: the box says so instead of contradicting it
+    shares = pd.DataFrame({"source": ["k", "embedder", "chunker", "chunker × embedder", "residual"],
+                           "share": [0.6, 0.2, 0.1, 0.05, 0.05]})
+    kwargs = dict(largest_chunker="Kamradt", iou_ranges=iou, truncation=trunc, matched_chunker="Kamradt",
+                  matched_word="cannot tell", n_questions=276, corpora=["state_of_the_union", "chatlogs"],
+                  retrievers=["dense", "bm25", "hybrid"], top_k=[1, 3, 5, 10])
+    text = chapter_answer(ranges, ev, agree, {"MiniLM": "Kamradt", "mpnet": "Cluster 200"},
+                          variance_shares=shares, **kwargs)
+    assert ("then chunker (8.9), embedder (3.4). By share of the variance of the cell means (the figure below) "
+            "the order is k, embedder, chunker: the two statistics weigh a factor differently, so the order of "
+            "close factors is not a finding. Under dense retrieval") in text
+    same = shares.assign(share=[0.6, 0.1, 0.2, 0.05, 0.05])
+    assert "By share" not in chapter_answer(ranges, ev, agree, {"MiniLM": "Kamradt"}, variance_shares=same, **kwargs)
 
 
 def _one_factor(columns: dict[str, list[float]], name: str = "f") -> pd.DataFrame:

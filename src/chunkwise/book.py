@@ -1211,6 +1211,8 @@ def registered_notebooks(only: Sequence[str] | None = None) -> list[str]:
 
 #: Where :func:`write_status_page` writes the intro's status table, relative to the book folder.
 STATUS_PAGE = Path("generated") / "status.md"
+#: The teaching page's table of measured chapter times (written beside the status page).
+TIMINGS_PAGE = Path("generated") / "timings.md"
 
 
 def _toc_files(toc: Any) -> list[str]:
@@ -1365,11 +1367,34 @@ def write_status_page(book_dir: str | os.PathLike[str]) -> Path:
         As :func:`chapter_status`.
     """
     book = Path(book_dir)
-    text = status_markdown(chapter_status(book))
+    rows = chapter_status(book)
     out = book / STATUS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    out.write_text(status_markdown(rows), encoding="utf-8")
+    (book / TIMINGS_PAGE).write_text(timings_markdown(rows), encoding="utf-8")
     return out
+
+
+def timings_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """How long each chapter's kernel ran in the run this build holds, for the teaching page.
+
+    One row per executed notebook of :func:`chapter_status` (title, kernel time, executed date,
+    parameters), then the total; the teaching page includes it, so its timings are always the
+    measured ones of the published (or generated) run, never numbers typed into prose.
+    """
+    lines = ["| chapter | kernel time | executed (UTC) | parameters |", "|---|---|---|---|"]
+    total = 0.0
+    for r in rows:
+        if r.get("kind") != "notebook" or r.get("duration_s") is None:
+            continue
+        total += float(r["duration_s"])
+        params = ", ".join(f"`{k}`" for k in r["parameters"]) if r.get("parameters") else "defaults"
+        lines.append(f"| {r.get('title') or r['file']} | {_format_duration(float(r['duration_s']))} | "
+                     f"{str(r.get('executed') or '-').replace('T', ' ')[:16]} | {params} |")
+    if len(lines) == 2:
+        return "No chapter of this build was executed by papermill, so there is no measured time to show.\n"
+    lines.append(f"| all of the above | {_format_duration(total)} | | |")
+    return "\n".join(lines) + "\n"
 
 
 def tidy(df: Any, decimals: int | None = None, missing: str = "–") -> Any:

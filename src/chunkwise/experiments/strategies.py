@@ -575,11 +575,14 @@ def chapter_answer(
     if cold_by_label is not None and baseline in cold_by_label.index:
         cold = cold_by_label.loc[[lab for lab in dict.fromkeys(labels) if lab in cold_by_label.index]]
         base_s = float(cold_by_label.loc[baseline, "cold_seconds"])
-        cold = cold[cold.index != baseline]
+        llm = {lab for tab in (table_all, table_small) if tab is not None and "llm_calls" in tab.columns
+               for lab in tab.index[tab["llm_calls"] > 0]}
+        cold = cold[(cold.index != baseline) & ~cold.index.isin(list(llm))]  # LLM time is stated on its own
         if len(cold) and base_s > 0:
             top = cold["cold_seconds"].astype(float).idxmax()
             c = cold.loc[top]
-            costs.append(f"{top} cost the most to index from empty caches ({c['cold_seconds']:.0f} s on "
+            costs.append(f"of the strategies without an LLM, {top} cost the most to index from empty caches "
+                         f"({c['cold_seconds']:.0f} s on "
                          f"{int(c['corpora_measured'])} corpora, {c['cold_seconds'] / base_s:.1f}x {baseline}'s "
                          f"{base_s:.0f} s)")
     for tab in (table_all, table_small if small_labels else None):

@@ -500,6 +500,7 @@ def chapter_answer(
     corpora: Sequence[str],
     retrievers: Sequence[str],
     top_k: Sequence[int],
+    variance_shares: pd.DataFrame | None = None,
 ) -> str:
     """Chapter 7's answer, built from its tables.
 
@@ -525,6 +526,10 @@ def chapter_answer(
     n_questions : int
     corpora, retrievers : sequence of str
     top_k : sequence of int
+    variance_shares : DataFrame, optional
+        :func:`variance_shares` (columns ``source``, ``share``): when the main effects' order by
+        share differs from their order by range, the answer says so (the two statistics weigh a
+        factor differently), so the box never contradicts the variance figure.
 
     Returns
     -------
@@ -544,11 +549,19 @@ def chapter_answer(
     word = range_verdict(ev["diff_low"], ev["diff_high"])
     worst = truncation["ref_chars_past_window"].idxmax()
     n_chunkers = truncation.index.get_level_values(0).nunique()
+    by_share = ""
+    if variance_shares is not None:
+        main = variance_shares[variance_shares["source"].isin(list(ranges.index))]
+        order = list(main.sort_values("share", ascending=False, kind="stable")["source"])
+        if order != [f for f in ranges.index if f in order]:
+            by_share = (f" By share of the variance of the cell means (the figure below) the order is "
+                        f"{', '.join(order)}: the two statistics weigh a factor differently, so the order of "
+                        "close factors is not a finding.")
     return (
         f"On {n_questions} questions of Chroma's {', '.join(corpora)} corpora, the factor with the largest "
         f"range of mean recall is **{top}** ({pct(ranges.loc[top, 'range'])} points, interval "
         f"{pct(ranges.loc[top, 'range_low'])} to {pct(ranges.loc[top, 'range_high'])}), then "
-        + ", ".join(f"{f} ({pct(ranges.loc[f, 'range'])})" for f in ranges.index[1:]) + ". "
+        + ", ".join(f"{f} ({pct(ranges.loc[f, 'range'])})" for f in ranges.index[1:]) + "." + by_share + " "
         f"Under dense retrieval the embedder's best-minus-worst contrast minus the chunker's, each pair "
         f"chosen on the other half of the questions, is "
         f"{describe_interval(ev['diff'], ev['diff_low'], ev['diff_high'], scale=100)} points: **{word}** "
