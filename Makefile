@@ -32,11 +32,16 @@ export TOKENIZERS_PARALLELISM ?= false
 # The reading environment: the package without its dependencies plus the `read` extra (the
 # book tools and what build-book imports), about half a minute to create.
 READ_VENV := .venv-read
+# pip's output goes to $(READ_VENV)/install.log (shown only if pip fails): its resolver lists every
+# dependency of the package that this environment leaves out on purpose (torch and the chapters'
+# libraries), which reads like a failure on the console.
 $(READ_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(READ_VENV)
-	$(READ_VENV)/bin/pip install --quiet --upgrade pip
-	$(READ_VENV)/bin/pip install --quiet --no-deps -e .
-	$(READ_VENV)/bin/pip install --quiet $$($(READ_VENV)/bin/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["read"])')
+	@echo "installing the reader's environment (jupyter-book, no torch) into $(READ_VENV); pip's log: $(READ_VENV)/install.log"
+	@{ $(READ_VENV)/bin/pip install --quiet --upgrade pip \
+	  && $(READ_VENV)/bin/pip install --quiet --no-deps -e . \
+	  && $(READ_VENV)/bin/pip install --quiet $$($(READ_VENV)/bin/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["read"])'); \
+	} > $(READ_VENV)/install.log 2>&1 || { cat $(READ_VENV)/install.log; echo "pip failed (log above)"; exit 1; }
 	touch $@
 
 # Prints, per chapter, whether its published run matches the current source or what changed.

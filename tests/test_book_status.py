@@ -127,3 +127,20 @@ def test_the_teaching_pages_timings_come_from_the_executed_notebooks():
         "| 6. B | 39 min | 2026-12-07 15:01 | `corpora` |\n"
         "| all of the above | 39 min | | |\n")
     assert book.timings_markdown(rows[:1]).startswith("No chapter of this build was executed by papermill")
+
+
+def test_the_build_console_keeps_warnings_errors_and_the_outcome_only():
+    from chunkwise.cli import _build_log_highlights
+
+    log = "\n".join([
+        "Running Jupyter-Book v1.0.4", "Source Folder: /x/book", "Config Path: /x/book/_config.yml",
+        "{'myst_enable_extensions': ['colon_fence', 'dollarmath'], 'html_theme': 'sphinx_book_theme'}",
+        "reading sources... [ 50%] findings", "/x/book/findings.md:3: WARNING: undefined label: 'nowhere'",
+        "writing output... [100%] intro", "build succeeded, 1 warning.",
+        "Finished generating HTML for book.", "Your book's HTML pages are here:",
+    ])
+    assert _build_log_highlights(log) == ["/x/book/findings.md:3: WARNING: undefined label: 'nowhere'",
+                                          "build succeeded, 1 warning.", "Finished generating HTML for book."]
+    many = "\n".join(f"WARNING {i}" for i in range(70))
+    kept = _build_log_highlights(many, limit=60)
+    assert len(kept) == 61 and kept[-1] == "... and 10 more such lines (see the log)"

@@ -367,8 +367,15 @@ def build_book(book_dir: Path, strict: bool = True, published: bool = False) -> 
         # unchanged pages and would pass -W with them still there.
         cmd += ["-W", "-n", "--keep-going", "--all"]
     shown = " ".join(cmd[3:]).replace(str(book_dir), os.path.relpath(book_dir))
-    print(f"{PROG}: jupyter-book {shown}", file=sys.stderr)
-    rc = subprocess.run(cmd, check=False).returncode
+    log = book_dir / "_build" / "jupyter-book.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"{PROG}: jupyter-book {shown} (its full output: {os.path.relpath(log)})", file=sys.stderr)
+    # Sphinx's console is mostly configuration dumps and per-page progress; the reader sees its
+    # warnings, errors and last lines, and the whole of it is in the log file.
+    with open(log, "w", encoding="utf-8") as fh:
+        rc = subprocess.run(cmd, check=False, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+    for line in _build_log_highlights(log.read_text(encoding="utf-8", errors="replace")):
+        print(f"  {line}", file=sys.stderr)
 
     problems: list[str] = []
     if rc != 0:
@@ -407,6 +414,19 @@ def build_book(book_dir: Path, strict: bool = True, published: bool = False) -> 
         return 1
     print(f"{PROG}: book built: {html_dir / 'index.html'}", file=sys.stderr)
     return 0
+
+
+_BUILD_LOG_KEEP = re.compile(r"warning|error|exception|traceback|build succeeded|finished generating|failed",
+                             re.IGNORECASE)
+
+
+def _build_log_highlights(text: str, limit: int = 60) -> list[str]:
+    """The lines of a jupyter-book log a reader needs: warnings, errors and the outcome (at most
+    ``limit``, then a count of the rest); configuration dumps and progress lines are left out."""
+    keep = [line.rstrip() for line in text.splitlines() if _BUILD_LOG_KEEP.search(line)]
+    if len(keep) > limit:
+        keep = keep[:limit] + [f"... and {len(keep) - limit} more such lines (see the log)"]
+    return keep
 
 
 def _cmd_build_book(args: argparse.Namespace) -> int:
