@@ -1,4 +1,15 @@
-"""Test doubles shared by the tests: a character embedder and the one fake chat model.
+"""Test doubles and hand corpora shared by the tests, which import them from here, never from one another.
+
+- :class:`CharEmbedder`: a bag of characters over a corpus's alphabet.
+- :class:`FakeChatModel` (its calls are :class:`FakeCall`): the one fake chat model, below.
+- The grid's hand example (worked by hand in test_grid.py): ``GRID_DOCS`` (two documents of the
+  words one..ten), :func:`questions` (their two questions) and :class:`WordEmbedder` (a bag of
+  those ``WORDS``).
+- :class:`FakeEmbedder`: a deterministic bag-of-hashed-words embedder (24-d), counting what it embeds.
+- :class:`ScriptedLLM`: a real :class:`~chunkwise.llm.LLMClient` whose endpoint answers from a
+  list of replies (model identity ``SCRIPTED_IDENTITY``), and the question generation's two
+  documents ``TEXT_A``, ``TEXT_B`` and ``QUESTION_DOCS``.
+- :func:`text_pdf` and :func:`make_docx`: a one-page PDF and a Word file, built in the test.
 
 :class:`FakeChatModel` is the chat model of every test that does not talk to a server (the
 LLMClient tests use :class:`chunkwise.llm.fake_server.FakeChatServer`): it implements
@@ -7,14 +18,18 @@ LLMClient tests use :class:`chunkwise.llm.fake_server.FakeChatServer`): it imple
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from chunkwise.llm import LLMJSONError, LLMResponse, SequentialBatches, iter_json_candidates
+from chunkwise.llm import LLMClient, LLMJSONError, LLMResponse, SequentialBatches, iter_json_candidates
 
 
 class CharEmbedder:
@@ -206,3 +221,155 @@ def _invalid(value: Any, schema: Any, validator: Any) -> str | None:
         if verdict is not None and verdict is not True:
             return f"validation failed: {verdict}"
     return None
+
+
+# -- the grid's hand example (test_grid.py) ---------------------------------------------
+
+
+WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+GRID_DOCS = {"a.txt": "one two three four five six", "b.txt": "seven eight nine ten"}
+
+
+class WordEmbedder:
+    """Bag of the ten WORDS (float32, not normalised), recording every batch it embeds."""
+
+    name = "test-words"
+
+    def __init__(self):
+        self.calls = []
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        out = np.zeros((len(texts), len(WORDS)), dtype=np.float32)
+        for r, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                if w in WORDS:
+                    out[r, WORDS.index(w)] += 1
+        return out
+
+
+def questions():
+    """The grid's two hand questions over GRID_DOCS, one reference each."""
+    return pd.DataFrame(
+        {
+            "question_id": ["Q1", "Q2"],
+            "question": ["three four", "one two nine"],
+            "corpus_id": ["a.txt", "b.txt"],
+            "references": [
+                [{"content": "three four", "start_index": 8, "end_index": 18}],
+                [{"content": "nine ten", "start_index": 12, "end_index": 20}],
+            ],
+        }
+    )
+
+
+# -- a hashed bag-of-words embedder (test_semantic.py) ----------------------------------
+
+
+class FakeEmbedder:
+    """Deterministic bag-of-hashed-words embedder (float64, 24-d), counting every text it embeds."""
+
+    name = "fake-hash-24"
+
+    def __init__(self, dim: int = 24):
+        self.dim = dim
+        self.calls = 0
+        self.n_embedded = 0
+        self.texts: list[str] = []
+
+    def vector(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim)
+        for w in re.findall(r"\w+", text.lower()):
+            h = hashlib.sha256(w.encode()).digest()
+            idx = h[0] % self.dim
+            v[idx] += 1.0 + h[1] / 255.0
+            v[(idx + h[2]) % self.dim] += 0.5 * (h[3] / 255.0)
+        return v
+
+    def embed(self, texts):
+        self.calls += 1
+        self.n_embedded += len(texts)
+        self.texts.extend(texts)
+        return np.array([self.vector(t) for t in texts]).reshape(len(texts), self.dim)
+
+
+# -- a scripted LLMClient and the question generation's documents (test_questions_generate.py)
+
+
+TEXT_A = (
+    "The river Elbe rises in the Krkonose mountains.\n"
+    "It flows for 1094 kilometres to the North Sea near Cuxhaven.\n"
+    "Hamburg lies on its lower course."
+)
+TEXT_B = (
+    "Basalt is a fine-grained volcanic rock. It forms from the rapid cooling of lava rich in "
+    "magnesium and iron.\nMost of the ocean floor is basalt."
+)
+QUESTION_DOCS = {"b.txt": TEXT_B, "a.txt": TEXT_A}  # generation sorts names: candidate i uses a, b, a, b, ...
+SCRIPTED_IDENTITY = "scripted-model@sha256:test"
+
+
+class _Completions:
+    """The ``chat.completions`` endpoint of a :class:`ScriptedLLM`: pops the next reply text."""
+
+    def __init__(self, owner: ScriptedLLM) -> None:
+        self.owner = owner
+
+    def create(self, **params):
+        self.owner.requests.append(params)
+        if not self.owner.script:
+            raise AssertionError("the scripted LLM was asked more often than scripted (a cached reply was re-requested?)")
+        text = self.owner.script.pop(0)
+        usage = SimpleNamespace(prompt_tokens=10, completion_tokens=5, total_tokens=15)
+        choice = SimpleNamespace(message=SimpleNamespace(content=text), finish_reason="stop")
+        return SimpleNamespace(choices=[choice], usage=usage, model="scripted")
+
+
+class ScriptedLLM(LLMClient):
+    """An LLMClient whose endpoint answers from a list of reply texts, in order."""
+
+    def __init__(self, script, cache) -> None:
+        super().__init__(base_url="http://127.0.0.1:9/v1", model="scripted", api_key="k", cache=cache,
+                         model_identity=SCRIPTED_IDENTITY, max_retries=0)
+        self.script = list(script)
+        self.requests: list[dict] = []
+        self._client = SimpleNamespace(chat=SimpleNamespace(completions=_Completions(self)))
+
+
+# -- small PDF and Word files (test_loaders.py) -----------------------------------------
+
+
+def text_pdf(lines: list[str]) -> bytes:
+    """A one-page PDF drawing each line with Tj (Helvetica); cross-reference table computed."""
+    content = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) Tj T*" for line in lines) + " ET"
+    objs = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        f"<< /Length {len(content)} >>\nstream\n{content}\nendstream",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n{o}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+def make_docx(path):
+    """A Word file at ``path``: two paragraphs, a 2x2 table (crop, spacing / kale, 45 cm), one more paragraph."""
+    import docx
+
+    d = docx.Document()
+    d.add_paragraph("Raised beds")
+    d.add_paragraph("Fill the beds with compost in March.")
+    t = d.add_table(rows=2, cols=2)
+    t.cell(0, 0).text, t.cell(0, 1).text = "crop", "spacing"
+    t.cell(1, 0).text, t.cell(1, 1).text = "kale", "45 cm"
+    d.add_paragraph("Water weekly.")
+    d.save(path)

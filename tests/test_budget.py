@@ -15,13 +15,13 @@ import pytest
 from chunkwise.evaluation.budget import token_budget_view
 from chunkwise.evaluation.grid import GridConfig, run_grid
 
-from test_grid import DOCS, WordEmbedder, questions
+from fakes import GRID_DOCS, WordEmbedder, questions
 
 
 @pytest.fixture()
 def result(tmp_path):
     cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["dense"], top_k=[1, 2])
-    return run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    return run_grid(GRID_DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
 
 
 def test_a_budget_of_whole_chunks_equals_the_k_cell(result):
@@ -58,7 +58,7 @@ def test_a_ranking_shorter_than_the_budget_is_nan_with_its_reason(result):
 
 def test_budget_bootstrap_compares_chunkers_at_equal_reading(tmp_path):
     cfg = GridConfig(chunkers=["TokenText:2", "TokenText:4"], retrievers=["dense"], top_k=[1, 2])
-    res = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    res = run_grid(GRID_DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
     view = token_budget_view(res, 4)
     boot = view.bootstrap("recall", n_resamples=500, seed=0)
     assert list(boot.table.index) == ["TokenText 2 | dense | budget=4", "TokenText 4 | dense | budget=4"]

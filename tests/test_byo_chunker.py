@@ -8,7 +8,7 @@ from chunkwise.chunkers.adapters import OffsetRecoveryError, adapt_chunker, loca
 from chunkwise.chunkers.specs import parse_spec
 from chunkwise.evaluation.grid import GridConfig, run_grid
 
-from test_grid import DOCS, questions
+from fakes import GRID_DOCS, questions
 
 TEXT = "Tenants pay rent monthly; late fees apply after five days. The landlord repairs the roof; tenants mow the lawn."
 
@@ -71,7 +71,7 @@ def test_import_path_spec_is_a_grid_row(tmp_path):
                                 "retrievers": ["bm25"], "top_k": [1]})
     (row,) = cfg.chunkers
     assert row.label == "ClauseSplitter(min_chars=30)"
-    res = run_grid(DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)
+    res = run_grid(GRID_DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)
     assert res.table.iloc[0]["chunker"] == "ClauseSplitter(min_chars=30)"
     assert res.table.iloc[0]["n_chunks"] == 2  # one piece per document: no ';' or '.' in the test documents
 
@@ -107,7 +107,7 @@ def test_a_misspelled_kwarg_is_a_clear_error(tmp_path):
     cfg = GridConfig.from_dict({"chunkers": [{"chunker": "plugin_chunkers:ClauseSplitter", "kwargs": {"minchars": 3}}],
                                 "retrievers": ["bm25"], "top_k": [1]})
     with pytest.raises(ValueError, match=r"building it with kwargs \{'minchars': 3\} failed .*check the kwargs table"):
-        run_grid(DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)
+        run_grid(GRID_DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)
 
 
 def test_chonkie_chunkers_keep_their_offsets():
@@ -134,7 +134,7 @@ def test_a_plugin_from_a_temporary_module(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = GridConfig.from_dict({"chunkers": [{"chunker": "tmp_clauses:Halves", "kwargs": {"parts": 3}}],
                                 "retrievers": ["bm25"], "top_k": [1]})
-    res = run_grid(DOCS, questions(), cfg, cache_dir=tmp_path / "c", show_progress=False)
+    res = run_grid(GRID_DOCS, questions(), cfg, cache_dir=tmp_path / "c", show_progress=False)
     # "one two three four five six" (27 chars) in thirds of 9, "seven eight nine ten" (20) in 7 / 7 / 6
     assert res.chunks["Halves(parts=3)"] == {"a.txt": [(0, 9), (9, 18), (18, 27)], "b.txt": [(0, 7), (7, 14), (14, 20)]}
 
@@ -142,7 +142,7 @@ def test_a_plugin_from_a_temporary_module(tmp_path, monkeypatch):
 def test_embedded_text_may_differ_from_the_scored_span(tmp_path, monkeypatch):
     """issue 44 view: (start, end, index_text) from a plugin; the retrievers read index_text, the
     metrics score the raw span."""
-    from test_grid import WordEmbedder
+    from fakes import WordEmbedder
 
     chunks = adapt_chunker(lambda t: [(0, 3, "Garden > Kale\n\nabc"), {"start": 4, "end": 9, "index_text": "X"},
                                       (4, 9)]).split("abc defgh")
@@ -162,7 +162,7 @@ def test_embedded_text_may_differ_from_the_scored_span(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = GridConfig.from_dict({"chunkers": ["tmp_prefixed:whole_with_prefix"], "retrievers": ["dense"], "top_k": [1]})
     emb = WordEmbedder()
-    res = run_grid(DOCS, questions(), cfg, emb, cache_dir=tmp_path / "c", show_progress=False)
+    res = run_grid(GRID_DOCS, questions(), cfg, emb, cache_dir=tmp_path / "c", show_progress=False)
     assert res.chunks[cfg.chunkers[0].label] == {"a.txt": [(0, 27)], "b.txt": [(0, 20)]}
     assert ["one two three four five six", "one two seven eight nine ten"] in emb.calls
     # Q2 "one two nine": cosine to a = 2 / (sqrt 3 * sqrt 6) = 0.47, to b's embedded text 3 / (sqrt 3 * sqrt 6)
@@ -197,4 +197,4 @@ def test_a_failing_plugin_is_one_line_naming_it_and_the_document(tmp_path, monke
     for spec, message in cases.items():
         cfg = GridConfig.from_dict({"chunkers": [spec], "retrievers": ["bm25"], "top_k": [1]})
         with pytest.raises(ValueError, match=message):
-            run_grid(DOCS, questions(), cfg, cache_dir=tmp_path / "c", show_progress=False)
+            run_grid(GRID_DOCS, questions(), cfg, cache_dir=tmp_path / "c", show_progress=False)

@@ -9,7 +9,7 @@ import pytest
 
 from chunkwise.chunkers.cluster import ClusterSemanticChunker, optimal_segmentation
 from chunkwise.chunkers.kamradt import KamradtModifiedChunker, threshold_for_cuts
-from test_semantic import FakeEmbedder
+from fakes import FakeEmbedder
 
 
 def _objective(m: np.ndarray, runs) -> float:

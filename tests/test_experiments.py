@@ -13,8 +13,7 @@ from chunkwise.chunk import Chunk
 from chunkwise.evaluation.boundaries import boundaries_from_chunks
 from chunkwise.experiments import chroma as ch
 from chunkwise.experiments import handbook as hb
-from fakes import FakeChatModel
-from test_semantic import FakeEmbedder
+from fakes import FakeChatModel, FakeEmbedder
 
 
 def test_boundaries_from_chunks_maps_cuts_to_reference_sentences():

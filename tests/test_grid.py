@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -26,39 +25,8 @@ import pytest
 from chunkwise.embeddings import CachedEmbedder
 from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, format_table, run_grid
 from chunkwise.figures import chunk_boundaries_html
-
-WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
-DOCS = {"a.txt": "one two three four five six", "b.txt": "seven eight nine ten"}
-
-
-class WordEmbedder:
-    name = "test-words"
-
-    def __init__(self):
-        self.calls = []
-
-    def embed(self, texts):
-        self.calls.append(list(texts))
-        out = np.zeros((len(texts), len(WORDS)), dtype=np.float32)
-        for r, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()):
-                if w in WORDS:
-                    out[r, WORDS.index(w)] += 1
-        return out
-
-
-def questions():
-    return pd.DataFrame(
-        {
-            "question_id": ["Q1", "Q2"],
-            "question": ["three four", "one two nine"],
-            "corpus_id": ["a.txt", "b.txt"],
-            "references": [
-                [{"content": "three four", "start_index": 8, "end_index": 18}],
-                [{"content": "nine ten", "start_index": 12, "end_index": 20}],
-            ],
-        }
-    )
+from fakes import GRID_DOCS as DOCS
+from fakes import WordEmbedder, questions
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ import pytest
 from chunkwise.datasets.local import question_tags
 from chunkwise.evaluation.grid import GridConfig, format_groups, run_grid
 
-from test_grid import DOCS, questions
+from fakes import GRID_DOCS, questions
 
 
 def test_question_tags_forms():
@@ -32,7 +32,7 @@ def result(tmp_path):
     q = questions()
     q["tags"] = [["x"], ["x", "y"]]
     cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["bm25"], top_k=[1, 2])
-    return run_grid(DOCS, q, cfg, cache_dir=tmp_path, show_progress=False)
+    return run_grid(GRID_DOCS, q, cfg, cache_dir=tmp_path, show_progress=False)
 
 
 def test_group_table_by_hand(result):
@@ -59,7 +59,7 @@ def test_group_table_by_hand(result):
 
 def test_group_table_needs_tags(tmp_path):
     cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["bm25"], top_k=[1])
-    res = run_grid(DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)
+    res = run_grid(GRID_DOCS, questions(), cfg, cache_dir=tmp_path, show_progress=False)
     assert res.groups == {}
     with pytest.raises(ValueError, match="no question has tags"):
         res.group_table()

@@ -13,7 +13,7 @@ from chunkwise.chunkers.adapters import OffsetRecoveryError, adapt_chunker, loca
 from chunkwise.datasets.loaders import read_document
 from chunkwise.datasets.local import load_documents, read_questions, validate_questions
 
-from test_loaders import make_docx, text_pdf
+from fakes import make_docx, text_pdf
 
 
 def skipped(docs) -> dict[str, str]:

@@ -54,7 +54,7 @@ def test_non_integer_ids_are_reasked_not_crashed():
 def test_last_stats_count_windows_repairs_and_windows_without_split(tmp_path):
     import json
 
-    from test_questions_generate import ScriptedLLM
+    from fakes import ScriptedLLM
 
     # window 1: an out-of-range piece (re-asked), then a split after piece 2; later windows: no split
     replies = [json.dumps({"split_after": [999]}), json.dumps({"split_after": [2]})]

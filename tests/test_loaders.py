@@ -7,28 +7,7 @@ import pytest
 
 from chunkwise.datasets.loaders import read_document
 from chunkwise.datasets.local import load_documents, read_questions, validate_questions
-
-
-def text_pdf(lines: list[str]) -> bytes:
-    """A one-page PDF drawing each line with Tj (Helvetica); cross-reference table computed."""
-    content = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) Tj T*" for line in lines) + " ET"
-    objs = [
-        "<< /Type /Catalog /Pages 2 0 R >>",
-        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-        f"<< /Length {len(content)} >>\nstream\n{content}\nendstream",
-        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for i, o in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += f"{i} 0 obj\n{o}\nendobj\n".encode()
-    xref = len(out)
-    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return out
+from fakes import make_docx, text_pdf
 
 
 def two_page_pdf(path):
@@ -53,19 +32,6 @@ def blank_pdf(path, password=None):
         w.encrypt(user_password=password, owner_password=password)
     with open(path, "wb") as f:
         w.write(f)
-
-
-def make_docx(path):
-    import docx
-
-    d = docx.Document()
-    d.add_paragraph("Raised beds")
-    d.add_paragraph("Fill the beds with compost in March.")
-    t = d.add_table(rows=2, cols=2)
-    t.cell(0, 0).text, t.cell(0, 1).text = "crop", "spacing"
-    t.cell(1, 0).text, t.cell(1, 1).text = "kale", "45 cm"
-    d.add_paragraph("Water weekly.")
-    d.save(path)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -27,48 +26,14 @@ from chunkwise.experiments.questions import (
     rank_agreement,
     sample_window,
 )
-from chunkwise.llm import LLMClient
+from fakes import QUESTION_DOCS as DOCS
+from fakes import SCRIPTED_IDENTITY as IDENTITY
+from fakes import TEXT_A, ScriptedLLM
 
-TEXT_A = (
-    "The river Elbe rises in the Krkonose mountains.\n"
-    "It flows for 1094 kilometres to the North Sea near Cuxhaven.\n"
-    "Hamburg lies on its lower course."
-)
-TEXT_B = (
-    "Basalt is a fine-grained volcanic rock. It forms from the rapid cooling of lava rich in "
-    "magnesium and iron.\nMost of the ocean floor is basalt."
-)
-DOCS = {"b.txt": TEXT_B, "a.txt": TEXT_A}  # generation sorts names: candidate i uses a, b, a, b, ...
-IDENTITY = "scripted-model@sha256:test"
 #: Chroma's method (the model copies excerpts, earlier questions shown, no content re-asks): the
 #: settings every hand-checked script below was written for; the defaults are tested in
 #: test_questions_numbered.py.
 COPY = {"excerpt_mode": "copy", "n_previous": 3, "content_repairs": 0}
-
-
-class _Completions:
-    def __init__(self, owner: ScriptedLLM) -> None:
-        self.owner = owner
-
-    def create(self, **params):
-        self.owner.requests.append(params)
-        if not self.owner.script:
-            raise AssertionError("the scripted LLM was asked more often than scripted (a cached reply was re-requested?)")
-        text = self.owner.script.pop(0)
-        usage = SimpleNamespace(prompt_tokens=10, completion_tokens=5, total_tokens=15)
-        choice = SimpleNamespace(message=SimpleNamespace(content=text), finish_reason="stop")
-        return SimpleNamespace(choices=[choice], usage=usage, model="scripted")
-
-
-class ScriptedLLM(LLMClient):
-    """An LLMClient whose endpoint answers from a list of reply texts, in order."""
-
-    def __init__(self, script, cache) -> None:
-        super().__init__(base_url="http://127.0.0.1:9/v1", model="scripted", api_key="k", cache=cache,
-                         model_identity=IDENTITY, max_retries=0)
-        self.script = list(script)
-        self.requests: list[dict] = []
-        self._client = SimpleNamespace(chat=SimpleNamespace(completions=_Completions(self)))
 
 
 def reply(question, *excerpts):

@@ -14,7 +14,7 @@ import pytest
 from chunkwise.experiments import questions as qg
 from chunkwise.experiments.questions import build_numbered_messages, generate_questions, passage_sentences
 
-from test_questions_generate import DOCS, TEXT_A, TEXT_B, ScriptedLLM
+from fakes import QUESTION_DOCS, TEXT_A, TEXT_B, ScriptedLLM
 
 # TEXT_A sentences: [1] (0, 47) Elbe rises, [2] (48, 108) flows 1094 km, [3] (109, 142) Hamburg
 # TEXT_B sentences: [1] (0, 39) basalt is, [2] (40, 107) it forms, [3] (108, 142) ocean floor
@@ -27,7 +27,7 @@ def numbered(question, *numbers):
 def run(tmp_path, script, n, **kw):
     llm = ScriptedLLM(script, tmp_path / "llm.sqlite")
     kw.setdefault("content_repairs", 0)  # the scripts below answer each candidate once
-    return generate_questions(DOCS, n, llm, None, window_chars=200, **kw), llm
+    return generate_questions(QUESTION_DOCS, n, llm, None, window_chars=200, **kw), llm
 
 
 def test_passage_sentences_are_document_offsets():
@@ -116,7 +116,7 @@ def test_the_defaults_are_the_measured_best_settings(tmp_path):
     # numbered sentences, two content re-asks, no earlier questions shown (data/own/generation_runs.csv)
     llm = ScriptedLLM([numbered("Where does the Elbe rise?", 9), numbered("Where does the Elbe rise?", 1)],
                       tmp_path / "llm.sqlite")
-    result = generate_questions(DOCS, 1, llm, None, window_chars=200)
+    result = generate_questions(QUESTION_DOCS, 1, llm, None, window_chars=200)
     assert (result.settings["excerpt_mode"], result.settings["content_repairs"], result.settings["n_previous"]) == (
         "sentence_numbers", 2, 0)
     assert result.questions[0]["references"] == [{"content": TEXT_A[0:47], "start_index": 0, "end_index": 47}]

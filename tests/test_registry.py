@@ -12,7 +12,7 @@ from chunkwise.chunkers.specs import ChunkerSpec, make_chunker, parse_spec
 from chunkwise.evaluation.grid import GridConfig, run_grid
 from chunkwise.retrieval import registry as RR
 
-from test_grid import DOCS, WordEmbedder, questions
+from fakes import GRID_DOCS, WordEmbedder, questions
 
 
 class WordChunker:
@@ -94,7 +94,7 @@ def test_a_registered_chunker_is_a_grid_row(word_kind, tmp_path):
     assert spec == ChunkerSpec("Words") and spec.kind is word_kind
     with pytest.raises(ValueError, match="Words takes no size"):
         parse_spec("Words:10")
-    res = run_grid(DOCS, questions(), GridConfig(chunkers=["Words"], retrievers=["bm25"], top_k=[1]),
+    res = run_grid(GRID_DOCS, questions(), GridConfig(chunkers=["Words"], retrievers=["bm25"], top_k=[1]),
                    cache_dir=tmp_path, show_progress=False)
     row = res.table.iloc[0]
     # six + four words in the two documents
@@ -103,7 +103,7 @@ def test_a_registered_chunker_is_a_grid_row(word_kind, tmp_path):
 
 def test_a_registered_retriever_is_a_grid_column(last_word_retriever, tmp_path):
     grid = GridConfig(chunkers=["TokenText:1"], retrievers=["reverse"], top_k=[1])
-    res = run_grid(DOCS, questions(), grid, cache_dir=tmp_path, show_progress=False)
+    res = run_grid(GRID_DOCS, questions(), grid, cache_dir=tmp_path, show_progress=False)
     # TokenText:1 makes one chunk per token; "reverse" returns the last chunk, "ten" of b.txt
     ranked = res.rankings["TokenText 1"]["reverse"]
     assert [r[0] for r in ranked] == [9, 9]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 
@@ -18,35 +17,9 @@ from chunkwise.chunkers.semantic import (
     group_sentences,
 )
 from chunkwise.text import split_sentences
+from fakes import FakeEmbedder
 
 LC_REGEX = r"(?<=[.?!])\s+"
-
-
-class FakeEmbedder:
-    """Deterministic bag-of-hashed-words embedder (float64, 24-d), counting every text it embeds."""
-
-    name = "fake-hash-24"
-
-    def __init__(self, dim: int = 24):
-        self.dim = dim
-        self.calls = 0
-        self.n_embedded = 0
-        self.texts: list[str] = []
-
-    def vector(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim)
-        for w in re.findall(r"\w+", text.lower()):
-            h = hashlib.sha256(w.encode()).digest()
-            idx = h[0] % self.dim
-            v[idx] += 1.0 + h[1] / 255.0
-            v[(idx + h[2]) % self.dim] += 0.5 * (h[3] / 255.0)
-        return v
-
-    def embed(self, texts):
-        self.calls += 1
-        self.n_embedded += len(texts)
-        self.texts.extend(texts)
-        return np.array([self.vector(t) for t in texts]).reshape(len(texts), self.dim)
 
 
 def _lc_chunker(embedder: FakeEmbedder, **kwargs):

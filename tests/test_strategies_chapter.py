@@ -8,7 +8,7 @@ import pytest
 from chunkwise.evaluation.grid import GridConfig, run_grid
 from chunkwise.experiments import strategies as S
 
-from test_grid import DOCS, WordEmbedder, questions
+from fakes import GRID_DOCS, WordEmbedder, questions
 
 DOC = "One two. Three four. Five six."  # sentences (0,8) (9,20) (21,30)
 
@@ -64,16 +64,16 @@ def test_cache_only_client_refuses_misses(tmp_path):
     llm = S.cache_only(LLMClient(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", cache=str(tmp_path / "c.sqlite")))
     with pytest.raises(S.NotCachedError, match="not in the LLM cache"):
         llm.chat("hello", max_tokens=5)
-    status = S.runnable_from_cache(["Recursive:2", "Contextual:2"], DOCS, llm, tmp_path / "spans")
+    status = S.runnable_from_cache(["Recursive:2", "Contextual:2"], GRID_DOCS, llm, tmp_path / "spans")
     assert status == {"Contextual:2": "not cached for a.txt, b.txt"}  # every document missing; specs without an LLM are left out
-    assert S.runnable_from_cache(["Contextual:2"], DOCS, None) == {"Contextual:2": "no LLM client"}
+    assert S.runnable_from_cache(["Contextual:2"], GRID_DOCS, None) == {"Contextual:2": "no LLM client"}
     with pytest.raises(ValueError, match="needs a chunkwise.llm.LLMClient"):
         S.cache_only(object())
 
 
 def test_strategy_table_and_guide_check(tmp_path):
     cfg = GridConfig(chunkers=["Recursive:2", "TokenText:2"], retrievers=["dense"], top_k=[1])
-    res = run_grid(DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+    res = run_grid(GRID_DOCS, questions(), cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
     t = S.strategy_table(res, "Recursive 2", "dense", 1, n_resamples=200)
     assert list(t.index) == ["Recursive 2", "TokenText 2"]
     assert t.loc["Recursive 2", "recall_ci"] == "baseline"
@@ -94,7 +94,7 @@ def test_strategy_table_and_guide_check(tmp_path):
     pq.loc[first, "recall"] = 1.0 - pq.loc[first, "recall"]  # one question differs: an interval again
     other = S.strategy_table(dataclasses.replace(res, per_question=pq), "Recursive 2", "dense", 1, n_resamples=200)
     assert other.loc["TokenText 2", "recall_ci"].startswith("[")
-    shapes = S.boundary_stats(DOCS, res.chunks)
+    shapes = S.boundary_stats(GRID_DOCS, res.chunks)
     check = S.guide_check(t, shapes, pd.DataFrame(columns=["cold_seconds"]),
                           {"Recursive:2": "Recursive 2", "TokenText:2": "TokenText 2"}, "Recursive 2", {"LLM": "not cached"})
     assert check.loc["LLM-based", "measured_cost"] == "not run: not cached"

@@ -21,8 +21,7 @@ import pytest
 from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, parse_spec
 from chunkwise.evaluation.grid import GridConfig, run_grid
 
-from fakes import FakeChatModel
-from test_grid import DOCS, WordEmbedder, questions
+from fakes import GRID_DOCS, FakeChatModel, WordEmbedder, questions
 
 H = "one two three four\n\nfive six seven eight"
 
@@ -127,7 +126,7 @@ def test_contextual_indexes_context_but_scores_the_chunk(tmp_path):
                       "references": [[{"start_index": 12, "end_index": 20}]]})
     emb = WordEmbedder()
     cfg = GridConfig(chunkers=["Contextual:2"], retrievers=["dense", "bm25"], top_k=[1])
-    res = run_grid(DOCS, q, cfg, emb, llm=llm, cache_dir=tmp_path, show_progress=False)
+    res = run_grid(GRID_DOCS, q, cfg, emb, llm=llm, cache_dir=tmp_path, show_progress=False)
     # Recursive:2 chunks of b: "seven eight" (0,11), "nine ten" (12,20); only the latter's context says zebra
     row = cell(res, "Contextual 2", 1, "bm25")
     assert row["recall"] == 1.0 and row["precision"] == 1.0  # scored span = the chunk's own (12,20)
@@ -140,7 +139,7 @@ def test_contextual_indexes_context_but_scores_the_chunk(tmp_path):
     assert "zebra\n\nnine ten" in emb.calls[-1]
     assert cell(res, "Contextual 2", 1, "dense")["embedded_tokens"] == 21
     with pytest.raises(ValueError, match="needs an LLM client"):
-        run_grid(DOCS, q, cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
+        run_grid(GRID_DOCS, q, cfg, WordEmbedder(), cache_dir=tmp_path, show_progress=False)
 
 
 # ------------------------------------------------------------------ late
@@ -162,9 +161,10 @@ class NextChunkLate:
 def test_late_uses_late_vectors_and_recursive_boundaries(tmp_path):
     late = NextChunkLate()
     cfg = GridConfig(chunkers=["Recursive:2", "Late:2"], retrievers=["dense"], top_k=[1])
-    res = run_grid(DOCS, questions(), cfg, WordEmbedder(), late_embedder=late, cache_dir=tmp_path, show_progress=False)
+    res = run_grid(GRID_DOCS, questions(), cfg, WordEmbedder(), late_embedder=late, cache_dir=tmp_path,
+                   show_progress=False)
     assert res.chunks["Late 2"] == res.chunks["Recursive 2"]
-    assert [t for t, _ in late.calls] == [DOCS["a.txt"], DOCS["b.txt"]]
+    assert [t for t, _ in late.calls] == [GRID_DOCS["a.txt"], GRID_DOCS["b.txt"]]
     # one span-cache file per document: Late reads Recursive:2's
     assert len(list(tmp_path.glob("*.json"))) == 2
     # Q1 "three four": a1 (8,18) with its own vector (recall 1); with "next chunk" vectors a0 (0,7) wins (recall 0)
@@ -236,7 +236,7 @@ def test_llm_chunker_cost_is_the_same_when_replayed_from_the_cache(tmp_path):
 
     import pandas as pd
 
-    from test_questions_generate import ScriptedLLM
+    from fakes import ScriptedLLM
 
     # two documents of about 300 cl100k tokens: six 50-token pieces each, one window, one request
     docs = {name: " ".join(f"Sentence {i} of {name} is about topic {i % 3}." for i in range(30))
@@ -262,7 +262,7 @@ def test_llm_chunker_runs_reports_windows_repairs_and_cost_per_document(tmp_path
     import json
 
     from chunkwise.experiments.strategies import llm_chunker_runs
-    from test_questions_generate import ScriptedLLM
+    from fakes import ScriptedLLM
 
     docs = {name: " ".join(f"Sentence {i} of {name} is about topic {i % 3}." for i in range(30))
             for name in ("a.txt", "b.txt")}
