@@ -135,8 +135,9 @@ def test_the_build_console_keeps_warnings_errors_and_the_outcome_only():
     log = "\n".join([
         "Running Jupyter-Book v1.0.4", "Source Folder: /x/book", "Config Path: /x/book/_config.yml",
         "{'myst_enable_extensions': ['colon_fence', 'dollarmath'], 'html_theme': 'sphinx_book_theme'}",
+        "\x1b[01mmyst v3.0.1:\x1b[39;49;00m MdParserConfig(suppress_warnings=[], execution_raise_on_error=False)",
         "reading sources... [ 50%] findings", "/x/book/findings.md:3: WARNING: undefined label: 'nowhere'",
-        "writing output... [100%] intro", "build succeeded, 1 warning.",
+        "writing output... [100%] intro", "\x1b[01mbuild succeeded, 1 warning.\x1b[39;49;00m",
         "Finished generating HTML for book.", "Your book's HTML pages are here:",
     ])
     assert _build_log_highlights(log) == ["/x/book/findings.md:3: WARNING: undefined label: 'nowhere'",

@@ -416,14 +416,18 @@ def build_book(book_dir: Path, strict: bool = True, published: bool = False) -> 
     return 0
 
 
-_BUILD_LOG_KEEP = re.compile(r"warning|error|exception|traceback|build succeeded|finished generating|failed",
-                             re.IGNORECASE)
+# Case matters: Sphinx writes "WARNING:" and "ERROR:"; the configuration dumps hold lower-case
+# names such as suppress_warnings and execution_raise_on_error that must not match.
+_BUILD_LOG_KEEP = re.compile(r"\bWARNING\b|\bERROR\b|Traceback|Exception|[Bb]uild succeeded|[Bb]uild failed"
+                             r"|Finished generating|\bfailed\b")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _build_log_highlights(text: str, limit: int = 60) -> list[str]:
     """The lines of a jupyter-book log a reader needs: warnings, errors and the outcome (at most
     ``limit``, then a count of the rest); configuration dumps and progress lines are left out."""
-    keep = [line.rstrip() for line in text.splitlines() if _BUILD_LOG_KEEP.search(line)]
+    lines = (_ANSI.sub("", line).rstrip() for line in text.splitlines())
+    keep = [line for line in lines if _BUILD_LOG_KEEP.search(line)]
     if len(keep) > limit:
         keep = keep[:limit] + [f"... and {len(keep) - limit} more such lines (see the log)"]
     return keep
