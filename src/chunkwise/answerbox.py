@@ -9,12 +9,18 @@ and how sure the book is, so the body has two parts:
 * the **details** (every estimate with its interval, the scope, the amendments) in a collapsed
   sphinx-design ``dropdown`` the reader opens on demand.
 
-:func:`answer_box` is the one place that shape is built and its word limit checked.
+:func:`answer_box` is the one place that shape is built and its word limit checked. A lead's length
+must be bounded by construction, whatever the run gives: :func:`robustness_words` states a verdict's
+robustness class in at most :data:`MAX_ROBUSTNESS_WORDS` words (no list of alternatives),
+:func:`verdict_with_class` joins it to the verdict word, and :func:`capped` puts a free-text piece
+(a label, a verdict word) in a lead only when it is short.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
 
 #: The lead's word limit (issue #60). Words are counted as whitespace-separated tokens after the
 #: MyST markup (``**``, ``{term}`` roles, link targets) is removed, the way a reader sees them.
@@ -22,6 +28,9 @@ MAX_LEAD_WORDS = 60
 
 #: The dropdown's title, the same in every chapter so a reader learns where the numbers are.
 DETAILS_TITLE = "Details: every interval behind this answer"
+
+#: The most visible words :func:`robustness_words` returns, whatever the panel.
+MAX_ROBUSTNESS_WORDS = 15
 
 
 def visible_words(markdown: str) -> int:
@@ -82,3 +91,89 @@ def answer_box(lead: str, details: str, *, max_lead_words: int = MAX_LEAD_WORDS)
     if not details:
         return lead + "\n"
     return f"{lead}\n\n:::{{dropdown}} {DETAILS_TITLE}\n\n{details}\n\n:::\n"
+
+
+def capped(text: str, max_words: int, fallback: str) -> str:
+    """``text`` when it has at most ``max_words`` visible words, else ``fallback``.
+
+    For a piece of a lead that comes from the run or the caller (a chunker's label, a verdict
+    word): the lead stays within its limit whatever that piece is.
+
+    Parameters
+    ----------
+    text : str
+    max_words : int
+    fallback : str
+        Used instead of a longer ``text``; should itself have at most ``max_words`` words.
+
+    Returns
+    -------
+    str
+    """
+    return text if visible_words(text) <= max_words else fallback
+
+
+def robustness_words(robustness: Any) -> str:
+    """A verdict's robustness class in a few words, for a lead.
+
+    Unlike :meth:`chunkwise.evaluation.robustness.Robustness.describe`, which names every
+    alternative that disagrees, this gives counts only, so it has at most
+    :data:`MAX_ROBUSTNESS_WORDS` visible words for any panel, e.g. ``"fragile: 2 of 3 declared
+    alternatives disagree"`` or ``"cannot tell: the run could detect about 10.0 points"``.
+
+    Parameters
+    ----------
+    robustness : Robustness
+        :func:`chunkwise.evaluation.robustness.classify`'s result (``cls``, ``primary``,
+        ``alternatives``, ``flips``, ``delta``, ``unit``, ``not_run``).
+
+    Returns
+    -------
+    str
+    """
+    n = len(robustness.alternatives)
+    unit = capped(str(getattr(robustness, "unit", "points") or "points"), 2, "points")
+    cls = robustness.cls
+    if cls == "robust":
+        text = f"robust: all {n} declared alternatives agree"
+    elif cls == "fragile":
+        text = f"fragile: {len(robustness.flips)} of {n} declared alternatives disagree"
+    elif cls == "cannot tell":
+        mde = float(robustness.primary.mde)
+        text = (f"cannot tell: the run could detect about {mde:.1f} {unit}" if math.isfinite(mde)
+                else "cannot tell: no sampling interval to size a detectable effect")
+    elif cls == "no effect larger than delta":
+        text = f"no effect larger than {robustness.delta:g} {unit}; all {n} alternatives agree"
+    elif cls == "not assessed":
+        text = "not assessed: no declared alternative could run here"
+    else:
+        text = capped(str(cls), 4, "robustness class in the details")
+    not_run = len(getattr(robustness, "not_run", ()) or ())
+    return text + (f"; {not_run} not run here" if not_run else "")
+
+
+def verdict_with_class(verdict: str, robustness: Any, *, max_words: int = 4) -> str:
+    """The verdict in bold with its robustness class, for a lead: ``"**no** (fragile: 1 of 2
+    declared alternatives disagree)"``; a class that repeats the verdict is not repeated
+    (``"**cannot tell** (the run could detect about 10.0 points)"``).
+
+    At most ``max_words`` + :data:`MAX_ROBUSTNESS_WORDS` visible words: a verdict longer than
+    ``max_words`` words is replaced by ``"see the details"``.
+
+    Parameters
+    ----------
+    verdict : str
+        The verdict's words (a plan entry's word, e.g. ``"no"``).
+    robustness : Robustness
+        As for :func:`robustness_words`.
+    max_words : int, default 4
+
+    Returns
+    -------
+    str
+    """
+    verdict = capped(str(verdict), max_words, "see the details")
+    words = robustness_words(robustness)
+    if words.startswith(f"{verdict}: "):
+        words = words[len(verdict) + 2:]
+    return f"**{verdict}** ({words})"
