@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from chunkwise.answerbox import DETAILS_TITLE, MAX_LEAD_WORDS, visible_words
 from chunkwise.experiments.handbook import chapter_answer
 
 
@@ -25,7 +26,12 @@ def test_chapter_answer_by_hand():
         _row("handbook", 1, "standard_deviation", 1.5, np.nan, 4, "2 of 2", 1.0, 1, 0.20),
         _row("control", 1, "standard_deviation", 1.5, np.nan, 1, "0 of 0", np.nan, 0, 0.0),
     ]
-    text = chapter_answer(pd.DataFrame(rows), n_sentences=20, n_gold=2, n_control_sentences=20)
+    box = chapter_answer(pd.DataFrame(rows), n_sentences=20, n_gold=2, n_control_sentences=20)
+    lead, text = _parts(box)
+    assert lead == ("**Do not trust LangChain's semantic-chunker defaults to find topic shifts, and test any "
+                    "setting on a text without one**: the defaults find 1 of 2 shifts in the 20-sentence handbook "
+                    "text; of 3 settings, 1 finds every shift and leaves the single-topic control whole. Exact "
+                    "counts on two short texts, not estimates: no interval, other documents untested.")
     assert text.startswith("On the 20-sentence handbook text with 2 real topic shifts, LangChain's defaults "
                            "(`buffer_size=1`, 95th percentile) make 3 chunks and find 1 of 2 shifts. ")
     assert ("2 of the 3 settings of the sweep find every shift; the best of them by WindowDiff (buffer_size 0, "
@@ -37,3 +43,48 @@ def test_chapter_answer_by_hand():
            "handbook shift." in text
     assert text.endswith("the run cannot say how often the same happens on other documents.")
     assert "of 20 sentences each" in text
+
+
+def _parts(box: str) -> tuple[str, str]:
+    """The lead and the folded details of an answer box."""
+    lead, rest = box.split(f"\n\n:::{{dropdown}} {DETAILS_TITLE}\n\n")
+    assert rest.endswith("\n\n:::\n")
+    return lead, rest[:-len("\n\n:::\n")]
+
+
+def test_every_lead_is_short_and_the_details_keep_the_counts():
+    # the longest lead: defaults that miss a shift, settings that find every shift and leave the control whole
+    rows = [
+        _row("handbook", 1, "percentile", 95.0, np.nan, 2, "0 of 2", 0.0, 0, 0.50),
+        _row("control", 1, "percentile", 95.0, np.nan, 3, "0 of 0", np.nan, 2, 0.0),
+        _row("handbook", 1, "standard_deviation", 1.5, np.nan, 4, "2 of 2", 1.0, 1, 0.20),
+        _row("control", 1, "standard_deviation", 1.5, np.nan, 1, "0 of 0", np.nan, 0, 0.0),
+        _row("handbook", 0, "interquartile", 1.5, 150.0, 4, "2 of 2", 1.0, 1, 0.25),
+        _row("control", 0, "interquartile", 1.5, 150.0, 1, "0 of 0", np.nan, 0, 0.0),
+    ]
+    lead, details = _parts(chapter_answer(pd.DataFrame(rows), n_sentences=1234, n_gold=2, n_control_sentences=18))
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    assert "find 0 of 2 shifts in the 1234-sentence handbook text; of 3 settings, 2 find every shift" in lead
+    assert "make 2 chunks and find 0 of 2 shifts." in details
+    assert "2 of the 3 settings of the sweep find every shift" in details
+    assert "Of the 2 settings that do leave the control whole (rules: interquartile, standard deviation), 2 find " \
+           "every handbook shift." in details
+    assert "(1234 and 18 sentences)" in details
+    # every branch of the lead: defaults absent or finding every shift; no setting leaves the control whole
+    found = [r for r in rows if r["threshold"] != "percentile"] + [
+        _row("handbook", 1, "percentile", 95.0, np.nan, 3, "2 of 2", 1.0, 0, 0.0),
+        _row("control", 1, "percentile", 95.0, np.nan, 2, "0 of 0", np.nan, 1, 0.0)]
+    lead, _ = _parts(chapter_answer(pd.DataFrame(found), n_sentences=18, n_gold=2, n_control_sentences=18))
+    assert lead.startswith("**LangChain's semantic-chunker defaults find the topic shifts here; still test any")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    absent = pd.DataFrame(rows[2:] + [_row("handbook", 0, "percentile", 80.0, 150.0, 5, "2 of 2", 1.0, 2, 0.10),
+                                      _row("control", 0, "percentile", 80.0, 150.0, 4, "0 of 0", np.nan, 3, 0.0)])
+    lead, details = _parts(chapter_answer(absent, n_sentences=18, n_gold=2, n_control_sentences=18))
+    assert lead.startswith("**Test any semantic-chunker setting on a text without a topic shift before trusting it**: "
+                           "LangChain's defaults were not in this sweep; of 3 settings, 2 find every shift and leave")
+    assert "LangChain's defaults (`buffer_size=1`, 95th percentile) were not in this sweep." in details
+    cut = pd.DataFrame(rows[:2])
+    lead, details = _parts(chapter_answer(cut, n_sentences=18, n_gold=2, n_control_sentences=18))
+    assert "none of 1 settings leaves the single-topic control whole." in lead
+    assert "None of the 1 settings of the sweep finds every shift." in details
+    assert "No setting of the sweep leaves the control text whole." in details

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -994,11 +995,16 @@ def chapter_answer(table: pd.DataFrame, n_sentences: int, n_gold: int, n_control
     Returns
     -------
     str
-        LangChain's defaults' outcome, how many settings find every shift and the best of them
-        by WindowDiff, what a percentile threshold does to the control text, whether a setting
-        that leaves the control whole finds the shifts, and why there is no interval (the
-        chunker is deterministic).
+        Markdown (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (what to do
+        with the defaults, what the sweep found about finding every shift while leaving the
+        control whole, and why there is no interval: exact counts of a deterministic chunker),
+        then the folded details: LangChain's defaults' outcome, how many settings find every
+        shift and the best of them by WindowDiff, what a percentile threshold does to the
+        control text, whether a setting that leaves the control whole finds the shifts, and the
+        scope of the counts.
     """
+    from chunkwise.answerbox import answer_box
+
     key = ["buffer_size", "threshold", "amount", "min_chunk_size"]
     hand_rows = table[table.text == "handbook"].set_index(key)
     ctrl_rows = table[table.text == "control"].set_index(key)
@@ -1056,7 +1062,33 @@ def chapter_answer(table: pd.DataFrame, n_sentences: int, n_gold: int, n_control
         f"These are exact counts on two short texts {sizes} with one embedding model, not estimates: "
         "the chunker is deterministic, so there is no interval to give, and the run cannot say how "
         "often the same happens on other documents.")
-    return " ".join(sentences)
+    # The lead: fixed words and counts only, so its length is bounded whatever the sweep gives.
+    n_settings = len(hand_rows)
+    if d is None:
+        action = "**Test any semantic-chunker setting on a text without a topic shift before trusting it**"
+        defaults = "LangChain's defaults were not in this sweep"
+    else:
+        counts = re.fullmatch(r"\s*(\d+) of (\d+)\s*", str(d.shifts_found))  # "k of n", as in the details
+        found, n_found = ((int(counts[1]), int(counts[2])) if counts else
+                          (int(round(float(d.recall) * n_gold)) if pd.notna(d.recall) else 0, n_gold))
+        action = ("**LangChain's semantic-chunker defaults find the topic shifts here; still test any setting "
+                  "on a text without one**" if found == n_found else
+                  "**Do not trust LangChain's semantic-chunker defaults to find topic shifts, and test any "
+                  "setting on a text without one**")
+        defaults = (f"the defaults find {found} of {n_found} shifts in the {n_sentences}-sentence handbook "
+                    "text")
+    if not len(ctrl_whole):
+        both_ways = f"none of {n_settings} settings leaves the single-topic control whole"
+    elif n_whole_both == 0:
+        both_ways = (f"of {n_settings} settings, none finds every shift and leaves the single-topic control "
+                     "whole")
+    else:
+        one = n_whole_both == 1
+        both_ways = (f"of {n_settings} settings, {n_whole_both} find{'s' if one else ''} every shift and "
+                     f"leave{'s' if one else ''} the single-topic control whole")
+    lead = (f"{action}: {defaults}; {both_ways}. Exact counts on two short texts, not estimates: no "
+            "interval, other documents untested.")
+    return answer_box(lead, " ".join(sentences))
 
 
 __all__ = [
