@@ -1123,6 +1123,7 @@ def chapter_answer(
     top_true: tuple[float, float, float] | None = None,
     k_sentence: str = "",
     untested: Sequence[str] = (),
+    k_robustness: Any = None,
 ) -> str:
     """Chapter 2's answer, built from its tables.
 
@@ -1149,15 +1150,25 @@ def chapter_answer(
         The first two chunkers; ``top_here`` their paired difference at ``placement`` and
         ``top_true`` at the chunks' true offsets (points, with the interval).
     k_sentence : str
-        :func:`k_winner_sentence`.
+        :func:`k_winner_sentence` (with the plan's verdict, as the chapter glues it).
     untested : sequence of str
         What the run did not test.
+    k_robustness : Robustness, optional
+        :func:`k_winner_panel`'s result: the lead states the plan's k-winner verdict with its
+        robustness class (:func:`chunkwise.answerbox.robustness_words`).
 
     Returns
     -------
     str
-        Markdown.
+        Markdown (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (which
+        chunker to use: the first one, or the first two when their paired difference is within
+        the noise; how many chunkers fall behind ``baseline`` beyond the noise and by how much;
+        the k-winner verdict with its robustness class when ``k_robustness`` is given), then the
+        folded details: ours beside the report (or why the run is not comparable), every
+        chunker that differs from the baseline beyond the noise with its interval, the first
+        two's difference at both placements, ``k_sentence`` and what the run did not test.
     """
+    from chunkwise.answerbox import answer_box
     from chunkwise.evaluation.stats import describe_interval
 
     def interval(d: float, lo: float, hi: float) -> str:
@@ -1194,7 +1205,44 @@ def chapter_answer(
                     f"{noise_word(*top_true[1:])} it")
         top += "."
     limits = "This run does not test " + " or ".join(untested) + "." if untested else ""
-    return " ".join(s for s in (repro, noise, top, k_sentence, limits) if s)
+    details = " ".join(s for s in (repro, noise, top, k_sentence, limits) if s)
+    return answer_box(_lead(best, runner_up, top_here, top_true, baseline, clear, k_robustness), details)
+
+
+def _lead(best: str | None, runner_up: str | None, top_here: tuple[float, float, float] | None,
+          top_true: tuple[float, float, float] | None, baseline: str, clear: pd.DataFrame,
+          k_robustness: Any) -> str:
+    """:func:`chapter_answer`'s lead: labels capped at three words, counts and two numbers, so it
+    stays under 60 words whatever the run gives."""
+    from chunkwise.answerbox import capped, verdict_with_class
+
+    first = capped(short_label(str(best)), 3, "the first chunker")
+    second = capped(short_label(str(runner_up)), 3, "the second")
+    base = capped(short_label(baseline), 3, "the baseline")
+    gap = top_true if top_true is not None else top_here
+    if best is None:
+        action = "**This run ranks no chunker first**"
+    elif runner_up is None or gap is None:
+        action = f"**Use {first}, first by recall**"
+    elif noise_word(*gap[1:]) == "within":
+        action = f"**Use {first} or {second}**, the top two, within the noise of each other"
+    elif gap[0] > 0:
+        action = f"**Use {first}**, first by recall and ahead of {second} beyond the noise"
+    else:
+        action = f"**Use {second}**, ahead of {first} beyond the noise at the chunks' true offsets"
+    behind = clear[clear["diff_high"] < 0]
+    gaps = sorted(abs(float(d)) for d in behind["diff"])
+    if not gaps:
+        field = f"no chunker falls behind {base} beyond the noise"
+    elif len(gaps) == 1:
+        field = f"avoid the 1 chunker behind {base} beyond the noise, by {gaps[0]:.1f} points"
+    else:
+        field = (f"avoid the {len(gaps)} chunkers behind {base} beyond the noise, by {gaps[0]:.1f} to "
+                 f"{gaps[-1]:.1f} points")
+    lead = f"{action}; {field}."
+    if k_robustness is not None:
+        lead += f" Can the winner lose at larger k? {verdict_with_class(k_robustness.primary.verdict, k_robustness)}."
+    return lead
 
 
 def llm_chunker_result(
