@@ -1048,7 +1048,11 @@ def test_chapter_answer_states_the_differences_their_intervals_and_the_verdict()
     rank = {"spearman": 0.678, "ci_low": -0.245, "ci_high": 0.804, "n_questions": 50}
     comparison = pd.DataFrame({("f1qe", "ours"): [30.07], ("f1qe", "paper"): [79.7]}, index=["PG-RAG"])
     per_task = {"questanswer_1doc": 50, "questanswer_2docs": 3, "questanswer_3docs": 3}
-    text = cx.chapter_answer(paired, rank, per_task, 103, "Qwen-1.5B@sha256:abc", comparison=comparison)
+    box = cx.chapter_answer(paired, rank, per_task, 103, "Qwen-1.5B@sha256:abc", comparison=comparison)
+    lead, text = _answer_parts(box)
+    assert lead == ("**This run has no comparison of PG-RAG with the strongest baseline**; of 2 other baselines it is "
+                    "ahead of 0 and behind 0 beyond the noise, within it for 2. A local generator over 103 articles "
+                    "tests the claim's direction, not its size.")
     assert text.startswith(
         "On the 50 one-document CRUD-RAG questions, answered by Qwen-1.5B from a pool of 103 news articles, "
         "PG-RAG's RAGQuestEval F1 differs from dense retrieval's by +2.3 points (95% interval [-4.4, +9.3], "
@@ -1061,5 +1065,84 @@ def test_chapter_answer_states_the_differences_their_intervals_and_the_verdict()
     ahead = _paired_rows([("dense", 6.0, 1.0, 11.0), ("bm25", 4.0, 0.5, 8.0)])
     text = cx.chapter_answer(ahead, None, {"questanswer_1doc": 50}, 10, "m")
     assert "This run supports the paper's headline" in text and "too few" not in text
+    assert "of 2 other baselines it is ahead of 2 and behind 0 beyond the noise, within it for 0." in text
     empty = ahead.iloc[0:0]
-    assert "cannot answer its question" in cx.chapter_answer(empty, None, {"questanswer_1doc": 50}, 10, "m")
+    lead, details = _answer_parts(cx.chapter_answer(empty, None, {"questanswer_1doc": 50}, 10, "m"))
+    assert lead == "**This build has no paired comparison for PG-RAG, so the chapter cannot answer its question.**"
+    assert details == ("On the 50 one-document CRUD-RAG questions, answered by m from a pool of 10 news articles, "
+                       "PG-RAG has no paired comparison with chunk retrieval in this build, so the chapter cannot "
+                       "answer its question.")
+
+
+def _answer_parts(box):
+    """The lead and the folded details of an answer box."""
+    from chunkwise.answerbox import DETAILS_TITLE
+
+    lead, rest = box.split(f"\n\n:::{{dropdown}} {DETAILS_TITLE}\n\n")
+    assert rest.endswith("\n\n:::\n")
+    return lead, rest[:-len("\n\n:::\n")]
+
+
+def _order_panel(cls, generic, verdict, estimate, low, high, n=44, mde=10.0078, flips=(), n_alt=3, not_run=()):
+    from chunkwise.evaluation.robustness import Robustness, SpecResult
+
+    primary = SpecResult("primary", estimate, low, high, verdict, n, mde, generic=generic)
+    alts = tuple(SpecResult(f"alt {i}", 1.0, -6.5, 9.2, "cannot tell", 45, 11.4, generic="cannot tell")
+                 for i in range(n_alt))
+    return Robustness(cls, primary, alts, tuple(flips), 2.0, "points", tuple(not_run))
+
+
+def test_chapter_answer_leads_with_pg_rag_against_the_strongest_baseline():
+    from chunkwise.answerbox import MAX_LEAD_WORDS, visible_words
+    from chunkwise.crud import experiment as cx
+
+    # the published run: PG-RAG minus Hybrid +1.0 [-5.8, +8.1] on 44 questions, cannot tell
+    paired = _paired_rows([("dense", 2.34, -4.41, 9.26), ("bm25", 1.04, -6.53, 9.19)])
+    paired["n_shared"] = [46, 45]
+    rank = {"spearman": 0.678, "ci_low": -0.245, "ci_high": 1.0, "n_questions": 50}
+    comparison = pd.DataFrame({("f1qe", "ours"): [30.07], ("f1qe", "paper"): [79.7]}, index=["PG-RAG"])
+    per_task = {"questanswer_1doc": 50, "questanswer_2docs": 3, "questanswer_3docs": 3}
+    panel = _order_panel("cannot tell", "cannot tell", "cannot tell", 0.985, -5.778, 8.078)
+    box = cx.chapter_answer(paired, rank, per_task, 103, "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M@sha256:abc",
+                            comparison=comparison, robustness=panel, strongest="Hybrid")
+    lead, details = _answer_parts(box)
+    assert lead == ("**No reason here to prefer PG-RAG to Hybrid, the strongest baseline** (PG-RAG minus it: +1.0 "
+                    "[-5.8, +8.1] RAGQuestEval F1 points, 44 one-document questions): **cannot tell** (the run could "
+                    "detect about 10.0 points). A local generator over 103 articles tests the claim's direction, not "
+                    "its size.")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    assert "dense" not in lead and "BM25" not in lead
+    question, rest = details.split("\n\n")
+    assert question == ("**Does PG-RAG beat the strongest baseline on one-document questions?** Hybrid is the strongest "
+                        "here; PG-RAG minus it: +1.0 [-5.8, +8.1] points, **cannot tell** (cannot tell: the run could "
+                        "detect an effect of about 10.0 points at 80% power (44 questions)).")
+    assert rest.startswith(
+        "On the 50 one-document CRUD-RAG questions, answered by Qwen2.5-Coder-1.5B-Instruct-Q4_K_M from a pool of 103 "
+        "news articles, PG-RAG's RAGQuestEval F1 differs from dense retrieval's by +2.3 points (95% interval "
+        "[-4.4, +9.3], 46 shared questions) and from BM25's by +1.0 points (95% interval [-6.5, +9.2], 45 shared "
+        "questions). This run can neither confirm nor refute the paper's headline")
+    assert "(Spearman 0.68 [-0.24, 1.00] contains 0)" in rest
+    assert rest.endswith("The two-document and three-document tasks have 3 questions each, too few for an interval; "
+                         "PG-RAG's score is 30.1% here against 79.7% in the paper's Table 1, so this run speaks to "
+                         "the direction of the claim, not to its size.")
+    # the other verdicts, and the longest lead: a three-word label, a four-word verdict, the longest class words
+    yes = _order_panel("robust", "above", "yes", 6.0, 1.0, 11.0)
+    assert _answer_parts(cx.chapter_answer(paired, rank, per_task, 103, "m", robustness=yes, strongest="Hybrid"))[0] \
+        .startswith("**PG-RAG is worth trying over Hybrid, the strongest baseline** (PG-RAG minus it: +6.0 [+1.0, "
+                    "+11.0] RAGQuestEval F1 points, 44 one-document questions): **yes** (robust: all 3 declared "
+                    "alternatives agree).")
+    no = _order_panel("fragile", "below", "no", -6.0, -11.0, -1.0, flips=[("against dense", "cannot tell")])
+    assert _answer_parts(cx.chapter_answer(paired, rank, per_task, 103, "m", robustness=no, strongest="BM25"))[0] \
+        .startswith("**Prefer BM25, the strongest baseline, to PG-RAG** (PG-RAG minus it: -6.0 [-11.0, -1.0] "
+                    "RAGQuestEval F1 points, 44 one-document questions): **no** (fragile: 1 of 3 declared "
+                    "alternatives disagree).")
+    longest = _order_panel("no effect larger than delta", "within delta", "one two three four", 0.5, -1.0, 1.5,
+                           n_alt=12, not_run=["x"] * 11)
+    lead, _ = _answer_parts(cx.chapter_answer(paired, rank, per_task, 103, "m", robustness=longest,
+                                              strongest="Hybrid Plus Rerank"))
+    assert lead.startswith("**No reason here to prefer PG-RAG to Hybrid Plus Rerank, the strongest baseline**")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    lead, _ = _answer_parts(cx.chapter_answer(paired, rank, per_task, 103, "m", robustness=longest,
+                                              strongest="a label far too long for any lead"))
+    assert lead.startswith("**No reason here to prefer PG-RAG to the strongest baseline** (PG-RAG minus it: +0.5")
+    assert visible_words(lead) <= MAX_LEAD_WORDS

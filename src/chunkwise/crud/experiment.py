@@ -785,8 +785,11 @@ def chapter_answer(
     method: str = "pg_rag",
     references: Sequence[str] = ("dense", "bm25"),
     min_shared: int = 10,
+    robustness: Any = None,
+    strongest: str | None = None,
 ) -> str:
-    """Chapter 3's answer to its question, in 3-5 sentences built from the run's values.
+    """Chapter 3's answer box: what the run says of PG-RAG against the strongest baseline, then
+    every difference with its interval, built from the run's values.
 
     Parameters
     ----------
@@ -810,14 +813,28 @@ def chapter_answer(
         document, as in the paper's headline).
     min_shared : int, default 10
         Tasks with fewer questions are named as too small for an interval.
+    robustness : Robustness, optional
+        :func:`ordering_panel`'s class of the plan's ``pgrag-order`` verdict (``method`` minus the
+        strongest baseline on ``task``): the lead states its difference, verdict and class.
+    strongest : str, optional
+        The strongest baseline's label (:func:`ordering_panel`'s first row's ``reference``,
+        e.g. ``"Hybrid"``).
 
     Returns
     -------
     str
-        The differences from each reference with their 95% paired intervals, the verdict of
-        :func:`headline_verdict` (with the rank correlation), and what the run cannot show: the
-        tasks with too few questions, and ours against the paper's score.
+        Markdown (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (whether
+        to prefer PG-RAG to the strongest baseline, their difference with its interval, the
+        verdict and its robustness class, and the scope: one local generator over ``n_pool``
+        articles), then the folded details: the strongest-baseline question with the full
+        robustness sentence, the differences from each of ``references`` with their 95% paired
+        intervals, the verdict of :func:`headline_verdict` (with the rank correlation), and what
+        the run cannot show: the tasks with too few questions, and ours against the paper's
+        score. Without ``robustness`` the lead says that the run has no comparison with the
+        strongest baseline and counts how the other references came out.
     """
+    from chunkwise.answerbox import answer_box, capped, verdict_with_class
+
     model = generator.split("@", 1)[0]
     n_task = int(items_per_task.get(task, 0))
     setting = (f"On the {n_task} {TASK_WORDS.get(task, task)} CRUD-RAG questions, answered by {model} from a pool "
@@ -829,9 +846,35 @@ def chapter_answer(
         if words is not None:
             parts.append(f"from {names.get(ref, ref + chr(39) + 's')} by {words}")
     label = PAPER_METHOD.get(method, method)
+    short = capped(label, 2, "the method")
+    named = capped(f"{strongest}, the strongest baseline", 6, "the strongest baseline") if strongest else \
+        "the strongest baseline"
+    scope = f"A local generator over {n_pool} articles tests the claim's direction, not its size."
+    asked = f"{TASK_WORDS[task]} questions" if task in TASK_WORDS else "questions"
+    question = ""
+    if robustness is not None:
+        p = robustness.primary
+        ci = describe_interval(p.estimate, p.low, p.high)
+        action = {"above": f"**{short} is worth trying over {named}**",
+                  "below": f"**Prefer {named}{',' if ',' in named else ''} to {short}**"}.get(
+            p.generic, f"**No reason here to prefer {short} to {named}**")
+        lead = (f"{action} ({short} minus it: {ci} RAGQuestEval F1 points, {p.n} {asked}): "
+                f"{verdict_with_class(p.verdict, robustness)}. {scope}")
+        question = (f"**Does {label} beat the strongest baseline on {TASK_WORDS.get(task, task)} questions?** "
+                    f"{strongest or 'The strongest baseline'} is the strongest here; {label} minus it: {ci} points, "
+                    f"**{p.verdict}** ({robustness.describe()}).")
+    elif parts:
+        words = [_interval_word(paired.loc[(ref, task, method)]) for ref in references
+                 if (ref, task, method) in paired.index]
+        lead = (f"**This run has no comparison of {short} with the strongest baseline**; of {len(words)} other "
+                f"baselines it is ahead of {words.count('ahead beyond')} and behind {words.count('behind beyond')} "
+                f"beyond the noise, within it for {words.count('within')}. {scope}")
+    else:
+        lead = f"**This build has no paired comparison for {short}, so the chapter cannot answer its question.**"
     if not parts:
-        return (f"{setting}, {label} has no paired comparison with chunk retrieval in this build, so the chapter "
-                f"cannot answer its question.")
+        details = (f"{setting}, {label} has no paired comparison with chunk retrieval in this build, so the chapter "
+                   f"cannot answer its question.")
+        return answer_box(lead, "\n\n".join(t for t in (question, details) if t))
     sentences = [f"{setting}, {label}'s RAGQuestEval F1 differs " + " and ".join(parts) + "."]
     sentences.append(headline_verdict(paired, rank, task=task, method=method, references=references))
     small = [t for t, n in items_per_task.items() if t != task and 0 < int(n) < min_shared]
@@ -851,7 +894,7 @@ def chapter_answer(
     if caveats:
         text = "; ".join(caveats)
         sentences.append(text[0].upper() + text[1:] + ".")
-    return " ".join(sentences)
+    return answer_box(lead, "\n\n".join(t for t in (question, " ".join(sentences)) if t))
 
 
 def same_context_share(answers: pd.DataFrame, method: str, reference: str, task: str | None = None) -> tuple[int, int]:
