@@ -277,18 +277,22 @@ def test_chapter_answer_states_each_number_it_is_given():
     agreement = {"rho": 0.4, "low": -0.5, "high": 1.0, "n_configs": 4, "n_items": 48}
     dil = {"recall_diff": (5.0, 2.0, 8.0), "per_token_diff": (-1.5, -2.0, -1.0), "answer_diff": (-6.0, -9.0, -3.0),
            "tokens_ratio": 3.96, "verdict": "supports"}
-    text = cs.chapter_answer(effects, agreement, {"dense": dil, "bm25": {**dil, "verdict": "cannot tell"}},
-                             reference_size=128, answer_metric="quest_avg_f1", answer_label="F1", n_items=50,
-                             pool_articles=103, generator="model X")
+    box = cs.chapter_answer(effects, agreement, {"dense": dil, "bm25": {**dil, "verdict": "cannot tell"}},
+                            reference_size=128, answer_metric="quest_avg_f1", answer_label="F1", n_items=50,
+                            pool_articles=103, generator="model X")
+    lead, text = _answer_parts(box)
+    assert lead == ("**Chunk size matters**: 1 of 3 changes from CRUD-RAG's 128-token default moved the answers beyond "
+                    "the noise (0 up, 1 down); 512-token chunks make the generator read 4.0 times as many tokens. Do "
+                    "longer chunks dilute the answers? **yes**.")
     lines = text.splitlines()
     assert len(lines) == 4
     assert lines[0].startswith("- **1 of 3 chunk-size changes moved the answers beyond the noise.**")
     assert "dense: 64 tokens +1.0 [-2.0, +4.0], 512 tokens -6.0 [-9.0, -3.0]; bm25: 512 tokens 0.0 [-3.0, +3.0]" in lines[0]
     assert "Spearman's rho +0.40 [-0.50, +1.00]" in lines[1] and "the interval includes 0" in lines[1]
     for low, high, words in ((0.2, 0.9, "the same order"), (-0.9, -0.2, "opposite orders")):
-        line = cs.chapter_answer(effects, {**agreement, "low": low, "high": high}, {"dense": dil},
-                                 reference_size=128, answer_metric="quest_avg_f1", answer_label="F1", n_items=50,
-                                 pool_articles=103, generator="m").splitlines()[1]
+        line = _answer_parts(cs.chapter_answer(effects, {**agreement, "low": low, "high": high}, {"dense": dil},
+                                               reference_size=128, answer_metric="quest_avg_f1", answer_label="F1",
+                                               n_items=50, pool_articles=103, generator="m"))[1].splitlines()[1]
         assert words in line
     assert "4.0 times as many tokens" in lines[2] and "+5.0 [+2.0, +8.0]" in lines[2]
     assert "F1 itself moves -6.0 [-9.0, -3.0]: **supports**; bm25: cannot tell." in lines[2]
@@ -301,6 +305,77 @@ def test_chapter_answer_states_each_number_it_is_given():
     with pytest.raises(ValueError, match="no 'rouge_l' rows"):
         cs.chapter_answer(effects, agreement, {"dense": dil}, reference_size=128, answer_metric="rouge_l",
                           answer_label="R", n_items=50, pool_articles=1, generator="m")
+
+
+def _answer_parts(box):
+    """The lead and the folded details of an answer box."""
+    from chunkwise.answerbox import DETAILS_TITLE
+
+    lead, rest = box.split(f"\n\n:::{{dropdown}} {DETAILS_TITLE}\n\n")
+    assert rest.endswith("\n\n:::\n")
+    return lead, rest[:-len("\n\n:::\n")]
+
+
+def _dilution_panel(cls, verdict, *, n_alt=7, flips=(), not_run=()):
+    from chunkwise.evaluation.robustness import Robustness, SpecResult
+
+    primary = SpecResult("primary", 3.24, -0.58, 7.18, verdict, 48, 5.54, generic="not below delta")
+    alts = tuple(SpecResult(f"alt {i}", 1.2, -6.2, 9.1, "cannot tell", 41, 11.3) for i in range(n_alt))
+    return Robustness(cls, primary, alts, tuple(flips), 5.0, "points of RAGQuestEval F1", tuple(not_run))
+
+
+def test_chapter_answer_lead_for_the_published_run_and_the_longest_case():
+    from chunkwise.answerbox import MAX_LEAD_WORDS, visible_words
+
+    # the published run (chapter 3b): RAGQuestEval avg F1 against 128 tokens, 50 one-document questions
+    rows = [("dense", 64, 4.9, -1.3, 11.6), ("dense", 256, -1.0, -6.0, 3.9), ("dense", 512, 3.2, -0.6, 7.2),
+            ("bm25", 64, 3.2, -3.8, 10.5), ("bm25", 256, 1.7, -4.1, 8.4), ("bm25", 512, 1.2, -6.2, 9.1)]
+    effects = pd.DataFrame([{"retriever": r, "chunk_size_tokens": t, "measure": "quest_avg_f1", "diff": d, "low": lo,
+                             "high": hi, "n": 50} for r, t, d, lo, hi in rows])
+    agreement = {"rho": -0.19, "low": -0.79, "high": 0.40, "n_configs": 8, "n_items": 38}
+    dil = {"recall_diff": (10.0, 7.9, 12.1), "per_token_diff": (-24.1, -32.0, -17.0), "answer_diff": (3.2, -0.6, 7.2),
+           "tokens_ratio": 3.7, "verdict": "no dilution larger than 5 points"}
+    flips = [("BM25 retrieval", "cannot tell"), ("BM25, unreadable answers scored 0", "cannot tell"),
+             ("ROUGE-L instead of RAGQuestEval", "cannot tell"),
+             ("256 instead of 512 tokens", "larger does not help by more than 5 points")]
+    panel = _dilution_panel("fragile", "larger does not hurt by more than 5 points", flips=flips)
+    kw = dict(reference_size=128, answer_metric="quest_avg_f1", answer_label="RAGQuestEval avg F1", n_items=50,
+              pool_articles=103, generator="the local Qwen2.5-Coder-1.5B-Instruct-Q4_K_M")
+    box = cs.chapter_answer(effects, agreement, {"dense": dil, "bm25": {**dil, "verdict": "cannot tell"}},
+                            robustness=panel, **kw)
+    lead, details = _answer_parts(box)
+    assert lead == ("**No size from 64 to 512 tokens moved the answers beyond the noise against CRUD-RAG's 128-token "
+                    "default; choose by cost**: 512-token chunks make the generator read 3.7 times as many tokens. "
+                    "Do longer chunks dilute the answers? **no dilution larger than 5 points** (fragile: 4 of 7 "
+                    "declared alternatives disagree).")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    lines = details.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("- **No chunk size moved the answers beyond the noise.**")
+    assert ("dense: 64 tokens +4.9 [-1.3, +11.6], 256 tokens -1.0 [-6.0, +3.9], 512 tokens +3.2 [-0.6, +7.2]; "
+            "bm25: 64 tokens +3.2 [-3.8, +10.5], 256 tokens +1.7 [-4.1, +8.4], 512 tokens +1.2 [-6.2, +9.1].") in lines[0]
+    assert "The 8 configurations" in lines[1] and "Spearman's rho -0.19 [-0.79, +0.40]" in lines[1]
+    assert "38 items scored under every configuration" in lines[1]
+    assert ("the generator reads 3.7 times as many tokens and recall of the reference's words moves +10.0 [+7.9, "
+            "+12.1] points, while RAGQuestEval avg F1 itself moves +3.2 [-0.6, +7.2]: **no dilution larger than 5 "
+            "points** (fragile: 4 of 7 declared alternatives disagree (BM25 retrieval gives cannot tell; BM25, "
+            "unreadable answers scored 0 gives cannot tell; ROUGE-L instead of RAGQuestEval gives cannot tell; 256 "
+            "instead of 512 tokens gives larger does not help by more than 5 points)); bm25: cannot tell.") in lines[2]
+    assert "per 1,000 retrieved tokens moves -24.1 [-32.0, -17.0], a description only" in lines[2]
+    assert "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M" in lines[3] and "103 articles" in lines[3]
+    # the longest lead: sizes moved, a six-word verdict, the longest robustness words
+    moved = effects.assign(low=[1.0, -9.0, 1.0, 1.0, -9.0, 1.0], high=[9.0, -1.0, 9.0, 9.0, -1.0, 9.0])
+    longest = _dilution_panel("no effect larger than delta", "x", n_alt=12, not_run=["y"] * 11)
+    lead, _ = _answer_parts(cs.chapter_answer(
+        moved, agreement, {"dense": {**dil, "tokens_ratio": 123.45}}, robustness=longest,
+        **{**kw, "reference_size": 100000}))
+    assert lead.startswith("**Chunk size matters**: 6 of 6 changes from CRUD-RAG's 100000-token default moved the "
+                           "answers beyond the noise (4 up, 2 down); 100000-token chunks make the generator read 123.5")
+    assert "**no dilution larger than 5 points** (no effect larger than 5 points; all 12 alternatives agree; 11 not " \
+           "run here)." in lead
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    lead, _ = _answer_parts(cs.chapter_answer(
+        effects, agreement, {"dense": {**dil, "verdict": "a verdict that is far too long for the lead"}}, **kw))
+    assert lead.endswith("Do longer chunks dilute the answers? **see the details**.")
 
 
 def test_pooled_rank_correlation_by_hand_and_its_cluster_bootstrap():

@@ -732,13 +732,19 @@ def chapter_answer(
     Returns
     -------
     str
-        Three to four bullet points.
+        Markdown (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (which
+        chunk size to use within the sizes tested: whether any moved the answers beyond the
+        noise against ``reference_size``, what the largest costs in tokens the generator
+        reads, and the dilution verdict of ``primary_retriever`` with its robustness class),
+        then the folded details: four bullet points, each a bold question or finding with its
+        numbers and intervals.
 
     Raises
     ------
     ValueError
         If ``effects`` has no row of ``answer_metric`` or ``primary_retriever`` has no dilution test.
     """
+    from chunkwise.answerbox import answer_box, capped, verdict_with_class
     from chunkwise.evaluation.stats import describe_interval
 
     ans = effects[effects["measure"] == answer_metric]
@@ -787,7 +793,22 @@ def chapter_answer(
     lines.append(
         f"- The generator is {generator} and the pool {pool_articles} articles, not the paper's models and "
         "its 80,000 documents, so only the direction of each effect can be held against the paper.")
-    return "\n".join(lines)
+    # The lead: sizes, counts, one ratio and fixed words, so its length is bounded whatever the run gives.
+    sizes = sorted({int(x) for x in ans["chunk_size_tokens"]} | {int(reference_size)})
+    largest = sizes[-1]
+    if moved.empty:
+        action = (f"**No size from {sizes[0]} to {largest} tokens moved the answers beyond the noise against "
+                  f"CRUD-RAG's {reference_size}-token default; choose by cost**")
+    else:
+        n_up, n_down = int((moved["low"] > 0).sum()), int((moved["high"] < 0).sum())
+        action = (f"**Chunk size matters**: {len(moved)} of {len(ans)} changes from CRUD-RAG's {reference_size}-token "
+                  f"default moved the answers beyond the noise ({n_up} up, {n_down} down)")
+    said = {"supports": "yes", "contradicts": "no"}.get(str(d["verdict"]), str(d["verdict"]))
+    dilute = (verdict_with_class(said, robustness, max_words=6) if robustness is not None else
+              f"**{capped(said, 6, 'see the details')}**")
+    lead = (f"{action}{': ' if moved.empty else '; '}{largest}-token chunks make the generator read {tok:.1f} times as many tokens. "
+            f"Do longer chunks dilute the answers? {dilute}.")
+    return answer_box(lead, "\n".join(lines))
 
 
 #: How :func:`larger_chunks_word` and the paper's stated direction are written.
