@@ -59,6 +59,12 @@ def test_chapter_status_reports_every_toc_entry_from_what_is_built(tmp_path):
     assert md[5] == "| `generated/c` | not built: run `chunkwise run-notebooks --only c` | - | - | - |"
     out = book.write_status_page(root)
     assert out == root / "generated" / "status.md" and out.read_text(encoding="utf-8") == "\n".join(md) + "\n"
+    # a chapter the staging step found older than its source is marked (stale.json beside it)
+    (root / "generated" / "stale.json").write_text('{"a": ["changed since: src/x.py"], "b": []}', encoding="utf-8")
+    book.write_status_page(root)
+    assert out.read_text(encoding="utf-8").splitlines()[2] == (
+        "| {doc}`Chapter A <generated/a>` | executed; **run older than its source** (the page says what changed)"
+        " | 2026-12-01 21:15 | 2 min | `mode`, `n` |")
     with pytest.raises(FileNotFoundError, match="_toc.yml"):
         book.chapter_status(tmp_path / "nothing")
     (root / "_toc.yml").write_text("chapters: [\n", encoding="utf-8")

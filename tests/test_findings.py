@@ -441,6 +441,12 @@ def test_headlines_combine_their_claims_and_link_to_the_section(tmp_path):
     page = fd.findings_markdown(rows, list(got.values()))
     assert page.startswith("## The headline questions")
     assert "| Does B hold? | 55.73 (PG-RAG paper) | 10.0 % (other generator) | **not comparable here** |" in page
+    # a chapter whose published run is older than its source: a warning first, its rows marked
+    marked = fd.findings_markdown(rows, list(got.values()), stale={"03_y": ["changed since: src/x.py"], "01_x": []})
+    assert marked.startswith("```{warning}\nThe published run of 03_y is older than its source")
+    assert ("| Does B hold? | 55.73 (PG-RAG paper) | 10.0 % (other generator) | **not comparable here**; "
+            "*run older than its source* |") in marked
+    assert "| Does A hold? |" in marked and marked.count("*run older than its source*") == 2  # headline + claim b
     # A pattern that matches no claim is an error naming the row.
     reg.write_text(",".join(fd.HEADLINE_COLUMNS) + "\nh1,Q?,guide,1,zzz-*,01_x,\n", encoding="utf-8")
     with pytest.raises(fd.FindingsError, match="zzz-\\* match no claim"):

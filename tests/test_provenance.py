@@ -319,3 +319,43 @@ def test_compare_runs_reports_what_it_cannot_compare(tmp_path, capsys):
         provenance.compare_runs(tmp_path / "nowhere", before)
     assert cli.main(["compare-runs", str(tmp_path / "nowhere"), str(before)]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_code_v2_fingerprints_ignore_comments_docstrings_and_layout():
+    code = 'def f(x):\n    """Doc."""\n    return x + 1  # one\n'
+    same = "# a comment\ndef f(x):\n    '''Another docstring.'''\n    return (x +\n            1)\n"
+    other = 'def f(x):\n    """Doc."""\n    return x + 2\n'
+    fp = provenance.code_fingerprint
+    assert fp(code) == fp(same) != fp(other)
+    # the raw-text method of older records sees every byte
+    assert fp(code, "bytes-v1") != fp(same, "bytes-v1")
+    assert fp(code, "bytes-v1") == provenance._sha(code)
+    # a cell IPython parses but Python does not: comment-only lines and trailing blanks dropped
+    assert fp("%matplotlib inline\n# note\nx = 1  \n") == fp("%matplotlib inline\nx = 1\n")
+    assert fp("%matplotlib inline\nx = 1\n") != fp("%matplotlib inline\nx = 2\n")
+    # a docstring-only body still parses after removal
+    assert fp('def g():\n    """Only a docstring."""\n') == fp("def g():\n    pass\n")
+    with pytest.raises(ValueError, match="newer chunkwise"):
+        fp("x = 1", "code-v9")
+
+
+def test_a_comment_only_edit_leaves_the_chapter_current_and_old_records_keep_their_method(tmp_path):
+    root = _repo(tmp_path)
+    nb_path = root / "notebooks" / "ch.ipynb"
+    record = provenance.run_provenance(nb_path, root)
+    assert record["fingerprint"] == "code-v2"
+    old_record = {**record, "code_cells": provenance.code_cell_hashes(nb_path, "bytes-v1"),
+                  "modules": provenance.module_hashes(record["modules"], root / "src", "bytes-v1")}
+    del old_record["fingerprint"]  # a record from before the key: raw bytes
+    assert provenance.stale_reasons(old_record, root) == []
+
+    b = root / "src" / "chunkwise" / "sub" / "b.py"
+    b.write_text('def g():\n    """Returns one."""\n    return 1  # still one\n', encoding="utf-8")
+    nb = nbformat.read(str(nb_path), as_version=4)
+    nb.cells[3].source = "# show it\nprint(f())"
+    nbformat.write(nb, str(nb_path))
+    assert provenance.stale_reasons(record, root) == []
+    assert provenance.stale_reasons(old_record, root) == [
+        "code cell 3 of notebooks/ch.ipynb changed",
+        "changed since: src/chunkwise/sub/b.py",
+    ]

@@ -1319,12 +1319,14 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def status_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+def status_markdown(rows: Sequence[Mapping[str, Any]], stale: Mapping[str, Sequence[str]] | None = None) -> str:
     """The status table of :func:`chapter_status` as MyST Markdown (one row per page).
 
     Pages link with ``{doc}`` roles relative to the book's root, so the text is meant to be
     included from a page in the book folder (the intro). A chapter whose executed notebook is
-    missing says how to make it; a run with parameters names them.
+    missing says how to make it; a run with parameters names them. ``stale`` is
+    ``{chapter stem: reasons}`` (:func:`chunkwise.provenance.load_stale`): a chapter with
+    reasons is marked "older than its source" (its page's banner names what changed).
     """
     lines = [
         "| page | state | executed (UTC) | kernel time | parameters |",
@@ -1346,12 +1348,15 @@ def status_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         took = _format_duration(r["duration_s"]) if r.get("duration_s") is not None else "-"
         params = ", ".join(f"`{k}`" for k in r["parameters"]) if r.get("parameters") else "defaults"
         state = "failed (see the page)" if r.get("failed") else "executed"
+        if (stale or {}).get(Path(r["file"]).name.removesuffix(".ipynb")):
+            state += "; **run older than its source** (the page says what changed)"
         lines.append(f"| {link} | {state} | {when} | {took} | {params} |")
     return "\n".join(lines) + "\n"
 
 
 def write_status_page(book_dir: str | os.PathLike[str]) -> Path:
-    """Write :func:`status_markdown` of :func:`chapter_status` to ``<book_dir>/generated/status.md``.
+    """Write :func:`status_markdown` of :func:`chapter_status` to ``<book_dir>/generated/status.md``
+    (with the stale marks of :func:`chunkwise.provenance.load_stale`).
 
     ``chunkwise build-book`` calls this before building, and the intro includes the file, so
     the intro's status section always describes the chapters of the build it is part of.
@@ -1366,11 +1371,13 @@ def write_status_page(book_dir: str | os.PathLike[str]) -> Path:
     FileNotFoundError, ValueError
         As :func:`chapter_status`.
     """
+    from chunkwise.provenance import load_stale
+
     book = Path(book_dir)
     rows = chapter_status(book)
     out = book / STATUS_PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(status_markdown(rows), encoding="utf-8")
+    out.write_text(status_markdown(rows, load_stale(book / "generated")), encoding="utf-8")
     (book / TIMINGS_PAGE).write_text(timings_markdown(rows), encoding="utf-8")
     return out
 

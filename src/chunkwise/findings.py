@@ -1037,12 +1037,29 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def headline_markdown(headlines: Sequence[Mapping[str, Any]]) -> str:
+#: The mark a row of a chapter whose published run is older than its source carries.
+STALE_MARK = "run older than its source"
+
+
+def _stale_note(stale: Mapping[str, Sequence[str]] | None) -> str:
+    chapters = sorted(stem for stem, reasons in (stale or {}).items() if reasons)
+    if not chapters:
+        return ""
+    return (f"```{{warning}}\nThe published run of {', '.join(chapters)} is older than its source: their "
+            f"rows are marked \"{STALE_MARK}\", and each chapter's banner names what changed.\n```")
+
+
+def headline_markdown(headlines: Sequence[Mapping[str, Any]],
+                      stale: Mapping[str, Sequence[str]] | None = None) -> str:
     """The headline questions (:func:`headline_rows`) as one MyST table: question, what the source
-    says, what this book finds, the verdict, and a link to the section that shows it."""
+    says, what this book finds, the verdict, and a link to the section that shows it. A row whose
+    chapter has stale reasons in ``stale`` (:func:`chunkwise.provenance.load_stale`) carries
+    :data:`STALE_MARK` beside its verdict."""
     lines = ["| question | the source says | this book finds | verdict (robustness) | where |", "|---|---|---|---|---|"]
     for h in headlines:
         klass = f" ({h['robustness']})" if h.get("robustness") else ""
+        if (stale or {}).get(h.get("chapter", "")):
+            klass += f"; *{STALE_MARK}*"
         lines.append("| " + " | ".join(_cell(x) for x in (
             h["question"], f"{h['published']} ({h['source']})", h["found"], f"**{h['verdict']}**{klass}", h["link"],
         )) + " |")
@@ -1101,7 +1118,7 @@ def plan_markdown(plan: Any, status: Mapping[str, Mapping[str, str]]) -> str:
 
 
 def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Mapping[str, Any]] = (),
-                      plan_section: str = "") -> str:
+                      plan_section: str = "", stale: Mapping[str, Sequence[str]] | None = None) -> str:
     """The findings tables as MyST Markdown: a count of verdicts, an overview (verdicts per
     group), then per source one table per group; groups not named in :data:`OPEN_GROUPS` are
     folded into a sphinx-design ``dropdown`` titled with their verdict counts.
@@ -1110,6 +1127,10 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
     ``rows`` come from :func:`evaluate`. Columns: claim, where (in the source), published (and
     what the source's own table implies, for a prose claim), ours, delta (ours minus published),
     tolerance, verdict (with the measured cause or what would be needed).
+
+    ``stale`` (:func:`chunkwise.provenance.load_stale`): chapters whose published run is older
+    than their source; the page opens with a warning naming them and their rows carry
+    :data:`STALE_MARK`.
     """
     import re
     from collections import Counter
@@ -1127,11 +1148,14 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     order = VERDICTS
     lines: list[str] = []
+    note = _stale_note(stale)
+    if note:
+        lines += [note, ""]
     if headlines:
         lines += ["## The headline questions", "",
                   "One row per question a publication (or this book) answers; each is judged by the claims "
                   "listed under its source below, and links to the section that shows the evidence.", "",
-                  headline_markdown(headlines), ""]
+                  headline_markdown(headlines, stale), ""]
     if plan_section:
         lines += [plan_section, ""]
     lines += [
@@ -1207,6 +1231,8 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
                 elif r["kind"] == "exact":
                     tol = "exact"
                 verdict_text = f"**{r['verdict']}**"
+                if (stale or {}).get(r.get("chapter") or ""):
+                    verdict_text += f" (*{STALE_MARK}*)"
                 if (r["verdict"], r["detail"]) in shared:
                     verdict_text += "" if whole else " (reason above)"
                 elif r["detail"]:
@@ -1287,7 +1313,10 @@ def write_findings_page(
     out.parent.mkdir(parents=True, exist_ok=True)
     expected = sorted({c.chapter for c in claims if c.chapter})  # claims no chapter runs (OpenAI rows) name none
     (book / BUILD_LINE_PAGE).write_text(build_line(sorted(results), runs, expected) + "\n", encoding="utf-8")
-    out.write_text(findings_markdown(rows, heads, plan_markdown(plan, status) if plan is not None else ""),
+    from chunkwise.provenance import load_stale
+
+    stale = load_stale(book / "generated")
+    out.write_text(findings_markdown(rows, heads, plan_markdown(plan, status) if plan is not None else "", stale),
                    encoding="utf-8")
     advice_file = plan_file.with_name("advice.toml")
     if plan is not None and advice_file.is_file():
@@ -1302,6 +1331,7 @@ def write_findings_page(
     counts = {v: sum(h["verdict"] == v for h in heads) for v in (*VERDICTS, "mixed")}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     (book / HEADLINE_PAGE).write_text(
-        (f"**{len(heads)} headline questions in this build:** {summary}.\n\n" + headline_markdown(heads) + "\n")
+        (f"**{len(heads)} headline questions in this build:** {summary}.\n\n"
+         + (_stale_note(stale) + "\n\n" if _stale_note(stale) else "") + headline_markdown(heads, stale) + "\n")
         if heads else "No headline questions are registered.\n", encoding="utf-8")
     return out

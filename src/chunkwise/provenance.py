@@ -39,9 +39,12 @@ __all__ = [
     "PublishError",
     "annotate_pages",
     "chapter_modules",
+    "FINGERPRINT",
     "code_cell_hashes",
+    "code_fingerprint",
     "compare_runs",
     "git_state",
+    "load_stale",
     "machine_summary",
     "module_hashes",
     "provenance_markdown",
@@ -69,6 +72,57 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+#: How the current code computes fingerprints (recorded in every run record as ``fingerprint``).
+#: ``"code-v2"``: the code as :func:`ast.unparse` writes it with docstrings removed, so an edit to a
+#: comment, a docstring or the layout alone leaves a chapter current (issue #60); code that does
+#: not parse (a cell with IPython magics) is hashed as its text without comment-only lines and
+#: trailing blanks. ``"bytes-v1"``: the raw text, what records made before ``code-v2`` hold (a
+#: record without the key). Each record is checked with its own method, so an older published run
+#: keeps its meaning. ``ast.unparse`` may write a construct differently in another Python version;
+#: the record's machine names the Python it ran with.
+FINGERPRINT = "code-v2"
+_FINGERPRINTS = ("bytes-v1", "code-v2")
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_fingerprint(code: str, method: str = FINGERPRINT) -> str:
+    """sha256 (first 16 hex digits) of Python source under a fingerprint ``method``.
+
+    Parameters
+    ----------
+    code : str
+        A module's or a notebook cell's source.
+    method : {"code-v2", "bytes-v1"}
+        ``"code-v2"`` ignores comments, docstrings and layout (see :data:`FINGERPRINT`);
+        ``"bytes-v1"`` hashes the text as it is.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method (a record written by a newer chunkwise: upgrade to read it).
+    """
+    if method == "bytes-v1":
+        return _sha(code)
+    if method != "code-v2":
+        raise ValueError(f"unknown fingerprint method {method!r} (known: {', '.join(_FINGERPRINTS)}); "
+                         "the run was recorded by a newer chunkwise: upgrade it to compare")
+    try:
+        text = ast.unparse(_without_docstrings(ast.parse(code)))
+    except (SyntaxError, ValueError):
+        text = "\n".join(line.rstrip() for line in code.splitlines()
+                         if line.strip() and not line.lstrip().startswith("#"))
+    return _sha(text)
+
+
 def _code_cells(notebook: Path) -> list[str]:
     try:
         nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
@@ -86,8 +140,8 @@ def _code_cells(notebook: Path) -> list[str]:
     return out
 
 
-def code_cell_hashes(notebook: str | os.PathLike[str]) -> list[str]:
-    """sha256 (first 16 hex digits) of each code cell's source, in order.
+def code_cell_hashes(notebook: str | os.PathLike[str], method: str = FINGERPRINT) -> list[str]:
+    """Fingerprint (:func:`code_fingerprint` under ``method``) of each code cell, in order.
 
     Works on a source notebook or an executed copy (papermill's ``injected-parameters`` cell is
     skipped, so both give the same list).
@@ -97,7 +151,7 @@ def code_cell_hashes(notebook: str | os.PathLike[str]) -> list[str]:
     PublishError
         If the file is not a readable notebook.
     """
-    return [_sha(source) for source in _code_cells(Path(notebook))]
+    return [code_fingerprint(source, method) for source in _code_cells(Path(notebook))]
 
 
 def _imported_modules(code: str, current: str | None = None) -> set[str]:
@@ -181,14 +235,19 @@ def chapter_modules(notebook: str | os.PathLike[str], src_root: str | os.PathLik
     return sorted(p.relative_to(root).as_posix() for p in seen.values())
 
 
-def module_hashes(files: Iterable[str], src_root: str | os.PathLike[str]) -> dict[str, str]:
-    """``{relative path: sha256 (16 hex digits)}`` of package files (missing files are left out)."""
+def module_hashes(files: Iterable[str], src_root: str | os.PathLike[str],
+                  method: str = FINGERPRINT) -> dict[str, str]:
+    """``{relative path: fingerprint}`` of package files under ``method`` (see
+    :func:`code_fingerprint`; missing files are left out)."""
     root = Path(src_root)
     out = {}
     for rel in files:
         path = root / rel
         if path.is_file():
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+            if method == "bytes-v1":  # the raw bytes, as records before code-v2 were made
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+            else:
+                out[rel] = code_fingerprint(path.read_text(encoding="utf-8"), method)
     return out
 
 
@@ -238,7 +297,8 @@ def run_provenance(source: str | os.PathLike[str], repo_root: str | os.PathLike[
     dict
         ``commit``, ``dirty``, ``chunkwise_version``, ``machine`` (:func:`machine_summary`),
         ``recorded_utc`` (ISO 8601), ``notebook`` (path relative to the repository),
-        ``code_cells`` (:func:`code_cell_hashes`) and ``modules`` (:func:`module_hashes` of
+        ``fingerprint`` (the method, :data:`FINGERPRINT`), ``code_cells``
+        (:func:`code_cell_hashes`) and ``modules`` (:func:`module_hashes` of
         :func:`chapter_modules`).
     """
     from chunkwise import __version__
@@ -256,6 +316,7 @@ def run_provenance(source: str | os.PathLike[str], repo_root: str | os.PathLike[
         "machine": machine_summary(),
         "recorded_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "notebook": rel,
+        "fingerprint": FINGERPRINT,
         "code_cells": code_cell_hashes(source),
         "modules": module_hashes(files, src_root),
     }
@@ -276,7 +337,9 @@ def stale_reasons(provenance: Mapping[str, Any], repo_root: str | os.PathLike[st
 
     Compares the source notebook's code cells, the package modules the chapter imports now
     and then (content, added, removed) and the chunkwise version. Markdown cells are not
-    compared: prose does not change numbers.
+    compared: prose does not change numbers. The current source is fingerprinted with the
+    record's own method (``fingerprint``; ``"bytes-v1"`` when the record predates the key), so
+    under ``"code-v2"`` an edit to comments or docstrings alone is not a reason.
 
     Raises
     ------
@@ -293,11 +356,12 @@ def stale_reasons(provenance: Mapping[str, Any], repo_root: str | os.PathLike[st
     notebook = root / provenance["notebook"]
     if not notebook.is_file():
         return [f"{provenance['notebook']} no longer exists"]
-    cells = _changed_cells(provenance["code_cells"], code_cell_hashes(notebook))
+    method = provenance.get("fingerprint", "bytes-v1")
+    cells = _changed_cells(provenance["code_cells"], code_cell_hashes(notebook, method))
     if cells:
         reasons.append(f"{cells} of {provenance['notebook']} changed")
     src_root = root / "src"
-    now = module_hashes(chapter_modules(notebook, src_root), src_root)
+    now = module_hashes(chapter_modules(notebook, src_root), src_root, method)
     then = dict(provenance["modules"])
     changed = sorted(k for k in then.keys() & now.keys() if then[k] != now[k])
     added, removed = sorted(now.keys() - then.keys()), sorted(then.keys() - now.keys())
@@ -384,7 +448,35 @@ def annotate_pages(generated: str | os.PathLike[str], repo_root: str | os.PathLi
         reasons = stale_reasons(record["provenance"], repo_root) if published else []
         stale[notebook.stem] = reasons
         _insert_provenance_cell(notebook, provenance_markdown(record, reasons, published))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / STALE_FILE).write_text(json.dumps(stale, indent=1) + "\n", encoding="utf-8")
     return stale
+
+
+#: Where :func:`annotate_pages` leaves ``{chapter stem: stale reasons}`` for the pages built
+#: after it (the intro's status table and the findings page mark a stale chapter's rows).
+STALE_FILE = "stale.json"
+
+
+def load_stale(generated: str | os.PathLike[str]) -> dict[str, list[str]]:
+    """``{chapter stem: stale reasons}`` written by the last :func:`annotate_pages` into
+    ``generated`` (empty dict when there is none: a build that staged nothing).
+
+    Raises
+    ------
+    PublishError
+        If the file exists but is not the JSON object :func:`annotate_pages` writes.
+    """
+    path = Path(generated) / STALE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise PublishError(f"{path} is not valid JSON ({exc}); rebuild the book to rewrite it") from None
+    if not isinstance(data, dict):
+        raise PublishError(f"{path} holds no {{chapter: reasons}} object; rebuild the book to rewrite it")
+    return {str(k): [str(r) for r in v] for k, v in data.items()}
 
 
 def publish_run(run_dir: str | os.PathLike[str], book_dir: str | os.PathLike[str],
