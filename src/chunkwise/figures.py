@@ -8,6 +8,8 @@ this module (``chunkwise.report`` until the name was freed) draws for both.
   retrieved tokens per question, with the bootstrap interval of the metric as an error bar.
 - :func:`plot_metric_by_k`: the metric against ``top_k``, one line per chunker, one panel per
   retriever.
+- :func:`label_points`: names beside the points of a scatter plot, moved apart until none overlap
+  (adjustText), points at the same place sharing one label.
 - :func:`chunk_boundaries_html`: a standalone HTML page (inline CSS, no script, no network) that
   draws one document once per chunker, with every chunk boundary marked and the gold excerpts
   highlighted, so a reader *sees* where a chunker cuts an answer in two.
@@ -29,7 +31,7 @@ from chunkwise import __version__
 #: read back as a document (:func:`chunkwise.datasets.loaders.is_chunkwise_page`).
 GENERATOR_META = f'<meta name="generator" content="chunkwise {__version__}">'
 
-__all__ = ["chunk_boundaries_html", "plot_metric_by_k", "plot_metric_vs_cost", "series_style"]
+__all__ = ["chunk_boundaries_html", "label_points", "plot_metric_by_k", "plot_metric_vs_cost", "series_style"]
 
 _MARKERS = {"dense": "o", "bm25": "s", "hybrid": "^"}
 
@@ -48,6 +50,59 @@ def series_style(i: int) -> dict[str, str]:
         raise ValueError(f"a series index is an int >= 0, got {i!r}.")
     turn = (i // 10) % 3
     return {"color": f"C{i % 10}", "linestyle": ("-", "--", ":")[turn], "marker": ("o", "s", "^")[turn]}
+
+
+def label_points(ax: Any, x: Sequence[float], y: Sequence[float], labels: Sequence[str], *,
+                 fontsize: float = 7, merge_px: float = 8.0) -> list[Any]:
+    """Write each point's name beside it on ``ax`` so that no two names overlap.
+
+    Points drawn within ``merge_px`` pixels of each other (they sit on top of one another on the
+    page) get one label, their names stacked one per line; the labels are then moved apart with
+    adjustText (``adjust_text``), which also keeps them off the points, and joined to their point
+    by a thin line where they had to move.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+        With the points already drawn and the limits final (they decide the pixel positions).
+    x, y : sequence of float
+        The points, in data units; same length as ``labels``.
+    labels : sequence of str
+    fontsize : float, default 7
+    merge_px : float, default 8.0
+        Distance in display pixels under which two points share a label.
+
+    Returns
+    -------
+    list of matplotlib Text
+        One per group of points, in order of first appearance.
+
+    Raises
+    ------
+    ValueError
+        If ``x``, ``y`` and ``labels`` differ in length.
+    """
+    from adjustText import adjust_text
+
+    if not len(x) == len(y) == len(labels):
+        raise ValueError(f"label_points needs one label per point: got {len(x)} x, {len(y)} y, "
+                         f"{len(labels)} labels.")
+    xs, ys = [float(v) for v in x], [float(v) for v in y]
+    ax.get_xlim(), ax.get_ylim()  # settles matplotlib's lazy autoscaling, so pixels are final
+    pixels = ax.transData.transform(np.column_stack([xs, ys])) if xs else np.empty((0, 2))
+    groups: list[list[int]] = []
+    for i, p in enumerate(pixels):
+        for group in groups:
+            if np.hypot(*(pixels[group[0]] - p)) <= merge_px:
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    texts = [ax.text(xs[g[0]], ys[g[0]], "\n".join(str(labels[i]) for i in g), fontsize=fontsize)
+             for g in groups]
+    if texts:
+        adjust_text(texts, x=xs, y=ys, ax=ax, arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5})
+    return texts
 
 
 def plot_metric_vs_cost(table: pd.DataFrame, boot: Any = None, metric: str = "recall", cost: str = "retrieved_tokens"):
