@@ -1046,7 +1046,7 @@ def _stale_note(stale: Mapping[str, Sequence[str]] | None) -> str:
     if not chapters:
         return ""
     return (f"```{{warning}}\nThe published run of {', '.join(chapters)} is older than its source: their "
-            f"rows are marked \"{STALE_MARK}\", and each chapter's banner names what changed.\n```")
+            f"headline rows are marked \"{STALE_MARK}\", and each chapter's banner names what changed.\n```")
 
 
 def headline_markdown(headlines: Sequence[Mapping[str, Any]],
@@ -1129,8 +1129,8 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
     tolerance, verdict (with the measured cause or what would be needed).
 
     ``stale`` (:func:`chunkwise.provenance.load_stale`): chapters whose published run is older
-    than their source; the page opens with a warning naming them and their rows carry
-    :data:`STALE_MARK`.
+    than their source; the page opens with a warning naming them, their headline rows carry
+    :data:`STALE_MARK`, and each source's section names its stale chapters once.
     """
     import re
     from collections import Counter
@@ -1191,6 +1191,9 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
         n_ok = sum(r["verdict"] == "reproduced" for r in mine)
         lines += [f"### {SOURCE_TITLES.get(source, source)}", "",
                   f"{claims(len(mine))}, {n_ok} reproduced.", ""]
+        behind = sorted({r["chapter"] for r in mine if (stale or {}).get(r.get("chapter") or "")})
+        if behind:  # said once per source, not on every row
+            lines += [f"*The claims of {', '.join(behind)} below come from a {STALE_MARK}.*", ""]
         groups: list[str] = []
         for r in mine:
             if r["group"] not in groups:
@@ -1231,8 +1234,6 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
                 elif r["kind"] == "exact":
                     tol = "exact"
                 verdict_text = f"**{r['verdict']}**"
-                if (stale or {}).get(r.get("chapter") or ""):
-                    verdict_text += f" (*{STALE_MARK}*)"
                 if (r["verdict"], r["detail"]) in shared:
                     verdict_text += "" if whole else " (reason above)"
                 elif r["detail"]:
