@@ -7,6 +7,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from chunkwise.answerbox import DETAILS_TITLE, MAX_LEAD_WORDS, visible_words
+from chunkwise.evaluation.robustness import Robustness, SpecResult
 from chunkwise.experiments.questions import chapter_answer
 
 
@@ -37,8 +39,14 @@ def test_chapter_answer_by_hand():
     answer, facts = chapter_answer(generated, 60, {"calls": 100, "cache_hits": 100}, runs,
                                    SimpleNamespace(seconds=1.0, n_embedded=0), boots,
                                    overall=_agree(24, 0.88, 0.75, 0.9), at_k5=_agree(6, 0.5, -0.1, 0.9))
-    assert answer.startswith("The local model kept 74 of its 100 candidate questions, 60 of them on the corpora "
-                             "of the grid, where the published set has 132.")
+    lead, details = answer.split(f":::{{dropdown}} {DETAILS_TITLE}")
+    # the lead: what a generated set is good for here, the verdict at k = 5 with its interval, the winner
+    assert lead == ("**Check a locally generated question set against reviewed questions before choosing with "
+                    "it.** Rank agreement at k = 5: rho 0.50 (95% CI -0.10 to 0.90), **cannot tell**. Its winner "
+                    "is in play under the checked set. Nobody reviewed its 60 questions.\n\n")
+    assert details.strip().startswith("The local model kept 74 of its 100 candidate questions, 60 of them on the "
+                                      "corpora of the grid, where the published set has 132.")
+    assert answer.endswith("\n\n:::\n")
     assert ("among the 6 cells at k = 5, where only the chunker and the retriever change, rho is 0.50 (95% CI "
             "-0.10 to 0.90), an interval that reaches 0, so much of the overall agreement comes from k") in answer
     assert ("the published set names no winner (its best cell, A, is best in only 70% of resamples) and keeps "
@@ -53,4 +61,58 @@ def test_chapter_answer_by_hand():
         chapter_answer(generated, 60, {"calls": 1, "cache_hits": 1}, runs, grid, boots)
     only, _ = chapter_answer(generated, 60, {"calls": 1, "cache_hits": 1}, {"generated": runs["generated"]}, grid,
                              boots)
-    assert only.startswith("No checked question set was given, so the chapter generated 74 questions from 100")
+    assert only.startswith("**Read the 74 generated questions before trusting a verdict from them**: with no "
+                           "checked set, this run could not test")
+    assert "\n\nNo checked question set was given, so the chapter generated 74 questions from 100" in only
+
+
+def _panel(cls, n_alt=3, flips=(), not_run=(), delta=0.2, unit="rho"):
+    spec = SpecResult("primary", 0.5, -0.1, 0.9, "cannot tell", 60, float("nan"))
+    alts = tuple(SpecResult(f"alternative {i}", 0.5, -0.1, 0.9, "cannot tell", 60, float("nan"))
+                 for i in range(n_alt))
+    return Robustness(cls, spec, alts, tuple(flips), delta, unit, tuple(not_run))
+
+
+def test_chapter_answer_lead_fits_the_box_in_its_longest_branch_and_details_keep_the_numbers():
+    generated = SimpleNamespace(questions=[0] * 1074, candidates=[0] * 2000, dropped={"duplicate": 926})
+    runs = {"published": SimpleNamespace(questions=[0] * 4720, seconds=7.3, n_embedded=0),
+            "generated": SimpleNamespace(questions=[0] * 1074, seconds=3.6, n_embedded=0)}
+    cells = [f"cell {i} with a long name | hybrid | k=5" for i in range(24)]
+    boots = {("published", "recall"): _boot(cells[0], {cells[0]: 0.92}, [cells[0], cells[5]], cells=cells,
+                                            diff_best={cells[5]: (-0.018, -0.039, 0.003)}),
+             ("generated", "recall"): _boot(cells[5], {cells[5]: 0.43}, cells[:18], cells=cells),
+             ("published", "iou"): _boot(cells[1], {cells[1]: 0.85}, cells[:2], cells=cells),
+             ("generated", "iou"): _boot(cells[1], {cells[1]: 0.64}, cells[:3], cells=cells)}
+    # the longest lead: "cannot tell", the longest robustness class, no winner with some cells in play
+    rob = _panel("no effect larger than delta", n_alt=12, delta=12.5, unit="recall points", not_run=["x"] * 11)
+    answer, _ = chapter_answer(generated, 1074, {"calls": 147, "cache_hits": 147}, runs,
+                               SimpleNamespace(seconds=3.5, n_embedded=0), boots,
+                               overall=_agree(96, 0.96, 0.89, 1.0), at_k5=_agree(24, 0.74, -0.36, 1.0),
+                               robustness=rob)
+    lead, details = answer.split(":::{dropdown}")
+    assert lead.startswith("**Check a locally generated question set against reviewed questions")
+    assert "It names no winner: 18 of 24 cells in play (checked set: 2)." in lead
+    assert "no effect larger than 12.5 recall points; all 12 alternatives agree; 11 not run here" in lead
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    # the details hold every number the box held before
+    for text in ("kept 1074 of its 2000 candidate questions", "Spearman's rho 0.96 (95% CI 0.89 to 1.00)",
+                 "rho is 0.74 (95% CI -0.36 to 1.00), an interval that reaches 0",
+                 f"its best cell, {cells[5]}, is best in only 43% of resamples) and keeps 18 of 24 in play",
+                 "1.8 recall points behind their best (paired bootstrap 95% CI -0.3 to 3.9), so it is still in play",
+                 "whether the 1074 generated questions in the grid are right",
+                 "**Robustness of the rank agreement** (cannot tell): no effect larger than 12.5 recall points"):
+        assert text in details, text
+    # agree, a robust panel, a winner that is the checked set's best
+    boots[("generated", "recall")] = _boot(cells[0], {cells[0]: 0.95}, cells[:1], cells=cells, winner=cells[0])
+    answer, _ = chapter_answer(generated, 1074, {"calls": 1, "cache_hits": 1}, runs, runs["generated"], boots,
+                               overall=_agree(96, 0.96, 0.89, 1.0), at_k5=_agree(24, 0.74, 0.36, 1.0),
+                               robustness=_panel("robust", n_alt=2))
+    lead = answer.split(":::{dropdown}")[0]
+    assert lead == ("**A locally generated question set can shortlist chunker and retriever.** Rank agreement at "
+                    "k = 5: rho 0.74 (95% CI 0.36 to 1.00), **agree**; robust: all 2 declared alternatives agree. "
+                    "Its winner is the checked set's best cell. Nobody reviewed its 1074 questions.\n\n")
+    assert "**Robustness of the rank agreement** (cannot tell): robust: all 2 declared alternatives agree." in answer
+    # without a checked set: a lead and the sentence it rests on
+    only, _ = chapter_answer(generated, 1074, {"calls": 1, "cache_hits": 1}, {"generated": runs["generated"]},
+                             runs["generated"], boots)
+    assert visible_words(only.split(":::{dropdown}")[0]) <= MAX_LEAD_WORDS

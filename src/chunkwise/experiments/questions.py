@@ -1096,8 +1096,9 @@ def chapter_answer(
     boots: Mapping[tuple[str, str], Any],
     overall: Any = None,
     at_k5: Any = None,
+    robustness: Any = None,
 ) -> tuple[str, str]:
-    """Chapter 4's answer and its run facts, built from the run.
+    """Chapter 4's answer box and its run facts, built from the run.
 
     Parameters
     ----------
@@ -1116,12 +1117,22 @@ def chapter_answer(
     overall, at_k5 : RankAgreement, optional
         :func:`rank_agreement` of the two sets over all cells and over the cells at k = 5; both
         needed when both sets ran.
+    robustness : Robustness, optional
+        The plan's ``own-rank`` panel (:func:`rank_agreement_panel`): the lead gives its class in a
+        few words (:func:`chunkwise.answerbox.robustness_words`), the details its full sentence
+        with the alternatives it flips under.
 
     Returns
     -------
     (str, str)
-        The answer (Markdown sentences) and the run facts (a Markdown list).
+        The answer box (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (what
+        a generated set is good for here, the verdict on the rank agreement at k = 5 with its
+        interval and robustness class, whether the generated set names a winner, and that its
+        questions are unreviewed), then folded details with every sentence and interval behind
+        it; and the run facts (a Markdown list).
     """
+    from chunkwise.answerbox import answer_box, robustness_words
+
     def pct(x: float) -> str:
         return f"{100 * x:.1f}"
 
@@ -1195,12 +1206,38 @@ def chapter_answer(
         sentences.append(
             f"What the run cannot show is whether the {n_grid} generated questions in the grid are right: nobody "
             "reviewed them, and the model that wrote them also chose their answers.")
+        lo, hi = at_k5.spearman_ci
+        verdict = "agree" if lo > 0 else "disagree" if hi < 0 else "cannot tell"
+        # the lead: fixed wording per branch, numbers and counts only (no cell names), so it stays
+        # within the answer box's 60 words whatever the run
+        lead = {
+            "agree": "**A locally generated question set can shortlist chunker and retriever.**",
+            "disagree": "**Do not choose chunker and retriever with a locally generated question set.**",
+            "cannot tell": "**Check a locally generated question set against reviewed questions before "
+                           "choosing with it.**",
+        }[verdict]
+        how_sure = f"**{verdict}**" + (f"; {robustness_words(robustness)}" if robustness is not None
+                                       else "")
+        lead += f" Rank agreement at k = 5: rho {at_k5.spearman:.2f} ({ci_words(lo, hi)}), {how_sure}."
+        if bg.winner is None:
+            lead += f" It names no winner: {in_play_words(bg)} cells in play (checked set: {len(bp.in_play)})."
+        elif bg.best == bp.best:
+            lead += " Its winner is the checked set's best cell."
+        else:
+            lead += (f" Its winner is {'ruled out' if bg.best in bp.ruled_out else 'in play'} under the "
+                     "checked set.")
+        lead += f" Nobody reviewed its {n_grid} questions."
+        if robustness is not None:
+            sentences.append(f"\n\n**Robustness of the rank agreement** ({robustness.primary.verdict}): "
+                             f"{robustness.describe()}.")
     else:
         sentences.append(
             f"No checked question set was given, so the chapter generated {n_kept} questions from {n_cand} "
             f"candidates ({n_grid} in the grid) and evaluated the grid with them, but could not test whether "
             "they rank the cells as a checked set would.")
-    return " ".join(sentences), "\n".join(facts)
+        lead = (f"**Read the {n_kept} generated questions before trusting a verdict from them**: with no checked "
+                "set, this run could not test whether they rank the cells as reviewed questions would.")
+    return answer_box(lead, " ".join(sentences).replace(" \n\n", "\n\n")), "\n".join(facts)
 
 
 
