@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from chunkwise.answerbox import DETAILS_TITLE, MAX_LEAD_WORDS, visible_words
 from chunkwise.evaluation.grid import GridConfig, run_grid
 from chunkwise.experiments import strategies as S
 
@@ -113,6 +114,13 @@ def _table(rows):
     return t
 
 
+def _split(box):
+    """(lead, details) of an answer box."""
+    lead, details = box.split(f":::{{dropdown}} {DETAILS_TITLE}")
+    assert details.endswith("\n\n:::\n")
+    return lead.strip(), details.strip()[:-3].strip()
+
+
 def test_chapter_answer_is_built_from_the_tables_and_grows_with_their_rows():
     base = (95.9, 0, 0, 0, 23.2, 0, 0, 0, 104, 0)
     all_ = _table({"R": base, "T": (91.5, -4.4, -8.5, -0.3, 20.2, -3.0, -4.6, -1.6, 92, 0),
@@ -124,6 +132,11 @@ def test_chapter_answer_is_built_from_the_tables_and_grows_with_their_rows():
     text = S.chapter_answer(all_, "R", where_all="2 corpora", n_questions=132, table_small=small,
                             small_labels=["K", "X"], where_small="the first 100 characters of a", n_questions_small=20,
                             cold_by_label=cold, not_run={"LLM": "not cached for a"})
+    lead, text = _split(text)
+    # the lead: keep the baseline (nothing recalls more), the precision_Ω gain, the small slice, the cost
+    assert lead == ("**Keep R: no other strategy recalls more beyond the noise** (132 questions, 95% paired "
+                    "intervals). For precision_Ω: C, +7.2 points. Of 2 also compared on 20 questions, none is "
+                    "ahead. X costs the most (900 s of model time). 1 did not run.")
     assert text.startswith(
         "On 2 corpora (132 questions; dense retrieval, 5 chunks per question), the baseline, R, recalls 95.9% of the "
         "evidence at a precision_Ω of 23.2%: none has a higher recall beyond the noise; T (-4.4 points [-8.5, -0.3]) "
@@ -140,6 +153,7 @@ def test_chapter_answer_is_built_from_the_tables_and_grows_with_their_rows():
     small.loc["K", ["recall_low", "recall_high", "recall_diff"]] = [-22.3, -7.6, -15.0]
     text = S.chapter_answer(all_, "R", where_all="2 corpora", n_questions=132, table_small=small,
                             small_labels=["K", "X"], where_small="a", n_questions_small=132)
+    text = _split(text)[1]
     assert text.endswith("where K and X ran, K's recall (-15.0 points [-22.3, -7.6]) and precision_Ω (-10.1 points "
                          "[-16.8, -2.7]) are lower than R's, and every other difference is within the noise.")
     small.loc["K", ["recall_low", "recall_high", "recall_diff"]] = [7.6, 22.3, 15.0]
@@ -160,6 +174,63 @@ def test_chapter_answer_is_built_from_the_tables_and_grows_with_their_rows():
     assert "X made 15 LLM calls" in text  # a row of the small table only keeps its cost
     assert S.compare_to_baseline(all_.loc[["R", "S"]], "R", "recall", "recall") == (
         "the other strategy is within the noise of it")
+
+
+def test_chapter_answer_lead_fits_the_box_and_names_the_costliest_as_the_cost_table_does():
+    # the published run's rows (chapter 5, 2026-12): nothing recalls more than Recursive 200; the LLM
+    # chunker costs the most, by its model time on all five corpora (its small-slice time is lower
+    # than Contextual 200's, and is not the one stated)
+    rec = ("Recursive 200", (75.6, 0, 0, 0, 29.9, 0, 0, 0, 2386, 0))
+    all_ = _table(dict([rec, ("TokenText 200", (77.2, 1.6, -1.8, 5.0, 21.4, -8.5, -9.9, -7.2, 1644, 0)),
+                        ("Cluster 200", (75.5, -0.1, -3.3, 3.1, 33.6, 3.7, 2.2, 5.2, 3324, 0)),
+                        ("LLM", (67.9, -7.7, -11.9, -3.4, 20.4, -9.5, -11.2, -7.8, 2572, 1035))]))
+    all_.loc["LLM", "llm_seconds"] = 26301.0
+    small = _table(dict([rec, ("Kamradt", (82.1, -4.4, -10.0, 1.1, 8.3, -20.3, -22.4, -18.3, 93, 0)),
+                         ("Contextual 200", (88.4, 1.9, -1.4, 5.1, 28.6, 0.0, 0.0, 0.0, 309, 309)),
+                         ("LLM", (79.3, -7.1, -12.3, -2.1, 17.6, -11.0, -13.0, -9.0, 207, 116))]))
+    small.loc["Contextual 200", "llm_seconds"], small.loc["LLM", "llm_seconds"] = 6414.5, 6015.8
+    cold = pd.DataFrame({"cold_seconds": [22.0, 83.0, 18.0], "corpora_measured": [3, 3, 3]},
+                        index=["Recursive 200", "Kamradt", "TokenText 200"])
+    box = S.chapter_answer(all_, "Recursive 200", where_all="5 corpora", n_questions=472, table_small=small,
+                           small_labels=["Kamradt", "Contextual 200", "LLM"], n_questions_small=276,
+                           where_small="the whole of state_of_the_union, chatlogs and wikitexts", cold_by_label=cold)
+    lead, details = _split(box)
+    assert lead == ("**Keep Recursive 200: no other strategy recalls more beyond the noise** (472 questions, 95% "
+                    "paired intervals). For precision_Ω: Cluster 200, +3.7 points. Of 3 also compared on 276 "
+                    "questions, none is ahead. LLM costs the most (26,301 s of model time).")
+    # every number of the box is in its details
+    for text in ("recalls 75.6% of the evidence at a precision_Ω of 29.9%", "LLM (-7.7 points [-11.9, -3.4])",
+                 "Cluster 200 (+3.7 points [+2.2, +5.2]) has a higher precision_Ω",
+                 "TokenText 200 (-8.5 points [-9.9, -7.2])", "LLM (-9.5 points [-11.2, -7.8])",
+                 "Kamradt cost the most to index from empty caches (83 s on 3 corpora, 3.8x Recursive 200's 22 s)",
+                 "LLM made 1,035 LLM calls for 2,572 chunks (26,301 s of model time)",
+                 "Contextual 200 made 309 LLM calls for 309 chunks (6,414 s of model time)",
+                 "Kamradt's precision_Ω (-20.3 points [-22.4, -18.3]) is lower than Recursive 200's",
+                 "LLM's recall (-7.1 points [-12.3, -2.1]) and precision_Ω (-11.0 points [-13.0, -9.0]) are lower"):
+        assert text in details, text
+    # the longest lead: a gain in recall, labels of four words, a gain on the slice, the cold cost
+    # ahead of any model time, strategies that did not run
+    long = {f"Hierarchical {i}00/800 merge 0.5": (80.0, 3.0 + i, 1.0 + i, 5.0 + i, 31.0, 1.0 + i, 0.4 + i, 1.8 + i, 10, 0)
+            for i in range(1, 8)}
+    main = _table({"Recursive 200/800 overlap 50": (75.6, 0, 0, 0, 29.9, 0, 0, 0, 10, 0), **long})
+    slice_ = _table({"Recursive 200/800 overlap 50": (75.6, 0, 0, 0, 29.9, 0, 0, 0, 10, 0),
+                     **{f"Semantic {i} percentile 95": (80.0, 3.0, 1.0, 5.0, 31.0, 1.0, 0.4, 1.8, 10, 1)
+                        for i in range(9)}})
+    cold = pd.DataFrame({"cold_seconds": [22.0, 83000.0], "corpora_measured": [3, 3]},
+                        index=["Recursive 200/800 overlap 50", "Hierarchical 100/800 merge 0.5"])
+    box = S.chapter_answer(main, "Recursive 200/800 overlap 50", where_all="5 corpora", n_questions=100000,
+                           table_small=slice_, small_labels=list(slice_.index[1:]), n_questions_small=100000,
+                           where_small="a", cold_by_label=cold, not_run={"LLM": "x", "Kamradt": "y"})
+    lead, details = _split(box)
+    assert lead == ("**Consider Hierarchical 700/800 merge 0.5: it recalls +10.0 points [+8.0, +12.0] more than "
+                    "Recursive 200/800 overlap 50** (100000 questions, 95% paired intervals). For precision_Ω: "
+                    "Hierarchical 700/800 merge 0.5, +8.0 points. Of 9 also compared on 100000 questions, 9 are "
+                    "ahead. Hierarchical 100/800 merge 0.5 costs the most to index (3772.7x Recursive 200/800 "
+                    "overlap 50). 2 did not run.")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    assert "3772.7x Recursive 200/800 overlap 50's 22 s" in details
+    # a label longer than four words is not named in the lead
+    assert S._short_label("Semantic chunker at a very long setting", "another strategy") == "another strategy"
 
 
 def test_strategy_notes_list_each_row_with_its_interval_and_costs():

@@ -535,8 +535,8 @@ def chapter_answer(
     retriever: str = "dense retrieval",
     top_k: int = 5,
 ) -> str:
-    """Chapter 5's answer, in 3-5 sentences built from its tables (so it stays right when rows are
-    added or the corpora change).
+    """Chapter 5's answer box, built from its tables (so it stays right when rows are added or the
+    corpora change).
 
     Parameters
     ----------
@@ -558,10 +558,15 @@ def chapter_answer(
     Returns
     -------
     str
-        Recall and precision_Ω against the baseline with the intervals of the rows beyond the
-        noise, the costs (cold seconds, LLM calls), the small slice, and what did not run (named
-        by :data:`STRATEGIES`).
+        The answer box (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (which
+        strategy to use for recall and how sure, from the 95% paired intervals; the one that gains
+        most precision_Ω; whether the strategies run on the small slice only beat the baseline;
+        which costs the most), then folded details: recall and precision_Ω against the baseline
+        with the intervals of the rows beyond the noise, the costs (cold seconds, LLM calls), the
+        small slice, and what did not run (named by :data:`STRATEGIES`).
     """
+    from chunkwise.answerbox import answer_box
+
     base = table_all.loc[baseline]
     sentences = [
         f"On {where_all} ({n_questions} questions; {retriever}, {top_k} chunks per question), the baseline, "
@@ -571,6 +576,7 @@ def chapter_answer(
     sentences.append("In precision_Ω, " + compare_to_baseline(table_all, baseline, "precision_omega", "precision_Ω")
                      + ".")
     costs = []
+    top_cold = top_llm = None  # (label, cold seconds, x baseline), (label, LLM calls, model seconds)
     labels = list(table_all.index) + [lab for lab in small_labels if table_small is not None]
     if cold_by_label is not None and baseline in cold_by_label.index:
         cold = cold_by_label.loc[[lab for lab in dict.fromkeys(labels) if lab in cold_by_label.index]]
@@ -581,6 +587,7 @@ def chapter_answer(
         if len(cold) and base_s > 0:
             top = cold["cold_seconds"].astype(float).idxmax()
             c = cold.loc[top]
+            top_cold = (top, float(c["cold_seconds"]), float(c["cold_seconds"]) / base_s)
             costs.append(f"of the strategies without an LLM, {top} cost the most to index from empty caches "
                          f"({c['cold_seconds']:.0f} s on "
                          f"{int(c['corpora_measured'])} corpora, {c['cold_seconds'] / base_s:.1f}x {baseline}'s "
@@ -593,6 +600,8 @@ def chapter_answer(
                 continue  # a row of both tables: its cost on the main run is the one stated
             costs.append(f"{lab} made {int(r['llm_calls']):,} LLM calls for {int(r['n_chunks']):,} chunks "
                          f"({r['llm_seconds']:,.0f} s of model time)")
+            if top_llm is None or float(r["llm_seconds"]) > top_llm[2]:
+                top_llm = (lab, int(r["llm_calls"]), float(r["llm_seconds"]))
     if costs:
         text = "; ".join(dict.fromkeys(costs))
         sentences.append(text[0].upper() + text[1:] + ".")
@@ -626,7 +635,58 @@ def chapter_answer(
             sentences.append(clause[0].upper() + clause[1:])
     if small or not_run:
         sentences[-1] += "."
-    return " ".join(sentences)
+    lead = _answer_lead(table_all, baseline, n_questions, table_small, small, n_questions_small,
+                        top_cold, top_llm, len(not_run or ()))
+    return answer_box(lead, " ".join(sentences))
+
+
+def _short_label(label: str, instead: str) -> str:
+    """``label`` when it has at most 4 words (every label of :data:`STRATEGIES` has), else
+    ``instead``: a lead names at most four strategies and must stay within 60 words."""
+    from chunkwise.answerbox import capped
+
+    return capped(label, 4, instead)
+
+
+def _answer_lead(table_all: pd.DataFrame, baseline: str, n_questions: int, table_small: pd.DataFrame | None,
+                 small: Sequence[str], n_questions_small: int, top_cold: tuple[str, float, float] | None,
+                 top_llm: tuple[str, int, float] | None, n_not_run: int) -> str:
+    """The lead of :func:`chapter_answer`: fixed wording, counts, and at most four labels (each
+    replaced by a generic phrase past 4 words), so it stays within the answer box's 60 words."""
+    others = table_all.drop(index=baseline)
+
+    def ahead_of(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+        return table[[_side(r, metric) == "ahead" for _, r in table.iterrows()]]
+
+    base = _short_label(baseline, "the baseline")
+    sure = f"{n_questions} questions, 95% paired intervals"
+    ahead = ahead_of(others, "recall")
+    if len(ahead):
+        best = ahead["recall_diff"].astype(float).idxmax()
+        lead = (f"**Consider {_short_label(best, 'the strategy with the largest gain')}: it recalls "
+                f"{_diff_ci(ahead.loc[best], 'recall')} more than {base}** ({sure}).")
+    else:
+        lead = f"**Keep {base}: no other strategy recalls more beyond the noise** ({sure})."
+    po_ahead = ahead_of(others, "precision_omega")
+    if len(po_ahead):
+        best_po = po_ahead["precision_omega_diff"].astype(float).idxmax()
+        lead += (f" For precision_Ω: {_short_label(best_po, 'another strategy')}, "
+                 f"{po_ahead.loc[best_po, 'precision_omega_diff']:+.1f} points.")
+    else:
+        lead += " None gains precision_Ω."
+    if small:
+        n_up = sum(any(_side(table_small.loc[lab], m) == "ahead" for m in ("recall", "precision_omega"))
+                   for lab in small)
+        lead += (f" Of {len(small)} also compared on {n_questions_small} questions, "
+                 + ("none is ahead." if not n_up else f"{n_up} {'is' if n_up == 1 else 'are'} ahead."))
+    if top_llm is not None and (top_cold is None or top_llm[2] >= top_cold[1]):
+        lead += f" {_short_label(top_llm[0], 'An LLM strategy')} costs the most ({top_llm[2]:,.0f} s of model time)."
+    elif top_cold is not None:
+        lead += (f" {_short_label(top_cold[0], 'One strategy')} costs the most to index ({top_cold[2]:.1f}x "
+                 f"{base}).")
+    if n_not_run:
+        lead += f" {n_not_run} did not run."
+    return lead
 
 
 def strategy_notes(
