@@ -551,3 +551,85 @@ def test_chapter_answer_with_a_second_embedder():
     assert "with m, and with big on 1 of the corpora" in text and "one small embedder" not in text
     assert "with one small embedder (m)" in chapter_answer(r(2.0, 4.0), r(1, 1), r(0, 0),
                                                           pd.DataFrame({"interaction": [4.0]}), explo, **kw)
+
+
+def test_chapter_answer_lead_fits_the_box_and_the_details_keep_every_interval():
+    from chunkwise.answerbox import DETAILS_TITLE, MAX_LEAD_WORDS, visible_words
+    from chunkwise.evaluation.robustness import Robustness, SpecResult
+    from chunkwise.experiments.stitched import chapter_answer
+
+    def r(gap, inter, ctrl=(-4.7, -9.0, -0.4)):
+        return {"gap_treated": gap[0], "gap_treated_low": gap[1], "gap_treated_high": gap[2], "interaction": inter[0],
+                "interaction_low": inter[1], "interaction_high": inter[2], "gap_control": ctrl[0],
+                "gap_control_low": ctrl[1], "gap_control_high": ctrl[2]}
+
+    def panel(cls, verdict, flips=(), n_alt=14, not_run=(), delta=2.0, unit="points"):
+        spec = SpecResult("primary", 10.4, 4.5, 16.3, verdict, 472, 6.0)
+        alts = tuple(SpecResult(f"alternative {i}", 1.0, -1.0, 3.0, verdict, 472, 6.0) for i in range(n_alt))
+        return Robustness(cls, spec, alts, tuple(flips), delta, unit, tuple(not_run))
+
+    # the published run (chapter 6, 2026-12)
+    names = ["against Recursive 200", "against Structure 200", "state_of_the_union only", "wikitexts only",
+             "chatlogs only", "finance only", "pubmed only"]
+    flips = list(zip(names, ["cannot tell", "contradicts"] + ["cannot tell"] * 5))
+    explo = pd.DataFrame({"treated": ["stitched"] * 20, "chunker": [f"C{i % 5}" for i in range(20)],
+                          "verdict_holm": ["supports"] + ["contradicts"] * 10 + ["cannot tell"] * 9})
+    kw = dict(fixed="TokenText 200", baseline="Recursive 200", n_questions=472,
+              corpora=["state_of_the_union", "wikitexts", "chatlogs", "finance", "pubmed"],
+              embedder="all-MiniLM-L6-v2", cosine_drop={"stitched": 0.2, "shuffled": 0.114})
+    box = chapter_answer(r((5.7, 1.4, 10.0), (10.4, 4.5, 16.3)), r((2.3, 0.6, 4.1), (3.6, 1.2, 5.9)),
+                         r((0, 0, 0), (9.9, 4.3, 15.5)), pd.DataFrame({"interaction": [10.4, 14.4, 12.0]}), explo,
+                         **kw, robustness=panel("fragile", "supports", flips=flips),
+                         kamradt=r((-5.0, -9.0, -1.0), (-16.7, -23.8, -9.5)),
+                         amendments=[{"date": "2026-12-05", "reason": "The headline row changed.",
+                                      "previous": "interaction -16.7 [-23.8, -9.5], 'contradicts'"}])
+    lead, details = box.split(f":::{{dropdown}} {DETAILS_TITLE}")
+    assert lead.strip() == (
+        "**Where one file mixes unrelated content, try a tuned breakpoint chunker over fixed-size TokenText 200**: "
+        "stitching widens its lead by +10.4 [+4.5, +16.3] recall points pooled over Chroma's five corpora "
+        "(**supports**; fragile: 7 of 14 declared alternatives disagree). Kamradt at LangChain's defaults, the "
+        "guide's own chunker: **contradicts**.")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    for text in ("+5.7 [+1.4, +10.0] points on stitched text and -4.7 [-9.0, -0.4] on real text",
+                 "an {term}`interaction` of +10.4 [+4.5, +16.3] (paired 95% intervals, 472 questions, all five of "
+                 "Chroma's corpora, pooled)", "the interaction runs +10.4 to +14.4 points",
+                 "+2.3 [+0.6, +4.1] on stitched text and an interaction of +3.6 [+1.2, +5.9]",
+                 "moves the recall gap by +9.9 [+4.3, +15.5]", "57% as far as the stitched ones",
+                 "1 supports the pattern and 10 contradict it after Holm's correction",
+                 "The declared alternatives (supports): fragile: 7 of 14 declared alternatives disagree (against "
+                 "Recursive 200 gives cannot tell; against Structure 200 gives contradicts; state_of_the_union only",
+                 "pubmed only gives cannot tell)",
+                 "Kamradt at LangChain's defaults, the guide's own chunker, against TokenText 200: an interaction of "
+                 "-16.7 [-23.8, -9.5] recall points (contradicts)",
+                 "Amended 2026-12-05: The headline row changed. Before: interaction -16.7 [-23.8, -9.5], 'contradicts'."):
+        assert text in details, text
+    # the longest lead: "cannot tell" with the longest robustness class, labels at their word caps
+    longest = panel("no effect larger than delta", "cannot tell", n_alt=12, delta=12.5, unit="recall points",
+                    not_run=["a"] * 11)
+    box = chapter_answer(r((-1.0, -2.0, 0.5), (10.4, -4.5, 16.3)), r((2.3, 0.6, 4.1), (3.6, 1.2, 5.9)),
+                         r((0, 0, 0), (9.9, 4.3, 15.5)), pd.DataFrame({"interaction": [10.4]}), explo,
+                         **{**kw, "fixed": "TokenText 200/50", "corpora": ["a", "b", "c"]},
+                         robustness=longest, kamradt=r((-5.0, -9.0, 1.0), (-16.7, -23.8, 9.5)),
+                         kamradt_label="Kamradt p95")
+    lead = box.split(":::{dropdown}")[0]
+    assert lead.strip() == (
+        "**Mixed content is no proven reason to swap fixed-size TokenText 200/50 for a breakpoint chunker**: "
+        "stitching changes its lead by +10.4 [-4.5, +16.3] recall points pooled over 3 of Chroma's corpora "
+        "(**cannot tell**; no effect larger than 12.5 recall points; all 12 alternatives agree; 11 not run here). "
+        "Kamradt p95 at LangChain's defaults, the guide's own chunker: **cannot tell**.")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    assert "2 of Chroma's five corpora" not in lead and "3 of Chroma's five corpora (a, b, c), pooled" in box
+    # contradicts: keep the fixed-size chunker
+    box = chapter_answer(r((-5.7, -10.0, -1.4), (-10.4, -16.3, -4.5)), r((2.3, 0.6, 4.1), (3.6, 1.2, 5.9)),
+                         r((0, 0, 0), (9.9, 4.3, 15.5)), pd.DataFrame({"interaction": [-10.4]}), explo, **kw)
+    assert box.startswith("**Mixed content is no reason to swap fixed-size TokenText 200 for a breakpoint chunker**: "
+                          "stitching changes its lead by -10.4 [-16.3, -4.5] recall points pooled over Chroma's five "
+                          "corpora (**contradicts**).\n\n:::{dropdown}")
+    # a longer label is not put in the lead
+    box = chapter_answer(r((5.7, 1.4, 10.0), (10.4, 4.5, 16.3)), r((2.3, 0.6, 4.1), (3.6, 1.2, 5.9)),
+                         r((0, 0, 0), (9.9, 4.3, 15.5)), pd.DataFrame({"interaction": [10.4]}), explo,
+                         **{**kw, "fixed": "a fixed-size chunker of two hundred tokens"},
+                         kamradt=r((-5.0, -9.0, -1.0), (-16.7, -23.8, -9.5)), kamradt_label="Kamradt at percentile 95")
+    lead = box.split(":::{dropdown}")[0]
+    assert "over the fixed-size reference**" in lead and "The semantic chunker at LangChain's" in lead
+    assert "Kamradt at percentile 95 at LangChain's defaults, the guide's own chunker, against a fixed-size" in box

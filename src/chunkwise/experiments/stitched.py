@@ -1014,22 +1014,27 @@ def chapter_answer(
 
     robustness : Robustness, optional
         The plan's ``mixed-content`` panel (:func:`stitched_panel`): the lead states the verdict with
-        its class, and names the alternatives it flips under.
+        its class in a few words (:func:`chunkwise.answerbox.robustness_words`), the details name
+        the alternatives it flips under.
     kamradt : mapping, optional
         :func:`interaction` of ``kamradt_label`` (LangChain's defaults) against ``fixed`` (points):
-        the chapter's headline row until 2026-12-05, shown beside the primary.
+        the chapter's headline row until 2026-12-05: its verdict in the lead, its interval in the details.
     amendments : sequence of mapping
         The plan entry's amendments (:func:`chunkwise.plan.amendments`), stated in the details.
 
     Returns
     -------
     str
-        Markdown: a lead of one or two sentences (the verdict, its robustness class, Kamradt's
-        row), then a folded "Details" block with the primary verdict (:func:`pattern_verdict`) and both intervals, the spread
-        over stitching seeds, segment-retrieval F1, the shuffled control, the arm without line
-        breaks and the arm with a second embedder (when given), the Holm-corrected count of the exploratory rows, and what the
-        test can and cannot settle.
+        The answer box (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (what
+        to do about mixed content, the verdict with the interaction's interval and the robustness
+        class in a few words, Kamradt's verdict), then folded details: the primary verdict
+        (:func:`pattern_verdict`) with both intervals and the corpora, the spread over stitching
+        seeds, segment-retrieval F1, the shuffled control, the Holm-corrected count of the
+        exploratory rows, the robustness sentence naming each alternative that disagrees,
+        Kamradt's row with its interval, the arm without line breaks and the arm with a second
+        embedder (when given), what the test can and cannot settle, and the amendments.
     """
+    from chunkwise.answerbox import answer_box, capped, robustness_words
     from chunkwise.evaluation.stats import describe_interval
 
     def ci(r: Mapping[str, float], name: str) -> str:
@@ -1082,23 +1087,37 @@ def chapter_answer(
         )
         embedders_settled = (f"with {embedder}, and with {second_embedder} on "
                              f"{len(second_corpora)} of the corpora")
-    lead_claim = {"supports": "stitching unrelated text together widens the breakpoint chunker's lead",
-                  "contradicts": "stitching does not widen the breakpoint chunker's lead",
-                  "cannot tell": "this run cannot tell whether stitching widens the breakpoint chunker's lead"}[words]
-    lead = (f"**Pooled over {scope.replace(', pooled', '')}, {lead_claim} over fixed-size {fixed}**: an interaction of "
-            f"{ci(head, 'interaction')} recall points ({words}")
-    lead += f"; {robustness.describe()})." if robustness is not None else ")."
+    # the lead: what to do and how sure, in fixed wording with counts and at most two short labels
+    # (no corpus names, no list of alternatives), so it stays within the answer box's 60 words
+    fixed_name = capped(f"fixed-size {fixed}", 3, "the fixed-size reference")
+    lead = {
+        "supports": f"**Where one file mixes unrelated content, try a tuned breakpoint chunker over "
+                    f"{fixed_name}**: stitching widens its lead by",
+        "contradicts": f"**Mixed content is no reason to swap {fixed_name} for a breakpoint chunker**: "
+                       "stitching changes its lead by",
+        "cannot tell": f"**Mixed content is no proven reason to swap {fixed_name} for a breakpoint "
+                       "chunker**: stitching changes its lead by",
+    }[words]
+    how_sure = f"**{words}**" + (f"; {robustness_words(robustness)}" if robustness is not None else "")
+    pooled = "Chroma's five corpora" if len(corpora) == 5 else f"{len(corpora)} of Chroma's corpora"
+    lead += f" {ci(head, 'interaction')} recall points pooled over {pooled} ({how_sure})."
+    kamradt_text = ""
     if kamradt is not None:
         k_words = pattern_verdict(kamradt["gap_treated_low"], kamradt["gap_treated_high"],
                                   kamradt["interaction_low"], kamradt["interaction_high"])
-        lead += (f" {kamradt_label} at LangChain's defaults, the guide's own chunker, gives "
-                 f"{ci(kamradt, 'interaction')} ({k_words}).")
+        k_name = capped(kamradt_label, 2, "The semantic chunker")
+        lead += f" {k_name} at LangChain's defaults, the guide's own chunker: **{k_words}**."
+        kamradt_text = (f"{kamradt_label} at LangChain's defaults, the guide's own chunker, against {fixed}: an "
+                        f"interaction of {ci(kamradt, 'interaction')} recall points ({k_words}). ")
+    rob_text = (f"The declared alternatives ({words}): {robustness.describe()}. " if robustness is not None
+                else "")
     amended = "".join(f" Amended {a['date']}: {a['reason']} Before: {a['previous']}." for a in amendments)
     details = (
         f"The declared test, the breakpoint chunker at its cross-fitted best setting against fixed-size "
         f"{fixed}, on {{term}}`span recall`@{k}: {ci(head, 'gap_treated')} points on stitched text and "
         f"{ci(head, 'gap_control')} on real text, an {{term}}`interaction` of {ci(head, 'interaction')} "
-        f"(paired 95% intervals, {n_questions} questions), so this test {reading}; on {len(by_seed)} random "
+        f"(paired 95% intervals, {n_questions} questions, {scope}), so this test {reading}; on {len(by_seed)} "
+        "random "
         f"stitching orders the interaction runs {lo:+.1f} to {hi:+.1f} points. Segment-retrieval F1@{k} "
         f"gives {ci(head_doc, 'gap_treated')} on stitched text and an interaction of "
         f"{ci(head_doc, 'interaction')}. Shuffling segments within their corpus moves the recall gap by "
@@ -1107,11 +1126,13 @@ def chapter_answer(
         f"support{'s' if n_sup == 1 else ''} the pattern and {n_con} contradict{'s' if n_con == 1 else ''} it "
         "after Holm's correction"
         + (f" (chunkers with one in support: {', '.join(backers)})" if backers else "") + ". "
+        + rob_text
+        + kamradt_text
         + flat_text
         + second_text
         + f"What it settles: the direction of the paper's pattern on {scope}, {embedders_settled}"
         f"{layout_settles}. What it cannot: the size of the paper's gains on its datasets and "
         f"embedders{layout_open}." + amended
     )
-    return f"{lead}\n\n:::{{dropdown}} Details: every interval behind this answer\n\n{details}\n\n:::\n"
+    return answer_box(lead, details)
 
