@@ -102,6 +102,15 @@ def test_range_difference_by_hand():
     assert [out["diff_low"], out["diff_high"]] == pytest.approx([0.2, 0.2])
 
 
+def _split(box):
+    """(lead, details) of an answer box."""
+    from chunkwise.answerbox import DETAILS_TITLE
+
+    lead, details = box.split(f":::{{dropdown}} {DETAILS_TITLE}")
+    assert details.endswith("\n\n:::\n")
+    return lead.strip(), details.strip()[:-3].strip()
+
+
 def test_chapter_answer_from_the_tables():
     from chunkwise.experiments.whatmatters import chapter_answer, range_verdict
 
@@ -120,6 +129,9 @@ def test_chapter_answer_from_the_tables():
                           matched_chunker="Kamradt", matched_word="cannot tell", n_questions=276,
                           corpora=["state_of_the_union", "chatlogs"], retrievers=["dense", "bm25", "hybrid"],
                           top_k=[1, 3, 5, 10])
+    lead, text = _split(text)
+    assert lead == ("**Set k first: it moves mean recall most, 31.9 points (interval 29.2 to 34.6).** Under dense "
+                    "retrieval the embedder matters more than the chunker (**embedder ahead**).")
     assert text.startswith("On 276 questions of Chroma's state_of_the_union, chatlogs corpora, the factor with the "
                            "largest range of mean recall is **k** (31.9 points, interval 29.2 to 34.6), then "
                            "chunker (8.9), embedder (3.4). ")
@@ -140,11 +152,84 @@ def test_chapter_answer_from_the_tables():
                   retrievers=["dense", "bm25", "hybrid"], top_k=[1, 3, 5, 10])
     text = chapter_answer(ranges, ev, agree, {"MiniLM": "Kamradt", "mpnet": "Cluster 200"},
                           variance_shares=shares, **kwargs)
+    # the lead follows: it does not rank chunker above embedder, and says the shares' order is no finding
+    assert _split(text)[0] == (
+        "**Set k first: it moves mean recall most, 31.9 points (interval 29.2 to 34.6).** The other factors' order "
+        "is not a finding (range and variance share differ). Under dense retrieval the embedder matters more than "
+        "the chunker (**embedder ahead**).")
     assert ("then chunker (8.9), embedder (3.4). By share of the variance of the cell means (the figure below) "
             "the order is k, embedder, chunker: the two statistics weigh a factor differently, so the order of "
             "close factors is not a finding. Under dense retrieval") in text
     same = shares.assign(share=[0.6, 0.1, 0.2, 0.05, 0.05])
     assert "By share" not in chapter_answer(ranges, ev, agree, {"MiniLM": "Kamradt"}, variance_shares=same, **kwargs)
+
+
+def test_chapter_answer_lead_fits_the_box_and_never_ranks_against_the_variance_figure():
+    from chunkwise.answerbox import MAX_LEAD_WORDS, visible_words
+    from chunkwise.evaluation.robustness import Robustness, SpecResult
+    from chunkwise.experiments.whatmatters import chapter_answer
+
+    def panel(cls, flips=(), n_alt=3, not_run=(), delta=2.0, unit="points"):
+        spec = SpecResult("primary", 3.8, 0.3, 7.6, "embedder ahead", 276, 3.0)
+        alts = tuple(SpecResult(f"alternative {i}", 1.0, -1.0, 3.0, "cannot tell", 276, 3.0) for i in range(n_alt))
+        return Robustness(cls, spec, alts, tuple(flips), delta, unit, tuple(not_run))
+
+    # the published run (chapter 7, 2026-12): by range k, chunker, retriever, embedder; by variance share
+    # k, retriever, chunker, embedder; embedder ahead under the cross-fitted contrast, fragile
+    ranges = pd.DataFrame({"range": [0.319, 0.089, 0.074, 0.034], "range_low": [0.291, 0.06, 0.05, 0.02],
+                           "range_high": [0.345, 0.12, 0.1, 0.05], "best": ["10", "Recursive 200", "hybrid", "e5"]},
+                          index=pd.Index(["k", "chunker", "retriever", "embedder"], name="factor"))
+    ev = {"diff": 0.038, "diff_low": 0.003, "diff_high": 0.076, "range_diff": 0.032, "range_low": 0.015,
+          "range_high": 0.075}
+    shares = pd.DataFrame({"source": ["k", "retriever", "chunker", "embedder", "interactions"],
+                           "share": [0.7, 0.1, 0.08, 0.02, 0.1]})
+    trunc = pd.DataFrame({"ref_chars_past_window": [0.649, 0.0]},
+                         index=pd.MultiIndex.from_tuples([("Kamradt", "all-MiniLM-L6-v2"),
+                                                          ("TokenText 200", "all-MiniLM-L6-v2")]))
+    kwargs = dict(largest_chunker="Kamradt", iou_ranges=pd.DataFrame({"range": [0.085], "best": ["Cluster 200"]},
+                                                                     index=["chunker"]),
+                  truncation=trunc, matched_chunker="Kamradt", matched_word="cannot tell", n_questions=276,
+                  corpora=["state_of_the_union", "chatlogs", "wikitexts"], retrievers=["dense", "bm25", "hybrid"],
+                  top_k=[1, 3, 5, 10])
+    best_by = {"all-MiniLM-L6-v2": "Recursive 200", "all-mpnet-base-v2": "Recursive 200",
+               "multilingual-e5-small": "Kamradt"}
+    agree = pd.DataFrame({"rho": [0.83, -0.09, 0.5]})
+    flips = [("IoU instead of recall", "chunker ahead"), ("hybrid retrieval", "chunker ahead")]
+    rob = panel("fragile", flips=flips, not_run=["every embedder truncated at its window"])
+    box = chapter_answer(ranges, ev, agree, best_by, variance_shares=shares, robustness=rob, **kwargs)
+    lead, details = _split(box)
+    assert lead == ("**Set k first: it moves mean recall most, 31.9 points (interval 29.1 to 34.5).** The other "
+                    "factors' order is not a finding (range and variance share differ). Embedder versus chunker "
+                    "under dense retrieval: **embedder ahead** (fragile: 2 of 3 declared alternatives disagree; 1 "
+                    "not run here), though the variance shares rank the chunker higher.")
+    # every number of the box stays in its details, the robustness sentence with the names of its flips
+    for text in ("**k** (31.9 points, interval 29.1 to 34.5), then chunker (8.9), retriever (7.4), embedder (3.4)",
+                 "the order is k, retriever, chunker, embedder: the two statistics weigh a factor differently",
+                 "is +3.8 [+0.3, +7.6] points: **embedder ahead**", "+3.2 [+1.5, +7.5] points (basic",
+                 "rho from -0.09 to 0.83", "Kamradt under multilingual-e5-small",
+                 "under IoU the chunker's range is 8.5 points with Cluster 200 best",
+                 "Kamradt loses 65% of its reference characters to all-MiniLM-L6-v2's window",
+                 "\n\n**Robustness of the embedder-versus-chunker verdict** (embedder ahead): fragile: 2 of 3 declared "
+                 "alternatives disagree (IoU instead of recall gives chunker ahead; hybrid retrieval gives chunker "
+                 "ahead); 1 declared alternatives not run here (every embedder truncated at its window)."):
+        assert text in details, text
+    # the longest lead: another factor leads by variance share, the shares rank the two the other way,
+    # the longest robustness class
+    shares_top = shares.assign(source=["retriever", "k", "chunker", "embedder", "interactions"])
+    longest = panel("no effect larger than delta", n_alt=12, delta=12.5, unit="recall points", not_run=["a"] * 11)
+    lead = _split(chapter_answer(ranges, ev, agree, best_by, variance_shares=shares_top, robustness=longest,
+                                 **kwargs))[0]
+    assert lead.startswith("**No factor is clearly first: k has the largest range of mean recall, 31.9 points "
+                           "(interval 29.1 to 34.5), retriever the largest variance share.** Embedder versus")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    # chunker ahead where the shares agree, and cannot tell
+    ev_c = {**ev, "diff": -0.038, "diff_low": -0.076, "diff_high": -0.003}
+    lead = _split(chapter_answer(ranges, ev_c, agree, best_by, variance_shares=shares, robustness=longest,
+                                 **kwargs))[0]
+    assert "Under dense retrieval the chunker matters more than the embedder (**chunker ahead**; no effect" in lead
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    lead = _split(chapter_answer(ranges, {**ev, "diff_low": -0.01}, agree, best_by, **kwargs))[0]
+    assert lead.endswith("Under dense retrieval, whether the embedder or the chunker matters more: **cannot tell**.")
 
 
 def _one_factor(columns: dict[str, list[float]], name: str = "f") -> pd.DataFrame:

@@ -501,8 +501,9 @@ def chapter_answer(
     retrievers: Sequence[str],
     top_k: Sequence[int],
     variance_shares: pd.DataFrame | None = None,
+    robustness: Any = None,
 ) -> str:
-    """Chapter 7's answer, built from its tables.
+    """Chapter 7's answer box, built from its tables.
 
     Parameters
     ----------
@@ -530,15 +531,26 @@ def chapter_answer(
         :func:`variance_shares` (columns ``source``, ``share``): when the main effects' order by
         share differs from their order by range, the answer says so (the two statistics weigh a
         factor differently), so the box never contradicts the variance figure.
+    robustness : Robustness, optional
+        The plan's ``embedder-over-chunker`` panel (:func:`embedder_chunker_panel`): its class in a
+        few words in the lead (:func:`chunkwise.answerbox.robustness_words`), its full sentence
+        with the alternatives that disagree in the details.
 
     Returns
     -------
     str
-        Markdown: the factors by range with the largest's interval, the embedder-minus-chunker
-        verdict with its cross-fitted interval and the difference of ranges as the alternative, the
-        ranking agreement, the size and window caveats, the matched
-        model's verdict, and the settings the verdicts cover.
+        The answer box (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (the
+        factor to set first with its range and interval, or that none is clearly first when the
+        variance shares put another factor on top; that the order of the others is not a finding
+        when range and share order them differently; the embedder-versus-chunker verdict with its
+        robustness class, flagged when the variance shares rank the two the other way), then
+        folded details: the factors by range with the largest's interval, the order by variance
+        share when it differs, the embedder-minus-chunker verdict with its cross-fitted interval
+        and the difference of ranges as the alternative, the ranking agreement, the size and window
+        caveats, the matched model's verdict, the settings the verdicts cover, and the robustness
+        sentence.
     """
+    from chunkwise.answerbox import answer_box, capped, robustness_words
     from chunkwise.evaluation.stats import describe_interval
 
     def pct(x: float) -> str:
@@ -550,6 +562,7 @@ def chapter_answer(
     worst = truncation["ref_chars_past_window"].idxmax()
     n_chunkers = truncation.index.get_level_values(0).nunique()
     by_share = ""
+    order: list[str] = []
     if variance_shares is not None:
         main = variance_shares[variance_shares["source"].isin(list(ranges.index))]
         order = list(main.sort_values("share", ascending=False, kind="stable")["source"])
@@ -557,7 +570,37 @@ def chapter_answer(
             by_share = (f" By share of the variance of the cell means (the figure below) the order is "
                         f"{', '.join(order)}: the two statistics weigh a factor differently, so the order of "
                         "close factors is not a finding.")
-    return (
+
+    def name(factor: str) -> str:  # a factor named in the lead: short, so the lead stays within 60 words
+        return capped(str(factor), 2, "one factor")
+
+    # the lead: fixed wording, two factor names at most per clause, the largest range's interval once,
+    # and the verdict with the robustness class in a few words; it ranks two factors only where the
+    # variance figure does not rank them the other way, or says that it does
+    top_range = (f"{pct(ranges.loc[top, 'range'])} points (interval {pct(ranges.loc[top, 'range_low'])} to "
+                 f"{pct(ranges.loc[top, 'range_high'])})")
+    if not order or order[0] == top:
+        lead = f"**Set {name(top)} first: it moves mean recall most, {top_range}.**"
+        if by_share:
+            lead += " The other factors' order is not a finding (range and variance share differ)."
+    else:
+        lead = (f"**No factor is clearly first: {name(top)} has the largest range of mean recall, {top_range}, "
+                f"{name(order[0])} the largest variance share.**")
+    how_sure = f"**{word}**" + (f"; {robustness_words(robustness)}" if robustness is not None else "")
+    if word == "cannot tell":
+        lead += f" Under dense retrieval, whether the embedder or the chunker matters more: {how_sure}."
+    else:
+        ahead, behind = ("embedder", "chunker") if word == "embedder ahead" else ("chunker", "embedder")
+        if ahead in order and behind in order and order.index(behind) < order.index(ahead):
+            rob = f" ({robustness_words(robustness)})" if robustness is not None else ""
+            lead += (f" Embedder versus chunker under dense retrieval: **{word}**{rob}, though the variance "
+                     f"shares rank the {behind} higher.")
+        else:
+            lead += f" Under dense retrieval the {ahead} matters more than the {behind} ({how_sure})."
+    robust_text = ("" if robustness is None else
+                   f"\n\n**Robustness of the embedder-versus-chunker verdict** ({robustness.primary.verdict}): "
+                   f"{robustness.describe()}.")
+    return answer_box(lead, (
         f"On {n_questions} questions of Chroma's {', '.join(corpora)} corpora, the factor with the largest "
         f"range of mean recall is **{top}** ({pct(ranges.loc[top, 'range'])} points, interval "
         f"{pct(ranges.loc[top, 'range_low'])} to {pct(ranges.loc[top, 'range_high'])}), then "
@@ -579,7 +622,8 @@ def chapter_answer(
         f"Cutting {matched_chunker} with the retrieval embedder: **{matched_word}**. "
         f"Verdicts cover these corpora, {_count(n_chunkers, 'chunker')}, {_count(len(best_by), 'embedder')}, "
         f"{_count(len(retrievers), 'retriever')} and k in {{{', '.join(map(str, top_k))}}}."
-    )
+        + robust_text
+    ))
 
 
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
