@@ -443,11 +443,11 @@ def test_headlines_combine_their_claims_and_link_to_the_section(tmp_path):
     assert "| Does B hold? | 55.73 (PG-RAG paper) | 10.0 % (other generator) | **not comparable here** |" in page
     # a chapter whose published run is older than its source: a warning first, its rows marked
     marked = fd.findings_markdown(rows, list(got.values()), stale={"03_y": ["changed since: src/x.py"], "01_x": []})
-    assert marked.startswith("```{warning}\nThe published run of 03_y is older than its source")
+    assert marked.startswith("```{warning}\nThe published run of chapter 3 is older than its source")
     assert ("| Does B hold? | 55.73 (PG-RAG paper) | 10.0 % (other generator) | **not comparable here**; "
             "*run older than its source* |") in marked
     assert "| Does A hold? |" in marked and marked.count("*run older than its source*") == 1  # headline h2
-    assert marked.count("*The claims of 03_y below come from a run older than its source.*") == 1
+    assert marked.count("*The claims of chapter 3 below come from a run older than its source.*") == 1
     # A pattern that matches no claim is an error naming the row.
     reg.write_text(",".join(fd.HEADLINE_COLUMNS) + "\nh1,Q?,guide,1,zzz-*,01_x,\n", encoding="utf-8")
     with pytest.raises(fd.FindingsError, match="zzz-\\* match no claim"):

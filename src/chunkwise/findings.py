@@ -1045,7 +1045,8 @@ def _stale_note(stale: Mapping[str, Sequence[str]] | None) -> str:
     chapters = sorted(stem for stem, reasons in (stale or {}).items() if reasons)
     if not chapters:
         return ""
-    return (f"```{{warning}}\nThe published run of {', '.join(chapters)} is older than its source: their "
+    names = ", ".join(_chapter_number(c) for c in chapters)
+    return (f"```{{warning}}\nThe published run of {names} is older than its source: their "
             f"headline rows are marked \"{STALE_MARK}\", and each chapter's banner names what changed.\n```")
 
 
@@ -1193,7 +1194,8 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
                   f"{claims(len(mine))}, {n_ok} reproduced.", ""]
         behind = sorted({r["chapter"] for r in mine if (stale or {}).get(r.get("chapter") or "")})
         if behind:  # said once per source, not on every row
-            lines += [f"*The claims of {', '.join(behind)} below come from a {STALE_MARK}.*", ""]
+            lines += [f"*The claims of {', '.join(_chapter_number(c) for c in behind)} below come from a "
+                      f"{STALE_MARK}.*", ""]
         groups: list[str] = []
         for r in mine:
             if r["group"] not in groups:
