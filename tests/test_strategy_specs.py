@@ -58,6 +58,10 @@ def test_parse_new_specs_and_keep_old_keys():
     # chapter 2's span-cache keys are unchanged by the new fields
     assert ChunkerSpec("Recursive", 250, 125).key() == "Recursive|250|125"
     assert parse_spec("Kamradt").key() == "Kamradt|None|0"
+    # the kinds' own key fields (defined in chunkers/kinds.py since #57) keep their keys
+    assert parse_spec("Hierarchical:100:400").key() == "Hierarchical|100|0|400|0.5"
+    assert parse_spec("Hierarchical:100:400:2").key() == "Hierarchical|100|0|400|2"
+    assert parse_spec("Contextual:200").key() == "Contextual|200|0"
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,8 @@
 
 Grids name chunkers by spec strings (``"Recursive:200"``, :mod:`chunkwise.chunkers.specs`);
 what each kind name means -- its factory, size / overlap rules, what it needs, how its spans
-are cached and indexed -- is registered once in :mod:`chunkwise.chunkers.registry`.
+are cached and indexed -- is registered once in :mod:`chunkwise.chunkers.registry` (the
+built-in kinds: :mod:`chunkwise.chunkers.kinds`, imported last below).
 """
 
 from chunkwise.chunkers.base import Chunk, check_chunks
@@ -31,6 +32,9 @@ from chunkwise.chunkers.recursive import RecursiveTokenChunker
 from chunkwise.chunkers.semantic import SemanticChunker, find_breakpoints
 from chunkwise.chunkers.sentence import SentenceChunker
 from chunkwise.chunkers.structure import StructureChunker
+
+# registers the built-in kinds (after the classes; it imports them, the registry and the specs)
+from chunkwise.chunkers import kinds  # noqa: E402,F401  isort: skip
 
 __all__ = [
     "CappedChunker",

@@ -21,7 +21,10 @@ exact offsets) plus one :func:`register_chunker` call::
     ))
 
 after which ``"Paragraph:300"`` works in a grid file, ``chunkwise evaluate`` and the chapters.
-The built-in kinds are registered at the bottom of this module.
+The built-in kinds are defined in :mod:`chunkwise.chunkers.kinds` and registered when
+:mod:`chunkwise.chunkers` is imported. This module imports no other module of the package (a
+spec is only read through its fields): :mod:`~chunkwise.chunkers.specs` reads the registry, and
+the built-in kinds read both.
 
 A user's chunker needs no registration: a spec ``"package.module:ClassName"`` (the module
 importable, or in the current folder) or the name of an entry point in the
@@ -39,8 +42,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # pragma: no cover
-    from chunkwise.chunkers.specs import ChunkerSpec
     from chunkwise.llm.protocol import ChatModel
+
+# A chunkwise.chunkers.specs.ChunkerSpec, named without importing it (specs imports this module;
+# the registry reads a spec's fields only).
+_Spec = Any
 
 __all__ = ["ChunkerKind", "chunker_kind", "chunker_names", "register_chunker"]
 
@@ -108,21 +114,21 @@ class ChunkerKind:
     """
 
     name: str
-    build: Callable[[ChunkerSpec, Any, Any], Any]
+    build: Callable[[_Spec, Any, Any], Any]
     summary: str
     size: Literal["required", "none"] = "required"
     overlap: bool = False
     min_size: int = 1
     needs: Literal["none", "embedder", "llm"] = "none"
-    boundaries_from: Callable[[ChunkerSpec], ChunkerSpec] | None = None
-    wrap: Callable[[Any, ChunkerSpec, Any], Any] | None = None
-    parse: Callable[[list[str], str], ChunkerSpec] | None = None
+    boundaries_from: Callable[[_Spec], _Spec] | None = None
+    wrap: Callable[[Any, _Spec, Any], Any] | None = None
+    parse: Callable[[list[str], str], _Spec] | None = None
     index: Literal["chunks", "parents", "late"] = "chunks"
     llm_cost: Literal["none", "calls", "per_chunk"] = "none"
     spec_help: str = ""
-    label: Callable[[ChunkerSpec], str] | None = None
-    spec_string: Callable[[ChunkerSpec], str] | None = None
-    key_fields: Callable[[ChunkerSpec], str] | None = None
+    label: Callable[[_Spec], str] | None = None
+    spec_string: Callable[[_Spec], str] | None = None
+    key_fields: Callable[[_Spec], str] | None = None
     table_fields: tuple[str, ...] = ("size", "overlap")
     span_cache: bool = True
     plugin: bool = False
@@ -152,7 +158,7 @@ class ChunkerKind:
             return self.name
         return f"{self.name}:size_tokens" + ("[:overlap_tokens]" if self.overlap else "")
 
-    def make(self, spec: ChunkerSpec, embedder: Any = None, llm: ChatModel | None = None) -> Any:
+    def make(self, spec: _Spec, embedder: Any = None, llm: ChatModel | None = None) -> Any:
         """Build the chunker of ``spec`` after checking what the kind needs.
 
         Raises
@@ -306,89 +312,3 @@ def chunker_kind(name: str) -> ChunkerKind:
         f"unknown chunker {name!r}; use {', '.join(names[:-1])} or {names[-1]}, your own as "
         f"'package.module:ClassName', or a plugin registered under the entry-point group {PLUGIN_GROUP!r}."
     )
-
-
-# --------------------------------------------------------------------------------------
-# built-in kinds
-# --------------------------------------------------------------------------------------
-
-
-def _recursive_of(spec: ChunkerSpec) -> ChunkerSpec:
-    from chunkwise.chunkers.specs import ChunkerSpec
-
-    return ChunkerSpec("Recursive", spec.size, 0)
-
-
-def _builtins() -> None:
-    from chunkwise.chunkers import (
-        CappedChunker,
-        ClusterSemanticChunker,
-        ContextualChunker,
-        FixedTokenChunker,
-        HierarchicalChunker,
-        KamradtModifiedChunker,
-        LLMSemanticChunker,
-        RecursiveTokenChunker,
-        SemanticChunker,
-        SentenceChunker,
-        StructureChunker,
-    )
-    from chunkwise.chunkers import specs as S
-
-    def recursive(spec: Any, embedder: Any, llm: ChatModel) -> Any:
-        return RecursiveTokenChunker(spec.size, spec.overlap, keep_separator="start")
-
-    def contextual(boundaries: Any, spec: Any, llm: ChatModel) -> Any:
-        return ContextualChunker(boundaries, llm, **S.CONTEXTUAL_SETTINGS)
-
-    for kind in (
-        ChunkerKind("TokenText", lambda s, e, lm: FixedTokenChunker(s.size, s.overlap),
-                    "fixed windows of size tokens (LangChain's TokenTextSplitter)", overlap=True),
-        ChunkerKind("Recursive", recursive, "recursive separators, chunks up to size tokens", overlap=True),
-        ChunkerKind("Kamradt", lambda s, e, lm: SemanticChunker(e),  # LangChain defaults: buffer 1, percentile 95
-                    "LangChain's SemanticChunker at its defaults", size="none", needs="embedder"),
-        ChunkerKind("KamradtMod", lambda s, e, lm: KamradtModifiedChunker(e, avg_chunk_size=s.size),
-                    "Chroma's Kamradt chunker with a target mean size in tokens", min_size=50, needs="embedder"),
-        ChunkerKind("Cluster", lambda s, e, lm: ClusterSemanticChunker(e, max_chunk_size=s.size),
-                    "Chroma's cluster chunker, chunks up to size tokens", min_size=50, needs="embedder"),
-        # no span cache: every run replays its calls from the LLM cache, so their cost is counted
-        ChunkerKind("LLM", lambda s, e, lm: LLMSemanticChunker(lm), "an LLM names the split points (Chroma's report)",
-                    size="none", needs="llm", llm_cost="calls", span_cache=False),
-        ChunkerKind("Sentence", lambda s, e, lm: SentenceChunker(s.size), "whole sentences packed to size tokens"),
-        ChunkerKind("Structure", lambda s, e, lm: StructureChunker(s.size),
-                    "Markdown sections / blank-line blocks up to size tokens"),
-        ChunkerKind(
-            "Hierarchical",
-            lambda s, e, lm: HierarchicalChunker(
-                StructureChunker(s.parent_size), RecursiveTokenChunker(s.size, 0, keep_separator="start")
-            ),
-            "children of size tokens indexed, parents returned (small-to-big)",
-            parse=S._parse_hierarchical, index="parents", label=S._hierarchical_label,
-            spec_string=S._hierarchical_spec_string, key_fields=S._hierarchical_key_fields,
-            table_fields=("size", "parent_size", "merge_threshold"),
-            spec_help="Hierarchical:child_tokens:parent_tokens[:merge_threshold]",
-        ),
-        ChunkerKind(
-            "Contextual",
-            lambda s, e, lm: contextual(RecursiveTokenChunker(s.size, 0, keep_separator="start"), s, lm),
-            "recursive chunks indexed with an LLM-written context", needs="llm",
-            boundaries_from=_recursive_of, wrap=contextual, llm_cost="per_chunk",
-        ),
-        ChunkerKind("Late", recursive, "recursive chunks embedded by late chunking",
-                    boundaries_from=_recursive_of, index="late"),
-        ChunkerKind("KamradtSplit", lambda s, e, lm: CappedChunker(SemanticChunker(e), s.size),
-                    "LangChain's SemanticChunker at its defaults, chunks over size tokens split again",
-                    needs="embedder"),
-        ChunkerKind(
-            "Semantic", lambda s, e, lm: SemanticChunker(e, **dict(s.options)),
-            "LangChain's SemanticChunker with explicit settings", size="none", needs="embedder",
-            parse=S._parse_semantic, spec_help="Semantic:threshold_type:amount:buffer_size[:min_chunk_size]",
-            label=S._semantic_label, spec_string=S._semantic_spec_string,
-            # a grid file's table names the settings as the spec's options do
-            table_fields=("breakpoint_threshold_type", "breakpoint_threshold_amount", "buffer_size", "min_chunk_size"),
-        ),
-    ):
-        register_chunker(kind)
-
-
-_builtins()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chunkwise.chunk import Chunk
+from chunkwise.chunkers.registry import ChunkerKind, chunker_kind, chunker_names, is_import_path
 
 if TYPE_CHECKING:
     from chunkwise.llm.protocol import ChatModel
@@ -37,8 +38,8 @@ __all__ = [
 #: LLM cache keys.
 CONTEXTUAL_SETTINGS: dict[str, Any] = {"windows": "blocks", "max_document_tokens": 1000, "context_max_tokens": 80}
 
-#: The built-in chunker kinds (:mod:`chunkwise.chunkers.registry` holds them, with any kind a
-#: user registers: :func:`~chunkwise.chunkers.registry.chunker_names`).
+#: The built-in chunker kinds (defined in :mod:`chunkwise.chunkers.kinds`; :mod:`chunkwise.chunkers.registry`
+#: holds them, with any kind a user registers: :func:`~chunkwise.chunkers.registry.chunker_names`).
 NAMES: tuple[str, ...] = (
     "TokenText", "Recursive", "Kamradt", "KamradtMod", "Cluster", "LLM", "Sentence", "Structure",
     "Hierarchical", "Contextual", "Late", "KamradtSplit", "Semantic",
@@ -120,10 +121,8 @@ class ChunkerSpec:
         return s
 
     @property
-    def kind(self) -> Any:
+    def kind(self) -> ChunkerKind:
         """The registered :class:`~chunkwise.chunkers.registry.ChunkerKind` of this spec."""
-        from chunkwise.chunkers.registry import chunker_kind
-
         return chunker_kind(self.chunker)
 
     @property
@@ -133,52 +132,6 @@ class ChunkerSpec:
         ``boundaries_from``), else itself."""
         kind = self.kind
         return kind.boundaries_from(self) if kind.boundaries_from is not None else self
-
-
-def _parse_threshold(text: str, spec: str) -> int | float:
-    try:
-        value: int | float = int(text)
-    except ValueError:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ValueError(
-                f"merge threshold {text!r} in {spec!r} must be an int >= 1 (retrieved children) or a fraction in (0, 1]."
-            ) from None
-        if not 0 < value <= 1:
-            raise ValueError(f"merge threshold {text!r} in {spec!r} must be a fraction in (0, 1] or an int >= 1.")
-        return value
-    if value < 1:
-        raise ValueError(f"merge threshold {text!r} in {spec!r} must be an int >= 1 or a fraction in (0, 1].")
-    return value
-
-
-def _parse_semantic(parts: list[str], text: str) -> ChunkerSpec:
-    usage = "use 'Semantic:threshold_type:amount:buffer_size[:min_chunk_size]', e.g. 'Semantic:percentile:80:0:150'"
-    if len(parts) not in (4, 5):
-        raise ValueError(f"{text!r}: {usage}.")
-    kind = parts[1]
-    if kind not in SEMANTIC_THRESHOLD_TYPES:
-        raise ValueError(f"{text!r}: threshold type {kind!r} is not one of {', '.join(SEMANTIC_THRESHOLD_TYPES)}.")
-    try:
-        amount = float(parts[2])
-        buffer_size = int(parts[3])
-        min_chunk = int(parts[4]) if len(parts) == 5 else None
-    except ValueError as exc:
-        raise ValueError(f"{text!r}: amount must be a number, buffer_size and min_chunk_size integers; {usage}.") from exc
-    if kind in ("percentile", "gradient") and not 0 <= amount <= 100:
-        raise ValueError(f"{text!r}: a {kind} amount must lie in [0, 100].")
-    if buffer_size < 0:
-        raise ValueError(f"{text!r}: buffer_size must be >= 0 sentences.")
-    if min_chunk is not None and min_chunk < 1:
-        raise ValueError(f"{text!r}: min_chunk_size must be >= 1 character.")
-    options = (
-        ("breakpoint_threshold_amount", amount),
-        ("breakpoint_threshold_type", kind),
-        ("buffer_size", buffer_size),
-        ("min_chunk_size", min_chunk),
-    )
-    return ChunkerSpec("Semantic", None, 0, options=options)
 
 
 def parse_spec(text: str) -> ChunkerSpec:
@@ -204,8 +157,6 @@ def parse_spec(text: str) -> ChunkerSpec:
         For an unknown chunker name, a non-integer size/overlap, or settings the chunker does
         not take.
     """
-    from chunkwise.chunkers.registry import chunker_kind, is_import_path
-
     if not isinstance(text, str):
         raise ValueError(f"a chunker spec must be a string such as 'Recursive:200', got {text!r}.")
     if is_import_path(text) and text.split(":", 1)[0] not in _registered():
@@ -239,48 +190,7 @@ def parse_spec(text: str) -> ChunkerSpec:
 
 
 def _registered() -> tuple[str, ...]:
-    from chunkwise.chunkers.registry import chunker_names
-
     return chunker_names()
-
-
-def _semantic_label(spec: ChunkerSpec) -> str:
-    o = dict(spec.options)
-    text = f"Semantic {o['breakpoint_threshold_type']} {o['breakpoint_threshold_amount']:g} buffer {o['buffer_size']}"
-    return text + (f" min {o['min_chunk_size']}" if o.get("min_chunk_size") else "")
-
-
-def _semantic_spec_string(spec: ChunkerSpec) -> str:
-    o = dict(spec.options)
-    s = f"Semantic:{o['breakpoint_threshold_type']}:{o['breakpoint_threshold_amount']:g}:{o['buffer_size']}"
-    return s + (f":{o['min_chunk_size']}" if o.get("min_chunk_size") else "")
-
-
-def _hierarchical_label(spec: ChunkerSpec) -> str:
-    return f"Hierarchical {spec.size}/{spec.parent_size} merge {spec.merge_threshold:g}"
-
-
-def _hierarchical_spec_string(spec: ChunkerSpec) -> str:
-    return f"Hierarchical:{spec.size}:{spec.parent_size}:{spec.merge_threshold!r}"
-
-
-def _hierarchical_key_fields(spec: ChunkerSpec) -> str:
-    return f"|{spec.parent_size}|{spec.merge_threshold!r}"
-
-
-def _parse_hierarchical(parts: list[str], text: str) -> ChunkerSpec:
-    if len(parts) not in (3, 4):
-        raise ValueError(
-            f"{text!r}: use 'Hierarchical:child_tokens:parent_tokens[:merge_threshold]', e.g. 'Hierarchical:100:400:0.5'."
-        )
-    try:
-        child, parent = int(parts[1]), int(parts[2])
-    except ValueError as exc:
-        raise ValueError(f"child and parent sizes in {text!r} must be integers (tokens).") from exc
-    if child < 1 or parent <= child:
-        raise ValueError(f"{text!r}: child size must be >= 1 token and the parent size larger than the child's.")
-    threshold = _parse_threshold(parts[3], text) if len(parts) == 4 else 0.5
-    return ChunkerSpec("Hierarchical", child, 0, parent, threshold)
 
 
 def make_chunker(spec: ChunkerSpec, embedder: Any, llm: ChatModel | None = None) -> Any:
