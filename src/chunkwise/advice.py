@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chunkwise.links import section_link
+
 __all__ = ["Advice", "AdviceError", "advice_markdown", "advice_rows", "load_advice"]
 
 #: Classes under which a recommendation is given.
@@ -149,8 +151,6 @@ def advice_rows(advice: Sequence[Advice], plan: Any, status: Mapping[str, Mappin
 def advice_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The page's body: the recommendations given (situation, advice, strength, what the evidence
     covers, a link), then the open questions with each entry's class."""
-    from chunkwise.findings import section_link
-
     given = [r for r in rows if r["given"]]
     open_ = [r for r in rows if not r["given"]]
     lines = [f"**{len(given)} of {len(rows)} recommendations rest on verdicts that survive every declared "

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chunkwise.links import chapter_number, section_link
+
 __all__ = [
     "CLAIM_COLUMNS",
     "Claim",
@@ -339,7 +341,7 @@ def robustness_status(plan: Any, panels: Mapping[str, Mapping[str, Any]]) -> dic
         panel = panels.get(entry_id)
         if panel is None:
             out[entry_id] = {"class": "not assessed",
-                             "text": f"the run of {_chapter_number(entry.chapter)} in this build has no robustness "
+                             "text": f"the run of {chapter_number(entry.chapter)} in this build has no robustness "
                                      "panel for it (a run older than the analysis plan, or a chapter that does not "
                                      "run this panel)"}
         elif panel["plan_hash"] != entry.hash:
@@ -953,29 +955,6 @@ def load_headlines(path: str | os.PathLike[str] | None = None, claims: Sequence[
     return out
 
 
-def _slug(heading: str) -> str:
-    """The anchor MyST gives a heading (``myst_heading_anchors``): lower case, punctuation dropped,
-    spaces as ``-``."""
-    import re
-
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
-def section_link(chapter: str, section: str) -> str:
-    """A MyST link to a section of a chapter page (``generated/<chapter>.ipynb#<anchor>``)."""
-    target = f"/generated/{chapter}.ipynb" + (f"#{_slug(section)}" if section else "")
-    label = _chapter_number(chapter)
-    return f"[{label}{': ' + section if section else ''}]({target})"
-
-
-def _chapter_number(chapter: str) -> str:
-    """``"03b_crud_chunk_size"`` -> ``"chapter 3b"``; a stem without a leading number stays as it is."""
-    import re
-
-    m = re.match(r"(\d+)([a-z]?)_", chapter)
-    return f"chapter {int(m.group(1))}{m.group(2)}" if m else chapter
-
-
 def headline_rows(headlines: Sequence[Headline], rows: Sequence[Mapping[str, Any]],
                   robustness: Mapping[str, Mapping[str, str]] | None = None,
                   plan: Any = None) -> list[dict[str, Any]]:
@@ -1045,7 +1024,7 @@ def _stale_note(stale: Mapping[str, Sequence[str]] | None) -> str:
     chapters = sorted(stem for stem, reasons in (stale or {}).items() if reasons)
     if not chapters:
         return ""
-    names = ", ".join(_chapter_number(c) for c in chapters)
+    names = ", ".join(chapter_number(c) for c in chapters)
     return (f"```{{warning}}\nThe published run of {names} is older than its source: their "
             f"headline rows are marked \"{STALE_MARK}\", and each chapter's banner names what changed.\n```")
 
@@ -1194,7 +1173,7 @@ def findings_markdown(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Map
                   f"{claims(len(mine))}, {n_ok} reproduced.", ""]
         behind = sorted({r["chapter"] for r in mine if (stale or {}).get(r.get("chapter") or "")})
         if behind:  # said once per source, not on every row
-            lines += [f"*The claims of {', '.join(_chapter_number(c) for c in behind)} below come from a "
+            lines += [f"*The claims of {', '.join(chapter_number(c) for c in behind)} below come from a "
                       f"{STALE_MARK}.*", ""]
         groups: list[str] = []
         for r in mine:
