@@ -274,8 +274,8 @@ def test_compare_runs_masks_timings_and_names_what_moved(tmp_path, capsys):
     assert cli.main(["compare-runs", str(before), str(moved), "--show"]) == 1
     out = capsys.readouterr().out
     assert "results['recall'] (number, by 0.1): 41.2 -> 41.3" in out
-    assert "results['new'] (text): '(absent)' -> 1" in out
-    assert "total: 2 differing cells, 2 differing results values (1 of them text: verdicts" in out
+    assert "results['new'] (added): '(absent)' -> 1" in out
+    assert "total: 2 differing cells, 2 differing results values (0 of them text: verdicts" in out
 
 
 def test_compare_runs_rtol_counts_float_noise_as_equal_and_nothing_else(tmp_path, capsys):
@@ -297,6 +297,7 @@ def test_compare_runs_rtol_counts_float_noise_as_equal_and_nothing_else(tmp_path
     assert provenance.value_change(5, 6) == "number, by 1" and provenance.value_change("ahead", "behind") == "text"
     assert provenance.value_change([1.0, 2.5], [1.25, 2.5]) == "numbers, largest move 0.25"
     assert provenance.value_change({"a": 1}, {"b": 1}) == "text"
+    assert (provenance.value_change("(absent)", 1), provenance.value_change(2, "(absent)")) == ("added", "removed")
     assert cli.main(["compare-runs", str(before), str(noise), "--rtol", "1e-6"]) == 0
     assert "numbers within rtol=1e-06 counted equal" in capsys.readouterr().out
     with pytest.raises(SystemExit):
@@ -359,3 +360,26 @@ def test_a_comment_only_edit_leaves_the_chapter_current_and_old_records_keep_the
         "code cell 3 of notebooks/ch.ipynb changed",
         "changed since: src/chunkwise/sub/b.py",
     ]
+
+
+def _with_answer(folder: Path, text: str) -> Path:
+    """Give the chapter in ``folder`` a glued answer box (papermill's scrapbook record)."""
+    nb = nbformat.read(folder / "01_x.ipynb", as_version=4)
+    cell = new_code_cell("glue('x_answer', ...)")
+    cell.outputs = [nbformat.v4.new_output(
+        "display_data", data={"application/papermill.record/text/markdown": text},
+        metadata={"scrapbook": {"name": "x_answer", "mime_prefix": "application/papermill.record/"}})]
+    nb.cells.append(cell)
+    nbformat.write(nb, folder / "01_x.ipynb")
+    return folder
+
+
+def test_compare_runs_says_whether_the_answer_box_changed(tmp_path):
+    before = _with_answer(_run_folder(tmp_path / "a", ["x\n"], {}), "**Use A**: +3.1 [+0.2, +6.0] (supports).")
+    noise = _with_answer(_run_folder(tmp_path / "b", ["x\n"], {}), "**Use A**: +3.1000001 [+0.2, +6.0] (supports).")
+    flipped = _with_answer(_run_folder(tmp_path / "c", ["x\n"], {}), "**Use A**: +3.1 [-0.2, +6.0] (cannot tell).")
+    plain = _run_folder(tmp_path / "d", ["x\n"], {})
+    assert provenance.compare_runs(before, noise, rtol=1e-6)[0].answer_changed is False
+    (cmp,) = provenance.compare_runs(before, flipped, rtol=1e-6)
+    assert cmp.answer_changed is True and cmp.summary().endswith("; answer box changed")
+    assert provenance.compare_runs(plain, plain)[0].answer_changed is None

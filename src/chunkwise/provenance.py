@@ -601,6 +601,9 @@ class ChapterComparison:
     problem : str or None
         Why the chapter could not be compared cell by cell (a missing notebook, a different
         number of cells), else ``None``.
+    answer_changed : bool or None
+        Whether the chapter's answer box (the glued ``*_answer`` Markdown) reads differently in
+        ``b`` (numbers within ``rtol`` count as equal); None when either run records no answer.
     """
 
     stem: str
@@ -609,6 +612,7 @@ class ChapterComparison:
     diffs: list[str] = field(default_factory=list)
     differing_values: list[tuple[str, Any, Any]] = field(default_factory=list)
     problem: str | None = None
+    answer_changed: bool | None = None
 
     @property
     def same(self) -> bool:
@@ -617,11 +621,12 @@ class ChapterComparison:
 
     def summary(self) -> str:
         """One line: the chapter, its cells, and how many cells and results values differ."""
+        answer = {True: "; answer box changed", False: "; answer box unchanged", None: ""}[self.answer_changed]
         if self.problem:
             return (f"{self.stem}: cells not compared ({self.problem}); "
-                    f"{len(self.differing_values)} differing results values")
+                    f"{len(self.differing_values)} differing results values{answer}")
         return (f"{self.stem}: {self.cells} cells, {len(self.differing_cells)} with differing outputs, "
-                f"{len(self.differing_values)} differing results values")
+                f"{len(self.differing_values)} differing results values{answer}")
 
 
 def _masked_outputs(cell: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -687,9 +692,30 @@ def _texts_close(x: str, y: str, rtol: float | None) -> bool:
         return False
 
 
+#: How :func:`compare_runs` writes the side of a results key that one run lacks.
+_ABSENT = "(absent)"
+
+
+def _answer_text(cells: Sequence[Mapping[str, Any]]) -> str | None:
+    """The glued ``*_answer`` Markdown of an executed chapter (papermill's scrapbook record)."""
+    for cell in cells:
+        for out in cell.get("outputs", []) or []:
+            name = ((out.get("metadata") or {}).get("scrapbook") or {}).get("name", "")
+            text = (out.get("data") or {}).get("application/papermill.record/text/markdown")
+            if text is not None and str(name).endswith("_answer"):
+                return "".join(text) if isinstance(text, list) else str(text)
+    return None
+
+
 def value_change(x: Any, y: Any) -> str:
-    """How a results value moved, in words: ``"number, by 0.3"``, ``"numbers, largest move 0.12"`` or
-    ``"text"`` (a verdict, a sentence, a label: anything not numeric), for cross-machine reports."""
+    """How a results value moved, in words: ``"number, by 0.3"``, ``"numbers, largest move 0.12"``,
+    ``"added"`` / ``"removed"`` (the key exists in one run only: :func:`compare_runs` writes the
+    other side as ``"(absent)"``) or ``"text"`` (a verdict, a sentence, a label: anything not
+    numeric), for cross-machine reports."""
+    if isinstance(x, str) and x == _ABSENT:
+        return "added"
+    if isinstance(y, str) and y == _ABSENT:
+        return "removed"
     def numbers(v: Any) -> list[float] | None:
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return None
@@ -770,6 +796,9 @@ def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters:
             continue
         cells_a, cells_b = _read_json(na).get("cells", []), _read_json(nb).get("cells", [])
         cmp.cells = len(cells_a)
+        answers = _answer_text(cells_a), _answer_text(cells_b)
+        if None not in answers:
+            cmp.answer_changed = not _texts_close(answers[0], answers[1], rtol)
         if len(cells_a) != len(cells_b):
             # the cells cannot be paired, but the results files still can
             cmp.problem = f"{len(cells_a)} cells against {len(cells_b)}: the source notebooks differ"
@@ -791,5 +820,5 @@ def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters:
         va, vb = (_results_values(_read_json(r)) if r.is_file() else {} for r in (ra, rb))
         for key in sorted(set(va) | set(vb)):
             if key not in va or key not in vb or not _close(va[key], vb[key], rtol):
-                cmp.differing_values.append((key, va.get(key, "(absent)"), vb.get(key, "(absent)")))
+                cmp.differing_values.append((key, va.get(key, _ABSENT), vb.get(key, _ABSENT)))
     return report
