@@ -24,7 +24,7 @@ import pytest
 
 from chunkwise.embeddings import CachedEmbedder
 from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, format_table, run_grid
-from chunkwise.figures import chunk_boundaries_html
+from chunkwise.figures import chunk_boundaries_html, write_report
 from fakes import GRID_DOCS as DOCS
 from fakes import WordEmbedder, questions
 
@@ -119,7 +119,7 @@ def test_rerun_reads_chunk_cache(tmp_path):
 
 def test_save_writes_the_report_folder(result, tmp_path):
     boot = result.bootstrap("recall", n_resamples=100)
-    paths = result.save(tmp_path / "out", boot, DOCS)
+    paths = write_report(result, tmp_path / "out", boot, DOCS)
     data = json.loads(paths["report"].read_text())
     assert data["bootstrap"]["verdict"] == boot.verdict
     assert len(data["cells"]) == 6 and data["grid"]["top_k"] == [1, 2]
@@ -128,7 +128,7 @@ def test_save_writes_the_report_folder(result, tmp_path):
     html = paths["boundaries"].read_text()
     assert "<script" not in html and "TokenText 2: 3 chunks" in html
     # a long document is drawn around its first excerpt: a.txt's starts at 8 -> window (8 - 10 // 4, 6 + 10)
-    html = result.save(tmp_path / "out2", boot, DOCS, document="a.txt", max_chars=10)["boundaries"].read_text()
+    html = write_report(result, tmp_path / "out2", boot, DOCS, document="a.txt", max_chars=10)["boundaries"].read_text()
     assert "27 characters; showing 6-16." in html
 
 

@@ -169,7 +169,9 @@ def test_a_report_folder_of_a_two_embedder_grid_is_written(tmp_path):
                      embedders=["words", "constant"])
     res = run_grid(DOCS, questions(), cfg, embedders={"words": WordEmbedder(), "constant": ConstantEmbedder()},
                    cache_dir=tmp_path / "c", show_progress=False)
-    paths = res.save(tmp_path / "out", res.bootstrap(n_resamples=100), DOCS)
+    from chunkwise.figures import write_report
+
+    paths = write_report(res, tmp_path / "out", res.bootstrap(n_resamples=100), DOCS)
     page = paths["html"].read_text(encoding="utf-8")
     best = res.table.sort_values(["recall", "precision"], ascending=False, kind="stable").iloc[0]["cell"]
     assert f"Retrieved chunks of <b>{best}</b>" in page

@@ -116,7 +116,9 @@ def test_bug3_a_chunkwise_report_in_the_documents_folder_is_not_read_as_a_docume
                       "references": [[{"start_index": 18, "end_index": 40}]]})
     res = run_grid(docs, q, GridConfig(chunkers=["Sentence:8"], retrievers=["bm25"], top_k=[1]),
                    cache_dir=tmp_path / "cache", show_progress=False)
-    paths = res.save(folder / "chunkwise_report", None, docs)  # `evaluate --docs .` run from inside the folder
+    from chunkwise.figures import write_report
+
+    paths = write_report(res, folder / "chunkwise_report", None, docs)  # `evaluate --docs .` run from inside the folder
     assert {"html", "boundaries"} <= set(paths)
     again = load_documents(folder)  # the second run
     assert set(again) == {"a.txt", "b.txt", "mine.html"}
@@ -399,14 +401,14 @@ def test_ctrl_c_during_the_grid_is_one_line_saying_what_is_kept(tmp_path, capsys
 
 
 def test_ctrl_c_while_writing_the_report_says_it_may_be_incomplete(tmp_path, capsys, monkeypatch):
+    from chunkwise import figures
     from chunkwise.cli import main
-    from chunkwise.evaluation.grid import GridResult
 
-    def interrupted(self, out, *a, **k):
+    def interrupted(result, out, *a, **k):
         out.mkdir(parents=True, exist_ok=True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(GridResult, "save", interrupted)
+    monkeypatch.setattr(figures, "write_report", interrupted)
     assert main(_evaluate_args(tmp_path)) == 130
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"chunkwise: interrupted while writing the report: {tmp_path / 'report'} may be incomplete")

@@ -136,7 +136,9 @@ def test_pdf_page_map_and_page_labels_in_the_report(tmp_path):
                                         "references": [{"content": "Water at dawn."}]}])
     cfg = GridConfig(chunkers=["Sentence:8"], retrievers=["bm25"], top_k=[1])
     res = run_grid(docs, report.questions, cfg, cache_dir=tmp_path / "c", show_progress=False)
-    paths = res.save(tmp_path / "r", None, docs)
+    from chunkwise.figures import write_report
+
+    paths = write_report(res, tmp_path / "r", None, docs)
     page = paths["html"].read_text(encoding="utf-8")
     assert "document guide.pdf (p. 3)" in page and "document guide.pdf (p. 2)" in page
     assert "#1 guide.pdf p. 3 [34, 51)" in page

@@ -279,7 +279,9 @@ def _run_evaluate(args: argparse.Namespace, stage: dict[str, Any]) -> int:
             budget = token_budget_view(result, args.token_budget)
         answers = _answer_stage(args, result, settings["metric"]) if args.answers else None
         stage["at"] = "save"
-        paths = result.save(out, boot, docs, groups=groups)
+        from chunkwise.figures import write_report
+
+        paths = write_report(result, out, boot, docs, groups=groups)
         if budget is not None:
             paths["budget"] = out / "budget.csv"
             budget.table.to_csv(paths["budget"], index=False)
@@ -521,7 +523,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
             result = run_grid(docs, vreport.questions, config, embedder, query_embedder=query_embedder,
                               show_progress=show)
         if args.out:
-            result.save(Path(args.out), None, docs)
+            from chunkwise.figures import write_report
+
+            write_report(result, Path(args.out), None, docs)
         outcome = check_against_baseline(
             result.per_question_table(), args.baseline, cell=args.cell, metric=args.metric, floor=args.floor,
             n_resamples=args.resamples, seed=args.seed, mode=config.mode,

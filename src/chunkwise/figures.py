@@ -13,12 +13,18 @@ this module (``chunkwise.report`` until the name was freed) draws for both.
 - :func:`chunk_boundaries_html`: a standalone HTML page (inline CSS, no script, no network) that
   draws one document once per chunker, with every chunk boundary marked and the gold excerpts
   highlighted, so a reader *sees* where a chunker cuts an answer in two.
+- :func:`report_html` and :func:`write_report`: the report folder of a grid result (tables,
+  figures, ``report.html``, ``boundaries.html``), as ``chunkwise evaluate --out`` writes it. The
+  evaluation engine (:mod:`chunkwise.evaluation.grid`) never imports this module: a result is
+  drawn here.
 """
 
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +37,9 @@ from chunkwise import __version__
 #: read back as a document (:func:`chunkwise.datasets.loaders.is_chunkwise_page`).
 GENERATOR_META = f'<meta name="generator" content="chunkwise {__version__}">'
 
-__all__ = ["chunk_boundaries_html", "label_points", "plot_metric_by_k", "plot_metric_vs_cost", "series_style"]
+__all__ = [
+    "chunk_boundaries_html", "label_points", "plot_metric_by_k", "plot_metric_vs_cost", "series_style", "write_report",
+]
 
 _MARKERS = {"dense": "o", "bm25": "s", "hybrid": "^"}
 
@@ -449,3 +457,80 @@ def report_html(result: Any, docs: Mapping[str, str], diagnostics: pd.DataFrame 
         parts.append("</details>")
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def write_report(result: Any, out_dir: str | Path, boot: Any = None, docs: Mapping[str, str] | None = None,
+                 document: str | None = None, max_chars: int = 40_000,
+                 groups: pd.DataFrame | None = None) -> dict[str, Path]:
+    """Write the report folder of a grid result (what ``chunkwise evaluate --out`` writes).
+
+    ``result`` is a :class:`~chunkwise.evaluation.grid.GridResult`, ``boot`` its
+    :meth:`~chunkwise.evaluation.grid.GridResult.bootstrap` (optional: the figures then have no
+    error bars and the metric is recall).
+
+    Files: ``table.csv`` (one row per cell), ``per_question.csv``, ``report.json``,
+    ``recall_vs_tokens.png`` and ``recall_by_k.png`` (:func:`plot_metric_vs_cost`,
+    :func:`plot_metric_by_k`), and with ``docs`` given ``diagnostics.csv``
+    (:meth:`GridResult.diagnostics <chunkwise.evaluation.grid.GridResult.diagnostics>`),
+    ``report.html`` (the table, the diagnostics and a per-question view: which cells found
+    each question, the best cell's retrieved chunks with the gold marked;
+    :func:`report_html`) and ``boundaries.html``: one document
+    (``document``, default the one with the most questions) with every chunker's boundaries
+    and the gold excerpts; a document longer than ``max_chars`` characters is drawn from a
+    quarter window before its first excerpt, ``max_chars`` characters long. With ``groups``
+    (:meth:`GridResult.group_table <chunkwise.evaluation.grid.GridResult.group_table>`),
+    ``groups.csv`` and a per-group section of ``report.html``.
+
+    Returns
+    -------
+    dict of str -> Path
+        What was written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    paths["table"] = out / "table.csv"
+    result.table.to_csv(paths["table"], index=False)
+    paths["per_question"] = out / "per_question.csv"
+    result.per_question_table().to_csv(paths["per_question"], index=False)
+    if groups is not None:
+        paths["groups"] = out / "groups.csv"
+        groups.to_csv(paths["groups"], index=False)
+    paths["report"] = out / "report.json"
+    paths["report"].write_text(json.dumps(result.to_dict(boot), indent=2, ensure_ascii=False), encoding="utf-8")
+    metric = boot.metric if boot is not None else "recall"
+    fig = plot_metric_vs_cost(result.table, boot, metric=metric)
+    paths["figure_cost"] = out / f"{metric}_vs_tokens.png"
+    fig.savefig(paths["figure_cost"], dpi=120, bbox_inches="tight")
+    fig2 = plot_metric_by_k(result.table, metric=metric)
+    paths["figure_k"] = out / f"{metric}_by_k.png"
+    fig2.savefig(paths["figure_k"], dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    plt.close(fig2)
+    if docs is not None:
+        if document is None:
+            document = str(result.questions["corpus_id"].astype(str).value_counts().index[0])
+        if document not in docs:
+            raise ValueError(f"document {document!r} is not among the documents.")
+        q = result.questions[result.questions["corpus_id"].astype(str) == document]
+        refs = [(r["start_index"], r["end_index"]) if isinstance(r, Mapping) else (int(r[0]), int(r[1]))
+                for refs in q["references"] for r in refs]
+        chunkings = {label: spans.get(document, []) for label, spans in result.chunks.items()}
+        text = docs[document]
+        window = None
+        if len(text) > max_chars:  # a long document: draw the part around its first excerpts
+            first = min((s for s, _ in refs), default=0)
+            lo = max(0, first - max_chars // 4)
+            window = (lo, min(len(text), lo + max_chars))
+        page = chunk_boundaries_html(text, chunkings, refs, title=document, window=window)
+        paths["boundaries"] = out / "boundaries.html"
+        paths["boundaries"].write_text(page, encoding="utf-8")
+        paths["diagnostics"] = out / "diagnostics.csv"
+        diag = result.diagnostics(docs)
+        diag.to_csv(paths["diagnostics"])
+        paths["html"] = out / "report.html"
+        paths["html"].write_text(report_html(result, docs, diag, groups=groups), encoding="utf-8")
+    return paths
+

@@ -539,6 +539,10 @@ class GridResult:
     embedders : dict
         Embedder label -> the passage embedder whose vectors a retriever read (the truncation
         diagnostic's embedders); empty when no retriever of the grid reads vectors (BM25 alone).
+
+    The report folder of a result (tables, figures, HTML pages) is written by
+    :func:`chunkwise.figures.write_report`: the presentation layer reads a result, the engine
+    draws nothing.
     """
 
     config: GridConfig
@@ -804,77 +808,6 @@ class GridResult:
             "cells": table,
             "bootstrap": boot.to_dict() if boot is not None else None,
         }
-
-    def save(self, out_dir: str | Path, boot: BootstrapResult | None = None, docs: Mapping[str, str] | None = None,
-             document: str | None = None, max_chars: int = 40_000,
-             groups: pd.DataFrame | None = None) -> dict[str, Path]:
-        """Write the report folder.
-
-        Files: ``table.csv`` (one row per cell), ``per_question.csv``, ``report.json``,
-        ``recall_vs_tokens.png`` and ``recall_by_k.png`` (figures, see
-        :mod:`chunkwise.figures`), and with ``docs`` given ``diagnostics.csv`` (:meth:`diagnostics`),
-        ``report.html`` (the table, the diagnostics and a per-question view: which cells found
-        each question, the best cell's retrieved chunks with the gold marked;
-        :func:`chunkwise.figures.report_html`) and ``boundaries.html``: one document
-        (``document``, default the one with the most questions) with every chunker's boundaries
-        and the gold excerpts; a document longer than ``max_chars`` characters is drawn from a
-        quarter window before its first excerpt, ``max_chars`` characters long. With ``groups``
-        (:meth:`group_table`), ``groups.csv`` and a per-group section of ``report.html``.
-
-        Returns
-        -------
-        dict of str -> Path
-            What was written.
-        """
-        from chunkwise import figures
-
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        paths: dict[str, Path] = {}
-        paths["table"] = out / "table.csv"
-        self.table.to_csv(paths["table"], index=False)
-        paths["per_question"] = out / "per_question.csv"
-        self.per_question_table().to_csv(paths["per_question"], index=False)
-        if groups is not None:
-            paths["groups"] = out / "groups.csv"
-            groups.to_csv(paths["groups"], index=False)
-        paths["report"] = out / "report.json"
-        paths["report"].write_text(json.dumps(self.to_dict(boot), indent=2, ensure_ascii=False), encoding="utf-8")
-        metric = boot.metric if boot is not None else "recall"
-        fig = figures.plot_metric_vs_cost(self.table, boot, metric=metric)
-        paths["figure_cost"] = out / f"{metric}_vs_tokens.png"
-        fig.savefig(paths["figure_cost"], dpi=120, bbox_inches="tight")
-        fig2 = figures.plot_metric_by_k(self.table, metric=metric)
-        paths["figure_k"] = out / f"{metric}_by_k.png"
-        fig2.savefig(paths["figure_k"], dpi=120, bbox_inches="tight")
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
-        plt.close(fig2)
-        if docs is not None:
-            if document is None:
-                document = str(self.questions["corpus_id"].astype(str).value_counts().index[0])
-            if document not in docs:
-                raise ValueError(f"document {document!r} is not among the documents.")
-            q = self.questions[self.questions["corpus_id"].astype(str) == document]
-            refs = [(r["start_index"], r["end_index"]) if isinstance(r, Mapping) else (int(r[0]), int(r[1]))
-                    for refs in q["references"] for r in refs]
-            chunkings = {label: spans.get(document, []) for label, spans in self.chunks.items()}
-            text = docs[document]
-            window = None
-            if len(text) > max_chars:  # a long document: draw the part around its first excerpts
-                first = min((s for s, _ in refs), default=0)
-                lo = max(0, first - max_chars // 4)
-                window = (lo, min(len(text), lo + max_chars))
-            html = figures.chunk_boundaries_html(text, chunkings, refs, title=document, window=window)
-            paths["boundaries"] = out / "boundaries.html"
-            paths["boundaries"].write_text(html, encoding="utf-8")
-            paths["diagnostics"] = out / "diagnostics.csv"
-            diag = self.diagnostics(docs)
-            diag.to_csv(paths["diagnostics"])
-            paths["html"] = out / "report.html"
-            paths["html"].write_text(figures.report_html(self, docs, diag, groups=groups), encoding="utf-8")
-        return paths
 
     def diagnostics(self, docs: Mapping[str, str], floor_tokens: int = 32) -> pd.DataFrame:
         """Each chunking's sizes and breakages (:func:`chunkwise.evaluation.diagnostics.chunk_diagnostics`)
