@@ -33,8 +33,6 @@ LAYERS: dict[str, int] = {
     "chunkwise._jsonl": 0,
     "chunkwise._sqlite": 0,
     "chunkwise._importpath": 0,
-    "chunkwise._autobackend": 0,
-    "chunkwise._onnx": 0,
     "chunkwise.chunk": 0,
     "chunkwise.text": 0,
     "chunkwise.tokens": 0,
