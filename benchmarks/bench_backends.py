@@ -31,9 +31,8 @@ import time
 
 import numpy as np
 
-from chunkwise import _autobackend
 from chunkwise.datasets.chroma import load_chroma_corpora, load_chroma_questions
-from chunkwise.embeddings import make_embedder, padding_share, wordpiece_batches
+from chunkwise.embeddings import autobackend, make_embedder, padding_share, wordpiece_batches
 
 CORPORA = ("state_of_the_union", "chatlogs", "wikitexts")
 
@@ -82,7 +81,7 @@ def main() -> int:
     print(f"{len(texts)} texts ({args.n} windows, {len(texts) - args.n} sentences), {lengths.sum()} word pieces; "
           f"padded slots: {padding_share(lengths, char_batches):.1%} sorted by characters, "
           f"{padding_share(lengths, wordpiece_batches(lengths, 64)):.1%} by word pieces; "
-          f"{_autobackend.cpu_model()}, {args.threads} threads, best of {args.repeats}")
+          f"{autobackend.cpu_model()}, {args.threads} threads, best of {args.repeats}")
     choice = embs["auto"].backend_choice
     print(f"backend='auto' chose {choice['backend']}: {choice['reason']} "
           f"({'stored' if choice.get('stored') else 'measured now'})")

@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 through ONNX Runtime against PyTorch: speed, vector difference, rankings (#46).
 
-Question: is ``backend="onnx"`` (:mod:`chunkwise._onnx`: the transformer exported once from the same
+Question: is ``backend="onnx"`` (:mod:`chunkwise.embeddings.onnx`: the transformer exported once from the same
 weights, fp32, graph optimisations on) faster than PyTorch on chunk-sized text, and does it give the
 same vectors and the same ranked lists? Both backends encode the same texts in one process: ``--n``
 windows of about ``--chars`` characters (whole words), spread evenly over three Chroma corpora

@@ -2,7 +2,7 @@
 
 ``benchmarks/bench_onnx.py`` times the whole embedder (``backend="torch"`` against ``"onnx"``). This
 one asks whether a better graph would change the answer: it tokenises the texts once, then times
-(1) sentence-transformers' ``encode`` on PyTorch, (2) the graph chunkwise exports (``chunkwise._onnx``)
+(1) sentence-transformers' ``encode`` on PyTorch, (2) the graph chunkwise exports (``chunkwise.embeddings.onnx``)
 on ONNX Runtime and (3) the same graph after onnxruntime's own BERT fusion
 (``onnxruntime.transformers.optimizer.optimize_model``: attention, skip-layer-norm, bias-GELU), with
 mean pooling and L2 normalisation done in numpy for (2) and (3). Best of ``--repeats`` passes after
@@ -33,9 +33,9 @@ def main() -> int:
     import torch
     from onnxruntime.transformers.optimizer import optimize_model
 
-    from chunkwise import _onnx
     from chunkwise.datasets import load_chroma_corpora
     from chunkwise.embeddings import make_embedder
+    from chunkwise.embeddings import onnx as _onnx
 
     torch.set_num_threads(args.threads)
     corpora = load_chroma_corpora(["state_of_the_union", "wikitexts"])

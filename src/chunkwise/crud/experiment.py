@@ -1372,7 +1372,7 @@ def build_tree_graph_retrievers(
     llm : ChatModel
         ``chat`` (RAPTOR summaries, KGP steps) and ``chat_json`` (Graph RAG).
     passage_embedder, query_embedder : objects with ``embed(texts) -> ndarray (n, d)``
-        The dense retriever's pair (:func:`chunkwise.embeddings.make_dense_embedders`).
+        The dense retriever's pair (:func:`chunkwise.crud.embedders.make_dense_embedders`).
     store_root : path
     methods : sequence of str, default all four
         Any of :data:`TREE_GRAPH_METHODS`; ``tree_traversal`` and ``collapsed_tree`` share one tree.

@@ -1,7 +1,7 @@
 """``backend="auto"``: on this machine, run a sentence-transformers model on whichever identical-vector
 backend is fastest, measured once and remembered (issue #61).
 
-The choice is a speed choice only. A candidate backend (today ONNX Runtime, :mod:`chunkwise._onnx`)
+The choice is a speed choice only. A candidate backend (today ONNX Runtime, :mod:`chunkwise.embeddings.onnx`)
 is timed against PyTorch on a fixed check set, and it is never chosen when its normalised vectors
 differ from PyTorch's by more than :data:`MAX_ABS_DIFF` on that set. Quantised or bfloat16 paths are
 not candidates: they move vectors by far more than that.

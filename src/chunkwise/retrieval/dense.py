@@ -22,7 +22,7 @@ class DenseRetriever:
         Chunk objects (``chunk_id``, ``text``), ``(id, text)`` pairs or strings
         (:func:`chunkwise.retrieval.base.as_pairs`).
     query_embedder, passage_embedder : Embedder
-        E.g. from :func:`chunkwise.embeddings.make_dense_embedders`; one model for both sides
+        E.g. from :func:`chunkwise.embeddings.embedder_pair` (which gives passage, query); one model for both sides
         when ``passage_embedder`` is None. The passages are embedded on construction (cached
         embedders compute only new texts).
     name : str, default "dense"

@@ -95,8 +95,10 @@ class BuildInputs:
         The retrievers of this set built so far (a fusing kind takes those it ``uses``).
     language, tokenizer : str
         BM25's text analysis (:class:`~chunkwise.retrieval.BM25Retriever`).
-    dense : str or (query_embedder, passage_embedder)
-        :func:`chunkwise.embeddings.make_dense_embedders`' model name, or the embedders.
+    dense : (query_embedder, passage_embedder) or (query_embedder, passage_embedder, label)
+        The dense retriever's embedders, and the model's label (default: the query embedder's name). A
+        model name is turned into them by the caller (:func:`chunkwise.crud.rag.build_retrievers`,
+        through :func:`chunkwise.crud.embedders.make_dense_embedders`): this layer imports no chapter.
     reranker : str or object with ``score`` and ``name``
         :func:`chunkwise.retrieval.make_reranker`'s name, or a reranker.
     llm : ChatModel or None
@@ -294,13 +296,15 @@ def _hybrid(inputs: RankInputs, fused: Mapping[str, Ranking]) -> Ranking:
 def _build_dense(inputs: BuildInputs) -> Any:
     from chunkwise.retrieval.dense import DenseRetriever
 
-    if isinstance(inputs.dense, tuple):
-        q_emb, p_emb = inputs.dense
-        label = getattr(q_emb, "name", "custom")
-    else:
-        from chunkwise.embeddings import make_dense_embedders
-
-        q_emb, p_emb, label = make_dense_embedders(inputs.dense, cache_dir=inputs.cache_dir)
+    if not isinstance(inputs.dense, tuple):
+        raise ValueError(
+            f"dense must be a (query_embedder, passage_embedder) pair here, got {inputs.dense!r}; a model name "
+            "is turned into the pair by chunkwise.crud.rag.build_retrievers (chunkwise.crud.embedders."
+            "make_dense_embedders), or by chunkwise.embeddings.embedder_pair (passage first)."
+        )
+    q_emb, p_emb = inputs.dense[:2]
+    # a third item, when given, is the model's label (make_dense_embedders' own)
+    label = inputs.dense[2] if len(inputs.dense) > 2 else getattr(q_emb, "name", "custom")
     retriever = DenseRetriever(inputs.chunks, q_emb, p_emb, name="dense")
     retriever.model = label  # type: ignore[attr-defined]
     return retriever

