@@ -30,8 +30,9 @@ evaluation) goes through an :class:`Embedder`: anything with a ``name`` and an
 - :mod:`~chunkwise.embeddings.base` -- the :class:`Embedder` protocol and the input / output checks.
 
 Chapter 3's pair of embedders (CRUD-RAG's bge-base-zh-v1.5, or e5 offline) lives with the chapter's
-code, :mod:`chunkwise.crud.embedders`; ``make_dense_embedders`` and ``CRUD_EMBEDDER`` are re-exported
-here for older imports (loaded on first use: this package imports no chapter module).
+code, :mod:`chunkwise.crud.embedders`; ``from chunkwise.embeddings import make_dense_embedders`` (and
+``CRUD_EMBEDDER``) still works for older imports, loaded on first use (not in ``__all__``: this package
+imports no chapter module).
 
 Adding an embedder
 ------------------
@@ -123,7 +124,6 @@ __all__ = [
     "BACKEND_ENV",
     "BGE_BASE_ZH",
     "CACHE_FILENAME",
-    "CRUD_EMBEDDER",
     "CacheFileError",
     "CachedEmbedder",
     "DEVICE_ENV",
@@ -158,7 +158,6 @@ __all__ = [
     "embedder_pair",
     "find_model",
     "is_import_path",
-    "make_dense_embedders",
     "make_embedder",
     "mpnet_model_dir",
     "mpnet_pieces",

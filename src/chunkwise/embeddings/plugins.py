@@ -96,8 +96,8 @@ def plugin_embedder(path: str, *, kind: str = "passage", cache_dir: Any = None, 
         if not _is_embedder(made):
             raise ValueError(f"embedder {path!r}: {maker} returned a {type(made).__name__}, not {_WHAT}.")
     else:
-        raise ValueError(f"embedder {path!r}: a {type(obj).__name__} is neither {_WHAT} nor a class or factory "
-                         "that makes one.")
+        raise ValueError(f"embedder {path!r}: the object it names (a {type(obj).__name__}) is neither {_WHAT} "
+                         "nor a class or factory that makes one.")
     if uncached_parts(made) is not None:
         return made
     return CachedEmbedder(made, resolve_cache(cache_dir), show_progress_bar=show_progress_bar)
