@@ -210,3 +210,25 @@ def test_cross_encoder_reranker_with_a_stand_in_model(monkeypatch):
 
     with pytest.raises(ValueError, match="returned 1 scores for 3 passages"):
         RerankRetriever(hybrid, Short()).retrieve("abc cab", 3)
+
+
+def test_top_k_cosine_scores_a_key_alike_whatever_else_is_in_the_call():
+    """A key's score does not depend on the other keys of the call (BLAS picks kernels by shape)."""
+    from chunkwise.retrieval.index import top_k_cosine
+
+    rng = np.random.default_rng(7)
+    keys = rng.standard_normal((500, 384)).astype(np.float32)
+    keys[321] = keys[4]  # the same chunk twice, far apart
+    queries = rng.standard_normal((9, 384)).astype(np.float32)
+    idx_all, s_all = top_k_cosine(queries, keys, 500)
+    full = np.empty((9, 500), dtype=np.float32)
+    np.put_along_axis(full, idx_all, s_all, axis=1)
+    for lo, hi in ((0, 3), (3, 17), (17, 500), (320, 322)):
+        idx, s = top_k_cosine(queries, keys[lo:hi], hi - lo)
+        part = np.empty((9, hi - lo), dtype=np.float32)
+        np.put_along_axis(part, idx, s, axis=1)
+        assert np.array_equal(part, full[:, lo:hi]), (lo, hi)
+    assert np.array_equal(full[:, 4], full[:, 321])
+    # the two copies tie exactly, so the lower index comes first wherever they rank
+    order = idx_all.tolist()
+    assert all(row.index(4) < row.index(321) for row in order)

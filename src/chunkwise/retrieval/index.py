@@ -75,7 +75,13 @@ def top_k_cosine(queries: np.ndarray, keys: np.ndarray, top_k: int = 5) -> tuple
     kk = min(int(top_k), k.shape[0])
     if kk == 0 or q.shape[0] == 0:
         return np.zeros((q.shape[0], 0), dtype=int), np.zeros((q.shape[0], 0), dtype=np.float32)
-    sims = q @ k.T
+    # Products of float32 numbers are exact in float64, and the float64 sums differ between BLAS
+    # kernels (which depend on the matrix shape and the CPU) by ~1e-16, far below a float32 step:
+    # rounded back to float32, a key's score no longer depends on which other keys share the call
+    # or on the machine, so equal chunks tie exactly and a sharded search (chunkwise.evaluation.
+    # distributed) returns the same top k as this one. Plain float32 ``q @ k.T`` did not: on an
+    # AVX-512 CPU two copies of one chunk scored 1 ulp apart depending on their row.
+    sims = (q.astype(np.float64) @ k.astype(np.float64).T).astype(np.float32)
     # Stable order: sort by (-score, index).
     order = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
     return order, np.take_along_axis(sims, order, axis=1)
