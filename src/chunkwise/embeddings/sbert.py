@@ -264,7 +264,8 @@ class _STModel:
         return self._model
 
     def _choose_backend(self, model: Any) -> None:
-        """``backend="auto"``: the stored choice for this CPU, or a measurement (:mod:`chunkwise.embeddings.autobackend`).
+        """``backend="auto"``: the stored choice for this CPU, or a measurement
+        (:mod:`chunkwise.embeddings.autobackend`).
 
         Only on the CPU (another device runs PyTorch). A stored choice of ONNX Runtime that can no
         longer attach (a library removed since) warns once and runs PyTorch.
