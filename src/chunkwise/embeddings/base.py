@@ -41,6 +41,8 @@ class Embedder(Protocol):
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list of str, or a TypeError naming the problem (a single string, an item that is
+    not a ``str`` and its index)."""
     if isinstance(texts, (str, bytes)):
         raise TypeError(
             "texts must be a sequence of str, got a single "
