@@ -30,9 +30,10 @@ evaluation) goes through an :class:`Embedder`: anything with a ``name`` and an
 - :mod:`~chunkwise.embeddings.base` -- the :class:`Embedder` protocol and the input / output checks.
 
 Chapter 3's pair of embedders (CRUD-RAG's bge-base-zh-v1.5, or e5 offline) lives with the chapter's
-code, :mod:`chunkwise.crud.embedders`; ``from chunkwise.embeddings import make_dense_embedders`` (and
-``CRUD_EMBEDDER``) still works for older imports, loaded on first use (not in ``__all__``: this package
-imports no chapter module).
+code, :mod:`chunkwise.crud.embedders`. An older ``from chunkwise.embeddings import
+make_dense_embedders`` (or ``CRUD_EMBEDDER``) fails with an ImportError naming the new home: the
+function now returns ``(passage, query, label)`` like :func:`embedder_pair`, so a silent re-export
+would swap the two sides in old code.
 
 Adding an embedder
 ------------------
@@ -171,18 +172,13 @@ __all__ = [
     "wordpiece_batches",
 ]
 
-#: Names that moved to chapter 3's code, still importable from here (loaded on first use, so that
-#: importing this package imports no chapter module).
+#: Names that moved to chapter 3's code: asking this package for one says where it went.
 _MOVED = {"make_dense_embedders": "chunkwise.crud.embedders", "CRUD_EMBEDDER": "chunkwise.crud.embedders"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
+    if name in _MOVED:  # ImportError, so ``from ... import`` shows this message, not a generic one
+        raise ImportError(
+            f"{name} moved to {_MOVED[name]} (chapter 3's code); import it from there. "
+            "make_dense_embedders now returns (passage, query, label), the order of embedder_pair.")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MOVED))
