@@ -705,7 +705,9 @@ class PolicyEmbedder:
     window : int
         Word pieces per window, special tokens included.
     max_tokens : int
-        The model's own window (for :func:`~chunkwise.embeddings.embedded_chars`-style diagnostics).
+        The policy's window (what :func:`~chunkwise.embeddings.embedded_chars` and the grid's
+        truncation diagnostics read as the window; with ``truncates`` False they count nothing as
+        dropped).
     truncates : bool
         ``True`` under "truncate".
     embedder, window_model, record
@@ -760,7 +762,7 @@ class PolicyEmbedder:
         self.window_model = window_model
         self.policy = policy
         self.window = int(policy.window)  # type: ignore[arg-type]
-        self.max_tokens = own
+        self.max_tokens = self.window
         self.use_runtime = bool(use_runtime)
         self._runtime = runtime and self.use_runtime
         self.name = f"{name}|long={policy.tag}"
