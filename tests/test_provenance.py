@@ -374,7 +374,7 @@ def _with_answer(folder: Path, text: str) -> Path:
     return folder
 
 
-def test_compare_runs_says_whether_the_answer_box_changed(tmp_path):
+def test_compare_runs_says_whether_the_answer_box_changed(tmp_path, capsys):
     before = _with_answer(_run_folder(tmp_path / "a", ["x\n"], {}), "**Use A**: +3.1 [+0.2, +6.0] (supports).")
     noise = _with_answer(_run_folder(tmp_path / "b", ["x\n"], {}), "**Use A**: +3.1000001 [+0.2, +6.0] (supports).")
     flipped = _with_answer(_run_folder(tmp_path / "c", ["x\n"], {}), "**Use A**: +3.1 [-0.2, +6.0] (cannot tell).")
@@ -382,4 +382,6 @@ def test_compare_runs_says_whether_the_answer_box_changed(tmp_path):
     assert provenance.compare_runs(before, noise, rtol=1e-6)[0].answer_changed is False
     (cmp,) = provenance.compare_runs(before, flipped, rtol=1e-6)
     assert cmp.answer_changed is True and cmp.summary().endswith("; answer box changed")
+    assert cli.main(["compare-runs", str(before), str(flipped), "--rtol", "1e-6"]) == 1
+    assert "1 answer boxes that read differently" in capsys.readouterr().out
     assert provenance.compare_runs(plain, plain)[0].answer_changed is None

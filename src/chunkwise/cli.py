@@ -499,9 +499,11 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
     values = sum(len(c.differing_values) for c in report)
     texts = sum(provenance.value_change(x, y) == "text" for c in report for _, x, y in c.differing_values)
     problems = sum(c.problem is not None for c in report)
+    answers = sum(c.answer_changed is True for c in report)
     tolerance = f"numbers within rtol={args.rtol:g} counted equal; " if args.rtol is not None else ""
     print(f"total: {cells} differing cells, {values} differing results values ({texts} of them text: "
-          f"verdicts, sentences, labels), {problems} chapters whose cells could not be compared "
+          f"verdicts, sentences, labels), {answers} answer boxes that read differently, "
+          f"{problems} chapters whose cells could not be compared "
           f"({tolerance}durations, rates, timestamps and addresses masked; pictures not compared)")
     return 0 if all(c.same for c in report) else 1
 
