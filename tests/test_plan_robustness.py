@@ -563,17 +563,23 @@ def test_embedder_chunker_panel_by_hand() -> None:
         cols, names=["chunker", "embedder", "retriever", "k"]))
     entry = P.PlanEntry("embedder-over-chunker", "h", "07", "test", "q", "difference", 2.0, "recall points",
                         {"statistic": "cross-fitted fixed-pair contrast", "retriever": "dense", "metric": "recall",
-                         "long_text_policy": "each runtime's own", "interval": "percentile", "confidence": 0.95},
+                         "read": "k = 5", "long_text_policy": "each runtime's own", "interval": "percentile",
+                         "confidence": 0.95},
                         ({"name": "range", "set": {"statistic": "max-minus-min range", "interval": "basic"}},
                          {"name": "truncated", "set": {"long_text_policy": "truncate at the window"}},
                          {"name": "IoU", "set": {"metric": "iou"}},
-                         {"name": "BM25", "set": {"retriever": "bm25"}}),
+                         {"name": "BM25", "set": {"retriever": "bm25"}},
+                         {"name": "k = 10", "set": {"read": "k = 10"}},
+                         {"name": "budget", "set": {"read": "512 tokens"}}),
                         {"above": "embedder ahead", "below": "chunker ahead"}, (), {})
-    rob, rows = W.embedder_chunker_panel({"recall": wide}, entry, n_resamples=200)
+    rob, rows = W.embedder_chunker_panel({("each runtime's own", "recall", "k"): wide}, entry, n_resamples=200)
     by = rows.set_index("specification")
     assert by.loc["primary", "estimate"] == pytest.approx(15.0) and by.loc["range", "estimate"] == pytest.approx(15.0)
     assert by.loc["primary", "verdict"] == "embedder ahead" and by.loc["BM25", "verdict"] == "embedder ahead"
-    assert rob.cls == "robust" and rob.not_run == ("truncated", "IoU")
+    assert rob.cls == "robust" and rob.not_run == ("truncated", "IoU", "k = 10", "budget")
+    assert set(rows["read"]) == {"k = 5"} and set(rows["long_text_policy"]) == {"each runtime's own"}
+    with pytest.raises(ValueError, match="primary specification"):
+        W.embedder_chunker_panel({("truncate at the window", "recall", "k"): wide}, entry, n_resamples=200)
 
 
 def test_rank_agreement_panel_by_hand() -> None:

@@ -111,127 +111,6 @@ def _split(box):
     return lead.strip(), details.strip()[:-3].strip()
 
 
-def test_chapter_answer_from_the_tables():
-    from chunkwise.experiments.whatmatters import chapter_answer, range_verdict
-
-    ranges = pd.DataFrame({"range": [0.319, 0.089, 0.034], "range_low": [0.292, 0.06, 0.025],
-                           "range_high": [0.346, 0.119, 0.044], "best": ["10", "Cluster 200", "e5"]},
-                          index=pd.Index(["k", "chunker", "embedder"], name="factor"))
-    ev = {"diff": 0.021, "diff_low": 0.004, "diff_high": 0.038,
-          "range_diff": 0.033, "range_low": 0.015, "range_high": 0.075}
-    agree = pd.DataFrame({"rho": [0.83, -0.09, 0.31]})
-    trunc = pd.DataFrame({"ref_chars_past_window": [0.649, 0.1, 0.0, 0.0]},
-                         index=pd.MultiIndex.from_tuples([("Kamradt", "MiniLM"), ("Kamradt", "mpnet"),
-                                                          ("TokenText 200", "MiniLM"), ("TokenText 200", "mpnet")]))
-    iou = pd.DataFrame({"range": [0.085], "best": ["Cluster 200"]}, index=["chunker"])
-    text = chapter_answer(ranges, ev, agree, {"MiniLM": "Kamradt", "mpnet": "Cluster 200"},
-                          largest_chunker="Kamradt", iou_ranges=iou, truncation=trunc,
-                          matched_chunker="Kamradt", matched_word="cannot tell", n_questions=276,
-                          corpora=["state_of_the_union", "chatlogs"], retrievers=["dense", "bm25", "hybrid"],
-                          top_k=[1, 3, 5, 10])
-    lead, text = _split(text)
-    assert lead == ("**Set k first: it moves mean recall most, 31.9 points (interval 29.2 to 34.6).** Under dense "
-                    "retrieval the embedder matters more than the chunker (**embedder ahead**).")
-    assert text.startswith("On 276 questions of Chroma's state_of_the_union, chatlogs corpora, the factor with the "
-                           "largest range of mean recall is **k** (31.9 points, interval 29.2 to 34.6), then "
-                           "chunker (8.9), embedder (3.4). ")
-    assert ("the embedder's best-minus-worst contrast minus the chunker's, each pair chosen on the other half of "
-            "the questions, is +2.1 [+0.4, +3.8] points: **embedder ahead**") in text
-    assert "the difference of their ranges picked on all questions is +3.3 [+1.5, +7.5] points (basic" in text
-    assert "rho from -0.09 to 0.83" in text and "Kamradt under MiniLM, Cluster 200 under mpnet" in text
-    assert "Kamradt loses 65% of its reference characters to MiniLM's window" in text
-    assert text.endswith("Verdicts cover these corpora, two chunkers, two embedders, three retrievers and k in "
-                         "{1, 3, 5, 10}.")
-    assert range_verdict(0.01, 0.05) == "embedder ahead" and range_verdict(-0.05, -0.01) == "chunker ahead"
-    assert "By share of the variance" not in text
-    # the variance figure orders embedder above chunker: the box says so instead of contradicting it
-    shares = pd.DataFrame({"source": ["k", "embedder", "chunker", "chunker × embedder", "residual"],
-                           "share": [0.6, 0.2, 0.1, 0.05, 0.05]})
-    kwargs = dict(largest_chunker="Kamradt", iou_ranges=iou, truncation=trunc, matched_chunker="Kamradt",
-                  matched_word="cannot tell", n_questions=276, corpora=["state_of_the_union", "chatlogs"],
-                  retrievers=["dense", "bm25", "hybrid"], top_k=[1, 3, 5, 10])
-    text = chapter_answer(ranges, ev, agree, {"MiniLM": "Kamradt", "mpnet": "Cluster 200"},
-                          variance_shares=shares, **kwargs)
-    # the lead follows: it does not rank chunker above embedder, and says the shares' order is no finding
-    assert _split(text)[0] == (
-        "**Set k first: it moves mean recall most, 31.9 points (interval 29.2 to 34.6).** The other factors' order "
-        "is not a finding (range and variance share differ). Under dense retrieval the embedder matters more than "
-        "the chunker (**embedder ahead**).")
-    assert ("then chunker (8.9), embedder (3.4). By share of the variance of the cell means (the figure below) "
-            "the order is k, embedder, chunker: the two statistics weigh a factor differently, so the order of "
-            "close factors is not a finding. Under dense retrieval") in text
-    same = shares.assign(share=[0.6, 0.1, 0.2, 0.05, 0.05])
-    assert "By share" not in chapter_answer(ranges, ev, agree, {"MiniLM": "Kamradt"}, variance_shares=same, **kwargs)
-
-
-def test_chapter_answer_lead_fits_the_box_and_never_ranks_against_the_variance_figure():
-    from chunkwise.answerbox import MAX_LEAD_WORDS, visible_words
-    from chunkwise.evaluation.robustness import Robustness, SpecResult
-    from chunkwise.experiments.whatmatters import chapter_answer
-
-    def panel(cls, flips=(), n_alt=3, not_run=(), delta=2.0, unit="points"):
-        spec = SpecResult("primary", 3.8, 0.3, 7.6, "embedder ahead", 276, 3.0)
-        alts = tuple(SpecResult(f"alternative {i}", 1.0, -1.0, 3.0, "cannot tell", 276, 3.0) for i in range(n_alt))
-        return Robustness(cls, spec, alts, tuple(flips), delta, unit, tuple(not_run))
-
-    # the published run (chapter 7, 2026-12): by range k, chunker, retriever, embedder; by variance share
-    # k, retriever, chunker, embedder; embedder ahead under the cross-fitted contrast, fragile
-    ranges = pd.DataFrame({"range": [0.319, 0.089, 0.074, 0.034], "range_low": [0.291, 0.06, 0.05, 0.02],
-                           "range_high": [0.345, 0.12, 0.1, 0.05], "best": ["10", "Recursive 200", "hybrid", "e5"]},
-                          index=pd.Index(["k", "chunker", "retriever", "embedder"], name="factor"))
-    ev = {"diff": 0.038, "diff_low": 0.003, "diff_high": 0.076, "range_diff": 0.032, "range_low": 0.015,
-          "range_high": 0.075}
-    shares = pd.DataFrame({"source": ["k", "retriever", "chunker", "embedder", "interactions"],
-                           "share": [0.7, 0.1, 0.08, 0.02, 0.1]})
-    trunc = pd.DataFrame({"ref_chars_past_window": [0.649, 0.0]},
-                         index=pd.MultiIndex.from_tuples([("Kamradt", "all-MiniLM-L6-v2"),
-                                                          ("TokenText 200", "all-MiniLM-L6-v2")]))
-    kwargs = dict(largest_chunker="Kamradt", iou_ranges=pd.DataFrame({"range": [0.085], "best": ["Cluster 200"]},
-                                                                     index=["chunker"]),
-                  truncation=trunc, matched_chunker="Kamradt", matched_word="cannot tell", n_questions=276,
-                  corpora=["state_of_the_union", "chatlogs", "wikitexts"], retrievers=["dense", "bm25", "hybrid"],
-                  top_k=[1, 3, 5, 10])
-    best_by = {"all-MiniLM-L6-v2": "Recursive 200", "all-mpnet-base-v2": "Recursive 200",
-               "multilingual-e5-small": "Kamradt"}
-    agree = pd.DataFrame({"rho": [0.83, -0.09, 0.5]})
-    flips = [("IoU instead of recall", "chunker ahead"), ("hybrid retrieval", "chunker ahead")]
-    rob = panel("fragile", flips=flips, not_run=["every embedder truncated at its window"])
-    box = chapter_answer(ranges, ev, agree, best_by, variance_shares=shares, robustness=rob, **kwargs)
-    lead, details = _split(box)
-    assert lead == ("**Set k first: it moves mean recall most, 31.9 points (interval 29.1 to 34.5).** The other "
-                    "factors' order is not a finding (range and variance share differ). Embedder versus chunker "
-                    "under dense retrieval: **embedder ahead** (fragile: 2 of 3 declared alternatives disagree; 1 "
-                    "not run here), though the variance shares rank the chunker higher.")
-    # every number of the box stays in its details, the robustness sentence with the names of its flips
-    for text in ("**k** (31.9 points, interval 29.1 to 34.5), then chunker (8.9), retriever (7.4), embedder (3.4)",
-                 "the order is k, retriever, chunker, embedder: the two statistics weigh a factor differently",
-                 "is +3.8 [+0.3, +7.6] points: **embedder ahead**", "+3.2 [+1.5, +7.5] points (basic",
-                 "rho from -0.09 to 0.83", "Kamradt under multilingual-e5-small",
-                 "under IoU the chunker's range is 8.5 points with Cluster 200 best",
-                 "Kamradt loses 65% of its reference characters to all-MiniLM-L6-v2's window",
-                 "\n\n**Robustness of the embedder-versus-chunker verdict** (embedder ahead): fragile: 2 of 3 declared "
-                 "alternatives disagree (IoU instead of recall gives chunker ahead; hybrid retrieval gives chunker "
-                 "ahead); 1 declared alternatives not run here (every embedder truncated at its window)."):
-        assert text in details, text
-    # the longest lead: another factor leads by variance share, the shares rank the two the other way,
-    # the longest robustness class
-    shares_top = shares.assign(source=["retriever", "k", "chunker", "embedder", "interactions"])
-    longest = panel("no effect larger than delta", n_alt=12, delta=12.5, unit="recall points", not_run=["a"] * 11)
-    lead = _split(chapter_answer(ranges, ev, agree, best_by, variance_shares=shares_top, robustness=longest,
-                                 **kwargs))[0]
-    assert lead.startswith("**No factor is clearly first: k has the largest range of mean recall, 31.9 points "
-                           "(interval 29.1 to 34.5), retriever the largest variance share.** Embedder versus")
-    assert visible_words(lead) <= MAX_LEAD_WORDS
-    # chunker ahead where the shares agree, and cannot tell
-    ev_c = {**ev, "diff": -0.038, "diff_low": -0.076, "diff_high": -0.003}
-    lead = _split(chapter_answer(ranges, ev_c, agree, best_by, variance_shares=shares, robustness=longest,
-                                 **kwargs))[0]
-    assert "Under dense retrieval the chunker matters more than the embedder (**chunker ahead**; no effect" in lead
-    assert visible_words(lead) <= MAX_LEAD_WORDS
-    lead = _split(chapter_answer(ranges, {**ev, "diff_low": -0.01}, agree, best_by, **kwargs))[0]
-    assert lead.endswith("Under dense retrieval, whether the embedder or the chunker matters more: **cannot tell**.")
-
-
 def _one_factor(columns: dict[str, list[float]], name: str = "f") -> pd.DataFrame:
     """A wide table with one factor: rows = questions, one column per level."""
     wide = pd.DataFrame(columns)
@@ -293,3 +172,211 @@ def test_range_difference_primary_is_cross_fitted_and_the_alternative_is_the_bas
     # basic = the percentile interval reflected around the estimate
     assert ev["range_low"] == pytest.approx(2 * ev["range_diff"] - ev["range_pct_high"])
     assert ev["range_high"] == pytest.approx(2 * ev["range_diff"] - ev["range_pct_low"])
+
+
+# ------------------------------------------------------------------ like for like (issue #58)
+
+def _wide(values: dict, names=("chunker", "embedder", "retriever", "budget"), n_q: int = 4, noise=None):
+    """A wide table: values maps a cell tuple -> the score of every question (plus noise[i])."""
+    cols = list(values)
+    data = np.array([[values[c] + (noise[i] if noise is not None else 0.0) for c in cols] for i in range(n_q)])
+    return pd.DataFrame(data, index=[f"q{i + 1}" for i in range(n_q)],
+                        columns=pd.MultiIndex.from_tuples(cols, names=list(names)))
+
+
+MINI, E5 = "all-MiniLM-L6-v2", "multilingual-e5-small"
+
+
+def test_parse_read():
+    from chunkwise.experiments.whatmatters import parse_read
+
+    assert parse_read("512 tokens") == ("budget", 512)
+    assert parse_read("1,024 tokens") == ("budget", 1024)
+    assert parse_read("k = 5") == ("k", 5) and parse_read("k=10") == ("k", 10)
+    for bad in ("512", "five tokens", "k = five", "top 5"):
+        with pytest.raises(ValueError, match="read must be"):
+            parse_read(bad)
+
+
+def test_runtime_arm_is_each_runtimes_own_policy():
+    from chunkwise.experiments.whatmatters import runtime_arm
+
+    assert runtime_arm(MINI) == "truncate at the window"
+    assert runtime_arm("all-mpnet-base-v2") == "truncate at the window"
+    assert runtime_arm(E5) == "mean of windows"
+    with pytest.raises(ValueError, match="not in the embedding model table"):
+        runtime_arm("my-own-model")
+
+
+def test_mixed_scores_take_each_embedder_from_its_runtimes_arm():
+    from chunkwise.experiments.whatmatters import mixed_scores
+
+    cells = [(c, e, "dense", 512) for c in ("c1", "c2") for e in (MINI, E5)]
+    trunc = _wide({c: 0.1 for c in cells})
+    mean = _wide({c: 0.9 for c in cells})
+    mixed = mixed_scores({"truncate at the window": trunc, "mean of windows": mean})
+    assert mixed.columns.equals(trunc.columns) and mixed.index.equals(trunc.index)
+    assert mixed.xs(MINI, axis=1, level="embedder").to_numpy().tolist() == [[0.1, 0.1]] * 4
+    assert mixed.xs(E5, axis=1, level="embedder").to_numpy().tolist() == [[0.9, 0.9]] * 4
+    with pytest.raises(ValueError, match="was not run"):
+        mixed_scores({"truncate at the window": trunc})
+    with pytest.raises(ValueError, match="same cells and questions"):
+        mixed_scores({"truncate at the window": trunc, "mean of windows": mean.iloc[:2]})
+
+
+def test_factor_effects_by_hand():
+    from chunkwise.experiments.whatmatters import factor_effects
+
+    # dense: c1e1 .2, c1e2 .6, c2e1 .4, c2e2 .8; bm25 (copied under both embedders) c1 .5, c2 .5
+    values = {("c1", "e1", "dense", 512): 0.2, ("c1", "e2", "dense", 512): 0.6,
+              ("c2", "e1", "dense", 512): 0.4, ("c2", "e2", "dense", 512): 0.8}
+    values.update({(c, e, "bm25", 512): 0.5 for c in ("c1", "c2") for e in ("e1", "e2")})
+    out = factor_effects(_wide(values), n_resamples=200).set_index(["factor", "within"])
+    assert out.loc[("chunker", "dense"), ["contrast", "low", "high"]].tolist() == pytest.approx([0.2, 0.2, 0.2])
+    assert out.loc[("embedder", "dense"), "contrast"] == pytest.approx(0.4)
+    assert out.loc[("embedder", "dense"), ["best", "worst"]].tolist() == ["e2", "e1"]
+    assert out.loc[("embedder", "dense"), "pairs"] == "e2 - e1 | e2 - e1"
+    # BM25 reads no vectors and its chunkers tie: rows of 0 with a note, not a contrast
+    assert out.loc[("embedder", "bm25"), "contrast"] == 0.0
+    assert out.loc[("embedder", "bm25"), "note"] == "no question moves with the embedder here"
+    # the retriever pooled: dense means .5 = bm25 .5 on every question
+    assert out.loc[("retriever", "pooled"), "range"] == pytest.approx(0.0)
+    assert list(out.index) == [("chunker", "dense"), ("embedder", "dense"), ("chunker", "bm25"),
+                               ("embedder", "bm25"), ("retriever", "pooled")]
+    with pytest.raises(ValueError, match="unknown factor"):
+        factor_effects(_wide(values), factors=("k",))
+
+
+def test_per_corpus_effects_and_their_spread():
+    from chunkwise.experiments.whatmatters import corpus_spread, per_corpus_effects
+
+    # the chunker moves corpus A's questions by .3 and corpus B's by .1 (questions q1-q4 A, q5-q8 B)
+    cols = [(c, "e1", "dense", 512) for c in ("c1", "c2")]
+    data = np.array([[0.2, 0.5]] * 4 + [[0.2, 0.3]] * 4)
+    wide = pd.DataFrame(data, index=[f"q{i}" for i in range(1, 9)],
+                        columns=pd.MultiIndex.from_tuples(cols, names=["chunker", "embedder", "retriever", "budget"]))
+    corpus_of = {f"q{i}": "A" if i <= 4 else "B" for i in range(1, 9)}
+    out = per_corpus_effects(wide, corpus_of, factors=("chunker",), n_resamples=200)
+    rows = out[(out["factor"] == "chunker")].set_index("corpus")
+    assert rows.loc["A", "contrast"] == pytest.approx(0.3) and rows.loc["B", "contrast"] == pytest.approx(0.1)
+    assert rows["n_questions"].tolist() == [4, 4]
+    spread = corpus_spread(out).set_index(["factor", "within"])
+    assert spread.loc[("chunker", "dense")].tolist() == ["B", pytest.approx(0.1), "A", pytest.approx(0.3)]
+    with pytest.raises(ValueError, match="have no corpus"):
+        per_corpus_effects(wide, {"q1": "A"})
+
+
+def test_complete_rows_keeps_the_questions_every_table_scores():
+    from chunkwise.experiments.whatmatters import complete_rows
+
+    a = _wide({("c1", "e1", "dense", 512): 0.5, ("c2", "e1", "dense", 512): 0.4})
+    b = a.copy()
+    a.iloc[1, 0] = np.nan
+    b.iloc[3, 1] = np.nan
+    (ka, kb), dropped = complete_rows(a, b)
+    assert list(ka.index) == ["q1", "q3"] and list(kb.index) == ["q1", "q3"] and dropped == 2
+
+
+def test_budget_scores_on_a_real_grid(tmp_path):
+    from fakes import GRID_DOCS, WordEmbedder, questions
+
+    from chunkwise.evaluation.budget import token_budget_view
+    from chunkwise.evaluation.grid import GridConfig, run_grid
+    from chunkwise.experiments.whatmatters import budget_scores
+
+    cfg = GridConfig(chunkers=["TokenText:2"], retrievers=["dense", "bm25", "hybrid"], top_k=[1, 2],
+                     embedders=["w1", "w2"])
+    pair = (WordEmbedder(), WordEmbedder())
+    result = run_grid(GRID_DOCS, questions(), cfg, embedders={"w1": pair, "w2": pair}, cache_dir=tmp_path,
+                      show_progress=False)
+    wide = budget_scores(result, "recall", [3, 4])
+    assert wide.columns.names == ["chunker", "embedder", "retriever", "budget"]
+    assert wide.shape == (2, 1 * 2 * 3 * 2)
+    view = token_budget_view(result, 3).per_question.set_index(["cell", "question_id"])
+    for q in ("Q1", "Q2"):  # each cell is the budget view's score; BM25 copied under both embedders
+        assert wide.loc[q, ("TokenText 2", "w2", "dense", 3)] == view.loc[("TokenText 2 | w2 | dense | budget=3", q),
+                                                                          "recall"]
+        assert wide.loc[q, ("TokenText 2", "w1", "bm25", 3)] == wide.loc[q, ("TokenText 2", "w2", "bm25", 3)]
+    assert wide.loc["Q2", ("TokenText 2", "w1", "dense", 3)] == pytest.approx(0.5)  # by hand in test_budget
+    with pytest.raises(ValueError, match="at least one token budget"):
+        budget_scores(result, "recall", [])
+
+
+def test_embedder_chunker_steps_by_hand():
+    from chunkwise.experiments.whatmatters import embedder_chunker_steps
+
+    values = {("c1", "e1", "dense", 5): 0.2, ("c1", "e2", "dense", 5): 0.6,
+              ("c2", "e1", "dense", 5): 0.4, ("c2", "e2", "dense", 5): 0.8}
+    out = embedder_chunker_steps({"old": _wide(values, names=("chunker", "embedder", "retriever", "k"))},
+                                 n_resamples=200)
+    assert out.loc["old", ["embedder", "chunker", "difference"]].tolist() == pytest.approx([40.0, 20.0, 20.0])
+    assert out.loc["old", "verdict"] == "embedder ahead"
+
+
+def _facts(**changes):
+    from chunkwise.evaluation.robustness import Robustness, SpecResult
+    from chunkwise.experiments.whatmatters import Facts
+
+    effects = pd.DataFrame([
+        {"factor": "chunker", "within": "dense", "contrast": 0.052, "low": 0.031, "high": 0.074, "range": 0.06,
+         "note": ""},
+        {"factor": "embedder", "within": "dense", "contrast": 0.081, "low": 0.06, "high": 0.10, "range": 0.081,
+         "note": ""},
+        {"factor": "embedder", "within": "bm25", "contrast": 0.0, "low": 0.0, "high": 0.0, "range": 0.0,
+         "note": "no question moves with the embedder here"},
+        {"factor": "retriever", "within": "pooled", "contrast": 0.034, "low": 0.02, "high": 0.05, "range": 0.04,
+         "note": ""}])
+    spec = SpecResult("primary", 2.9, 0.4, 5.3, "embedder ahead", 472, 2.5)
+    alts = (SpecResult("IoU instead of recall", -1.0, -3.0, 1.0, "cannot tell", 472, 2.5),
+            SpecResult("hybrid retrieval", 2.0, 0.1, 4.0, "embedder ahead", 472, 2.5))
+    rob = Robustness("fragile", spec, alts, (("IoU instead of recall", "cannot tell"),), 2.0, "recall points", ())
+    old = pd.DataFrame({"range": [0.319, 0.089]}, index=pd.Index(["k", "chunker"], name="factor"))
+    steps = pd.DataFrame({"embedder": [3.4, 8.1], "chunker": [8.9, 5.2], "difference": [4.0, 2.9],
+                          "low": [0.8, 0.4], "high": [7.4, 5.3], "verdict": ["embedder ahead"] * 2},
+                         index=pd.Index(["each runtime's own, k = 5", "truncate at the window, 512 tokens"]))
+    spread = pd.DataFrame([{"factor": "chunker", "within": "dense", "low_corpus": "chatlogs", "low": 0.01,
+                            "high_corpus": "finance", "high": 0.12}])
+    base = dict(budget=512, policy="truncate at the window", effects=effects, robustness=rob, old_ranges=old,
+                steps=steps, corpus_spread=spread, transfer={"n_pairs": 15, "n_clear": 3, "n_reverses": 1},
+                corpora=["state_of_the_union", "chatlogs", "wikitexts", "finance", "pubmed"], n_questions=472,
+                n_chunkers=6, n_embedders=2, retrievers=["dense", "bm25", "hybrid"], budgets=[256, 512, 1024, 2048],
+                matched="cannot tell")
+    base.update(changes)
+    return Facts(**base)
+
+
+def test_chapter_answer_from_its_facts():
+    from chunkwise.answerbox import MAX_LEAD_WORDS, visible_words
+    from chunkwise.experiments.whatmatters import chapter_answer
+
+    lead, details = _split(chapter_answer(_facts()))
+    assert lead == ("**At 512 retrieved tokens, every model truncated at its window, recall moves with: embedder "
+                    "8.1 [6.0, 10.0], chunker 5.2 [3.1, 7.4], retriever 3.4 [2.0, 5.0] points.** Embedder versus "
+                    "chunker (dense): **embedder ahead** (fragile: 1 of 2 declared alternatives disagree). Read by "
+                    "k instead, k moves recall 31.9 points: how much text each question reads.")
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    for text in ("embedder (bm25) 0.0 [0.0, 0.0] (no question moves with the embedder here)",
+                 "chunker (dense) from 1.0 (chatlogs) to 12.0 (finance)",
+                 "each runtime's own, k = 5: embedder 3.4, chunker 8.9, difference +4.0 [+0.8, +7.4] (embedder ahead)",
+                 "The earlier reading's ranges (each runtime's own policy, k a factor): k 31.9; chunker 8.9.",
+                 "3 of 15 chunker pairs have a chunker x embedder contrast whose interval excludes 0, 1 reverse",
+                 "(the small grid): **cannot tell**",
+                 "pooled over five Chroma corpora (state_of_the_union, chatlogs", "472 questions), six chunkers, two embedders, three retrievers, "
+                 "budgets 256, 512, 1,024, 2,048 tokens",
+                 "**Robustness of the embedder-versus-chunker verdict** (embedder ahead): fragile"):
+        assert text in details, text
+    # the factors are ordered by their contrast, whatever their order in the table
+    eff = _facts().effects.copy()
+    eff.loc[0, ["contrast", "low", "high"]] = [0.2, 0.15, 0.25]
+    lead = _split(chapter_answer(_facts(effects=eff)))[0]
+    assert "recall moves with: chunker 20.0 [15.0, 25.0], embedder" in lead
+    with pytest.raises(ValueError, match="no retriever row within 'pooled'"):
+        chapter_answer(_facts(effects=eff.iloc[:3]))
+
+
+def test_chapter_answer_on_one_corpus_has_no_spread_sentence():
+    from chunkwise.experiments.whatmatters import chapter_answer
+
+    details = _split(chapter_answer(_facts(corpora=["state_of_the_union"], n_questions=76)))[1]
+    assert "Per corpus" not in details
+    assert "pooled over one Chroma corpus (state_of_the_union; 76 questions)" in details

