@@ -380,3 +380,40 @@ def test_chapter_answer_on_one_corpus_has_no_spread_sentence():
     details = _split(chapter_answer(_facts(corpora=["state_of_the_union"], n_questions=76)))[1]
     assert "Per corpus" not in details
     assert "pooled over one Chroma corpus (state_of_the_union; 76 questions)" in details
+
+
+def test_run_arms_cuts_the_same_chunks_in_every_arm_with_the_runtimes_own_embedder(tmp_path, monkeypatch):
+    """Both policy arms on a real model (all-MiniLM-L6-v2): Kamradt's spans in each arm are those the
+    unwrapped embedder cuts, seeded into the arms' own span folder; the shared span cache gets no file
+    under a wrapper's name."""
+    from chunkwise.chunkers.specs import chunk_corpus, parse_spec
+    from chunkwise.embeddings import embedder_pair
+    from chunkwise.evaluation.grid import GridConfig
+    from chunkwise.experiments.whatmatters import POLICY_ARMS, run_arms, same_chunks
+
+    sentences = [f"Sentence {i} talks about {'gardens' if i < 8 else 'taxes'} and {'roses' if i < 8 else 'audits'}."
+                 for i in range(16)]
+    docs = {"d.txt": " ".join(sentences)}
+    start = docs["d.txt"].index("Sentence 9 ")
+    qs = pd.DataFrame({"question": ["What about taxes?"], "corpus_id": ["d.txt"],
+                       "references": [[(start, start + len(sentences[9]))]], "question_id": ["Q1"]})
+    cfg = GridConfig(chunkers=["TokenText:20", "Kamradt"], retrievers=["dense"], top_k=[1, 2],
+                     embedders=["all-MiniLM-L6-v2"])
+    cache = tmp_path / "emb.sqlite"
+    monkeypatch.setenv("CHUNKWISE_CACHE_DIR", str(tmp_path / "root"))
+    runs = run_arms(docs, qs, cfg, cache_dir=cache, span_dir=tmp_path / "arms")
+    assert list(runs) == list(POLICY_ARMS)
+    assert same_chunks({a: r["result"] for a, r in runs.items()})
+    base = embedder_pair("all-MiniLM-L6-v2", cache)[0]
+    own = chunk_corpus(parse_spec("Kamradt"), "d.txt", docs["d.txt"], base, None, tmp_path / "own")
+    got = [tuple(map(int, x)) for x in runs["mean of windows"]["result"].chunks["Kamradt"]["d.txt"]]
+    assert got == [(c.start, c.end) for c in own] and len(got) >= 2
+    names = {p.name for p in (tmp_path / "arms").glob("*Kamradt*.json")}
+    assert len(names) == 2  # one Kamradt file per arm (the wrappers' names differ)
+    own_file = list((tmp_path / "own").glob("*Kamradt*.json"))[0].name
+    assert own_file not in names  # the unwrapped cut keeps its own key
+    # the shared span cache holds the unwrapped cut only, never a file under a wrapper's name
+    assert [p.name for p in (tmp_path / "root" / "spans").glob("*.json")] == [own_file]
+    assert runs["truncate at the window"]["axis"]["all-MiniLM-L6-v2"][0].name.endswith("|long=truncate@256")
+    with pytest.raises(ValueError, match="needs a GridConfig with embedders"):
+        run_arms(docs, qs, GridConfig(chunkers=["TokenText:20"], retrievers=["dense"]))

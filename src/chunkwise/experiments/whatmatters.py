@@ -647,9 +647,18 @@ def policy_axis(embedders: Sequence[str], arm: str, cache_dir: Any = None) -> di
 
 def run_arms(
     texts: Mapping[str, str], questions: pd.DataFrame, config: Any, arms: Sequence[str] = tuple(POLICY_ARMS),
-    *, cache_dir: Any = None,
+    *, cache_dir: Any = None, span_dir: Any = None,
 ) -> dict[str, Any]:
-    """Run the same grid once per policy arm.
+    """Run the same grid once per policy arm, every arm on the same chunks.
+
+    The chunkers that need an embedder (Kamradt, KamradtMod, Cluster) cut with the first model of
+    ``config.embedders`` under its **runtime's own** policy (the unwrapped embedder of
+    :func:`chunkwise.embeddings.embedder_pair`, as a one-embedder grid and chapter 2 cut), not with
+    the arm's wrapper: Kamradt embeds groups of three sentences, some longer than MiniLM's 256-word-
+    piece window, so a policy that averages windows would move its breakpoints and the arms would
+    compare different chunks. Those spans are written, before each arm's grid runs, into the span
+    cache of ``span_dir`` under the arm's chunking embedder (:func:`chunkwise.chunkers.specs.store_spans`,
+    the route a distributed engine uses), and the grid reads them there.
 
     Parameters
     ----------
@@ -661,31 +670,53 @@ def run_arms(
         Keys of :data:`POLICY_ARMS`.
     cache_dir
         The embedding cache (``None``: the default one).
+    span_dir : path, optional
+        The span (and BM25) cache folder of the arms' grids; default ``<span cache>/policy-arms``,
+        apart from the shared span cache so its seeded files are never read as the wrapper's own cut.
 
     Returns
     -------
     dict
         Arm -> ``{"result": GridResult, "axis": the arm's embedders (:func:`policy_axis`),
-        "seconds": wall seconds of its grid}``. The chunkers that need an embedder cut with the
-        first model, whose sentence vectors fit its window under either policy, so every arm
-        scores the same chunks (:func:`same_chunks` checks it).
+        "seconds": wall seconds of its grid (the seeding included)}``.
 
     Raises
     ------
     ValueError
-        For a config without embedders, or as :func:`policy_axis` and ``run_grid``.
+        For a config without embedders, a chunker that needs an embedder but keeps no span cache,
+        or as :func:`policy_axis` and ``run_grid``.
     """
     import time
+    from pathlib import Path
 
+    from chunkwise.chunkers.specs import chunk_corpus, span_cache_dir, span_cache_file, store_spans
+    from chunkwise.embeddings import embedder_pair
     from chunkwise.evaluation.grid import run_grid
 
     if not config.embedders:
         raise ValueError("run_arms needs a GridConfig with embedders=[...] (the models every arm compares).")
+    semantic = [s for s in config.chunkers if s.kind.needs == "embedder"]
+    bad = [s.label for s in semantic if not s.kind.span_cache or s.kind.wrap is not None]
+    if bad:
+        raise ValueError(f"{bad} cut with an embedder but keep no span cache, so the arms cannot share their "
+                         "chunks; leave them out of a policy comparison.")
+    spans = Path(span_dir) if span_dir is not None else span_cache_dir(None) / "policy-arms"
+    base = embedder_pair(config.embedders[0], cache_dir)[0] if semantic else None
+    cut: dict[tuple[str, str], list[tuple[int, int]]] = {}
     out: dict[str, Any] = {}
     for arm in arms:
         axis = policy_axis(config.embedders, arm, cache_dir)
+        first = axis[config.embedders[0]][0]
         t0 = time.perf_counter()
-        result = run_grid(texts, questions, config, embedders=axis, show_progress=False)
+        for spec in semantic:
+            for name, text in texts.items():
+                path = span_cache_file(spec, name, text, first, None, spans)
+                if path.exists():
+                    continue
+                if (spec.key(), name) not in cut:
+                    cut[(spec.key(), name)] = [(c.start, c.end) for c in chunk_corpus(spec, name, text, base)]
+                store_spans(path, cut[(spec.key(), name)])
+        result = run_grid(texts, questions, config, embedders=axis, cache_dir=spans, show_progress=False)
         out[arm] = {"result": result, "axis": axis, "seconds": time.perf_counter() - t0}
     return out
 
