@@ -319,7 +319,7 @@ def _facts(**changes):
 
     effects = pd.DataFrame([
         {"factor": "chunker", "within": "dense", "contrast": 0.052, "low": 0.031, "high": 0.074, "range": 0.06,
-         "note": ""},
+         "worst": "Kamradt", "best": "Cluster 200", "note": ""},
         {"factor": "embedder", "within": "dense", "contrast": 0.081, "low": 0.06, "high": 0.10, "range": 0.081,
          "note": ""},
         {"factor": "embedder", "within": "bm25", "contrast": 0.0, "low": 0.0, "high": 0.0, "range": 0.0,
@@ -356,6 +356,7 @@ def test_chapter_answer_from_its_facts():
                     "k instead, k moves recall 31.9 points: how much text each question reads.")
     assert visible_words(lead) <= MAX_LEAD_WORDS
     for text in ("embedder (bm25) 0.0 [0.0, 0.0] (no question moves with the embedder here)",
+                 "chunker (dense) 5.2 [3.1, 7.4] (Kamradt to Cluster 200)",
                  "chunker (dense) from 1.0 (chatlogs) to 12.0 (finance)",
                  "each runtime's own, k = 5: embedder 3.4, chunker 8.9, difference +4.0 [+0.8, +7.4] (embedder ahead)",
                  "The earlier reading's ranges (each runtime's own policy, k a factor): k 31.9; chunker 8.9.",

@@ -1065,7 +1065,8 @@ def chapter_answer(facts: Facts) -> str:
             f"{order} points.** Embedder versus chunker (dense): "
             f"{verdict_with_class(rob.primary.verdict, rob)}. Read by k instead, k moves recall "
             f"{100 * k_range:.1f} points: how much text each question reads.")
-    rows = "; ".join(f"{_effect_label(r)} {ci(r)}" + (f" ({r['note']})" if r["note"] else "")
+    rows = "; ".join(f"{_effect_label(r)} {ci(r)}" + (f" ({r['note']})" if r["note"] else
+                                                       f" ({r['worst']} to {r['best']})" if pd.notna(r.get("best")) else "")
                      for _, r in eff.iterrows())
     spread = "; ".join(
         f"{_effect_label(r)} from {100 * r['low']:.1f} ({r['low_corpus']}) to {100 * r['high']:.1f} "
