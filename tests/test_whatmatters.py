@@ -375,6 +375,17 @@ def test_chapter_answer_from_its_facts():
         chapter_answer(_facts(effects=eff.iloc[:3]))
 
 
+def test_chapter_answer_names_the_chunkers_that_fit_every_window():
+    from chunkwise.experiments.whatmatters import chapter_answer
+
+    fit = {"chunkers": ["TokenText 200", "Recursive 200", "Cluster 200", "Sentence 200"], "embedder": 6.9,
+           "chunker": 8.8, "difference": -1.9, "low": -4.4, "high": 0.6, "verdict": "cannot tell"}
+    details = _split(chapter_answer(_facts(fitting=fit)))[1]
+    assert ("On the four chunkers whose chunks fit every window (TokenText 200, Recursive 200, Cluster 200, "
+            "Sentence 200), embedder 6.9, chunker 8.8, difference -1.9 [-4.4, +0.6] (cannot tell). Does") in details
+    assert "whose chunks fit every window" not in _split(chapter_answer(_facts()))[1]
+
+
 def test_chapter_answer_on_one_corpus_has_no_spread_sentence():
     from chunkwise.experiments.whatmatters import chapter_answer
 

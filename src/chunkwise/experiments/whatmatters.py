@@ -990,6 +990,10 @@ class Facts:
     budgets : sequence of int
     matched : str
         The "model you retrieve with" verdict (three small corpora).
+    fitting : Mapping, optional
+        The same comparison on the chunkers whose chunks fit every window: ``chunkers`` (labels)
+        and one row of :func:`embedder_chunker_steps` (``embedder``, ``chunker``, ``difference``,
+        ``low``, ``high``, ``verdict``; points).
     """
 
     budget: int
@@ -1007,6 +1011,7 @@ class Facts:
     retrievers: Sequence[str]
     budgets: Sequence[int]
     matched: str
+    fitting: Mapping[str, Any] | None = None
 
 
 def corpus_spread(per_corpus: pd.DataFrame) -> pd.DataFrame:
@@ -1075,6 +1080,7 @@ def chapter_answer(facts: Facts) -> str:
         f"{label}: embedder {r['embedder']:.1f}, chunker {r['chunker']:.1f}, difference "
         f"{describe_interval(r['difference'], r['low'], r['high'])} ({r['verdict']})" for label, r in steps.iterrows())
     tr = facts.transfer
+    fit = facts.fitting
     nc = len(facts.corpora)
     n_corpora = f"{_WORDS[nc] if nc < len(_WORDS) else nc} Chroma {'corpus' if nc == 1 else 'corpora'}"
     old = "; ".join(f"{f} {100 * r['range']:.1f}" for f, r in facts.old_ranges.iterrows())
@@ -1085,7 +1091,11 @@ def chapter_answer(facts: Facts) -> str:
         + (f"Per corpus (each corpus's questions alone): {spread}. " if len(facts.corpora) > 1 else "")
         + f"From the earlier setting to this one, embedder and chunker under dense retrieval: {step_text}. "
         f"The earlier reading's ranges (each runtime's own policy, k a factor): {old}. "
-        f"Does the chunker ranking transfer between embedders: {tr['n_clear']} of {tr['n_pairs']} chunker "
+        + (f"On the {_count(len(fit['chunkers']), 'chunker')} whose chunks fit every window "
+           f"({', '.join(fit['chunkers'])}), embedder {fit['embedder']:.1f}, chunker {fit['chunker']:.1f}, "
+           f"difference {describe_interval(fit['difference'], fit['low'], fit['high'])} ({fit['verdict']}). "
+           if fit else "")
+        + f"Does the chunker ranking transfer between embedders: {tr['n_clear']} of {tr['n_pairs']} chunker "
         f"pairs have a chunker x embedder contrast whose interval excludes 0, {tr['n_reverses']} reverse "
         "(intervals not adjusted for the number of pairs). "
         f"Cutting a semantic chunker with the retrieval model (the small grid): **{facts.matched}**. "
