@@ -1,8 +1,19 @@
-"""Chapter 7, "What matters most?": the chunker against the embedder, the retriever and k.
+"""Chapter 7, "What matters most?": the chunker against the embedder, the retriever and the budget.
 
-One grid (:func:`chunkwise.evaluation.grid.run_grid` with an embedder axis) crosses chunkers,
-embedders, retrievers and ``k`` on the Chroma protocol. This module reads its per-question
-scores three ways, each with a bootstrap over questions (the unit that was sampled):
+The chapter compares like for like (issue #58). :func:`run_arms` runs one grid
+(:func:`chunkwise.evaluation.grid.run_grid` with an embedder axis) per long-text policy
+(:data:`POLICY_ARMS`: every model truncated at its own window, or every model averaging its
+windows; :mod:`chunkwise.embeddings.policy`), all arms on the same chunks; :func:`mixed_scores`
+rebuilds the earlier mixed setting (each runtime's own policy) from them. :func:`budget_scores`
+reads each grid at matched budgets of retrieved tokens (:mod:`chunkwise.evaluation.budget`)
+instead of at k; :func:`factor_effects` and :func:`per_corpus_effects` give each factor's
+cross-fitted contrast within each retriever, pooled and per corpus; :func:`embedder_chunker_steps`
+walks from the earlier setting to the like-for-like one; :func:`embedder_chunker_panel` runs the
+analysis plan's verdict under its alternatives, and :func:`chapter_answer` writes the answer box from
+a :class:`Facts` record.
+
+The per-question scores are read three more ways, each with a bootstrap over questions (the unit
+that was sampled):
 
 - :func:`factor_ranges`: for each factor, the mean metric at its worst and best level
   (averaged over every other factor) and the range between them, with the basic bootstrap
