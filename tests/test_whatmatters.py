@@ -350,10 +350,10 @@ def test_chapter_answer_from_its_facts():
     from chunkwise.experiments.whatmatters import chapter_answer
 
     lead, details = _split(chapter_answer(_facts()))
-    assert lead == ("**At 512 retrieved tokens, every model truncated at its window, recall moves with: embedder "
-                    "8.1 [6.0, 10.0], chunker 5.2 [3.1, 7.4], retriever 3.4 [2.0, 5.0] points.** Embedder versus "
-                    "chunker (dense): **embedder ahead** (fragile: 1 of 2 declared alternatives disagree). Read by "
-                    "k instead, k moves recall 31.9 points: how much text each question reads.")
+    assert lead == ("**At 512 retrieved tokens, each model truncated at its window: embedder 8.1 [6.0, 10.0], "
+                    "chunker 5.2 [3.1, 7.4], retriever 3.4 [2.0, 5.0] recall points.** Embedder versus chunker "
+                    "(dense): **embedder ahead** (fragile: 1 of 2 declared alternatives disagree). Read by k, k's "
+                    "31.9 points measure how much text is read.")
     assert visible_words(lead) <= MAX_LEAD_WORDS
     for text in ("embedder (bm25) 0.0 [0.0, 0.0] (no question moves with the embedder here)",
                  "chunker (dense) 5.2 [3.1, 7.4] (Kamradt to Cluster 200)",
@@ -370,17 +370,32 @@ def test_chapter_answer_from_its_facts():
     eff = _facts().effects.copy()
     eff.loc[0, ["contrast", "low", "high"]] = [0.2, 0.15, 0.25]
     lead = _split(chapter_answer(_facts(effects=eff)))[0]
-    assert "recall moves with: chunker 20.0 [15.0, 25.0], embedder" in lead
+    assert "at its window: chunker 20.0 [15.0, 25.0], embedder" in lead
     with pytest.raises(ValueError, match="no retriever row within 'pooled'"):
         chapter_answer(_facts(effects=eff.iloc[:3]))
 
 
 def test_chapter_answer_names_the_chunkers_that_fit_every_window():
+    from chunkwise.answerbox import MAX_LEAD_WORDS, visible_words
     from chunkwise.experiments.whatmatters import chapter_answer
 
     fit = {"chunkers": ["TokenText 200", "Recursive 200", "Cluster 200", "Sentence 200"], "embedder": 6.9,
            "chunker": 8.8, "difference": -1.9, "low": -4.4, "high": 0.6, "verdict": "cannot tell"}
-    details = _split(chapter_answer(_facts(fitting=fit)))[1]
+    lead, details = _split(chapter_answer(_facts(fitting=fit)))
+    assert ("(fragile: 1 of 2 declared alternatives disagree). Without the two chunkers that outgrow the "
+            "windows: **cannot tell**. Read by k") in lead
+    assert visible_words(lead) <= MAX_LEAD_WORDS
+    same = _split(chapter_answer(_facts(fitting={**fit, "verdict": "embedder ahead"})))[0]
+    assert "Without the two chunkers that outgrow the windows: the same. Read" in same
+    # the longest robustness class: the k sentence gives way, the lead stays within its limit
+    from chunkwise.evaluation.robustness import Robustness, SpecResult
+
+    longest = Robustness("no effect larger than delta", SpecResult("primary", 0.1, -1.0, 1.0, "embedder ahead", 472,
+                                                                   2.5),
+                         tuple(SpecResult(f"a{i}", 0.0, -1.0, 1.0, "cannot tell", 472, 2.5) for i in range(12)),
+                         (), 12.5, "recall points", ("x",) * 11)
+    lead = _split(chapter_answer(_facts(fitting=fit, robustness=longest)))[0]
+    assert visible_words(lead) <= MAX_LEAD_WORDS and "Without the two chunkers" in lead
     assert ("On the four chunkers whose chunks fit every window (TokenText 200, Recursive 200, Cluster 200, "
             "Sentence 200), embedder 6.9, chunker 8.8, difference -1.9 [-4.4, +0.6] (cannot tell). Does") in details
     assert "whose chunks fit every window" not in _split(chapter_answer(_facts()))[1]

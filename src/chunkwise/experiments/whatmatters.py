@@ -1056,7 +1056,7 @@ def chapter_answer(facts: Facts) -> str:
     ValueError
         When ``facts.effects`` lacks the dense chunker, dense embedder or pooled retriever row.
     """
-    from chunkwise.answerbox import answer_box, verdict_with_class
+    from chunkwise.answerbox import MAX_LEAD_WORDS, answer_box, capped, verdict_with_class, visible_words
     from chunkwise.evaluation.stats import describe_interval
 
     eff = facts.effects
@@ -1077,10 +1077,17 @@ def chapter_answer(facts: Facts) -> str:
     rob = facts.robustness
     k_range = facts.old_ranges.loc["k", "range"] if "k" in facts.old_ranges.index else float("nan")
     steps = facts.steps
-    lead = (f"**At {facts.budget} retrieved tokens, every model truncated at its window, recall moves with: "
-            f"{order} points.** Embedder versus chunker (dense): "
-            f"{verdict_with_class(rob.primary.verdict, rob)}. Read by k instead, k moves recall "
-            f"{100 * k_range:.1f} points: how much text each question reads.")
+    fit = facts.fitting
+    outgrow = "" if not fit else (
+        f" Without the {_count(facts.n_chunkers - len(fit['chunkers']), 'chunker')} that outgrow the windows: "
+        + (f"**{capped(str(fit['verdict']), 4, 'see the details')}**." if fit["verdict"] != rob.primary.verdict
+           else "the same."))
+    lead = (f"**At {facts.budget} retrieved tokens, each model truncated at its window: "
+            f"{order} recall points.** Embedder versus chunker (dense): "
+            f"{verdict_with_class(rob.primary.verdict, rob)}.{outgrow}")
+    k_sentence = f" Read by k, k's {100 * k_range:.1f} points measure how much text is read."
+    if visible_words(lead + k_sentence) <= MAX_LEAD_WORDS:  # else the details' old ranges say it
+        lead += k_sentence
     rows = "; ".join(f"{_effect_label(r)} {ci(r)}" + (f" ({r['note']})" if r["note"] else
                                                        f" ({r['worst']} to {r['best']})" if pd.notna(r.get("best")) else "")
                      for _, r in eff.iterrows())
@@ -1091,7 +1098,6 @@ def chapter_answer(facts: Facts) -> str:
         f"{label}: embedder {r['embedder']:.1f}, chunker {r['chunker']:.1f}, difference "
         f"{describe_interval(r['difference'], r['low'], r['high'])} ({r['verdict']})" for label, r in steps.iterrows())
     tr = facts.transfer
-    fit = facts.fitting
     nc = len(facts.corpora)
     n_corpora = f"{_WORDS[nc] if nc < len(_WORDS) else nc} Chroma {'corpus' if nc == 1 else 'corpora'}"
     old = "; ".join(f"{f} {100 * r['range']:.1f}" for f, r in facts.old_ranges.iterrows())
