@@ -1,9 +1,10 @@
 """``"package.module:Attribute"``: a user's own class or factory, named by its import path.
 
-The rule is the chunkers' (:func:`chunkwise.chunkers.registry.is_import_path`): a dotted module, a
-colon, a dotted attribute, no spaces. A module that is not importable as installed is looked for in
-the current folder too, as ``python -m`` would find it. This module is the low-level half, shared by
-the embedders (:func:`chunkwise.embeddings.make_embedder`); it imports nothing of chunkwise.
+The rule, shared by chunkers and embedders: a dotted module, a colon, a dotted attribute, no spaces.
+A module that is not importable as installed is looked for in the current folder too, as
+``python -m`` would find it. :mod:`chunkwise.chunkers.registry` and
+:func:`chunkwise.embeddings.make_embedder` both load plugins through it; it imports nothing of
+chunkwise.
 """
 
 from __future__ import annotations

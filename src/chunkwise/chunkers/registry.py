@@ -41,6 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from chunkwise._importpath import is_import_path, load_import_path
+
 if TYPE_CHECKING:  # pragma: no cover
     from chunkwise.llm.protocol import ChatModel
 
@@ -182,36 +184,6 @@ _KINDS: dict[str, ChunkerKind] = {}
 #: ``name = "package.module:ClassOrFactory"`` (or a :class:`ChunkerKind`).
 PLUGIN_GROUP = "chunkwise.chunkers"
 _PLUGIN = re.compile(r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?$")
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-
-
-def is_import_path(text: str) -> bool:
-    """Whether ``text`` reads as ``"package.module:Attribute"`` (a plugin spec)."""
-    return bool(_IMPORT_PATH.match(text))
-
-
-def _load_import_path(path: str) -> Any:
-    import os
-    import pkgutil
-    import sys
-
-    module_name, attr = path.split(":", 1)
-    try:
-        try:
-            return pkgutil.resolve_name(path)
-        except ModuleNotFoundError:
-            # a module in the current folder, as `python -m` would find it
-            if os.getcwd() in sys.path or "" in sys.path:
-                raise
-            sys.path.append(os.getcwd())
-            return pkgutil.resolve_name(path)
-    except AttributeError:
-        raise ValueError(f"chunker {path!r}: module {module_name!r} has no attribute {attr!r}.") from None
-    except ImportError as exc:
-        raise ValueError(
-            f"chunker {path!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
-            "is its package installed in this environment (or on PYTHONPATH)?"
-        ) from exc
 
 
 def _entry_point(name: str) -> Any | None:
@@ -263,7 +235,7 @@ def _plugin_kind(name: str, obj: Any) -> ChunkerKind:
 
 def _find_plugin(name: str) -> ChunkerKind | None:
     if is_import_path(name):
-        return register_chunker(_plugin_kind(name, _load_import_path(name)))
+        return register_chunker(_plugin_kind(name, load_import_path(name, "chunker")))
     found = _entry_point(name) if name and _PLUGIN.match(name) else None
     if found is None:
         return None

@@ -1,6 +1,6 @@
 """A user's own embedder, named by its import path: ``"package.module:ClassName"``.
 
-The same route as a user's chunker (:func:`chunkwise.chunkers.registry.is_import_path`): the module is
+The same route as a user's chunker (:func:`chunkwise._importpath.is_import_path`): the module is
 imported (installed, on ``PYTHONPATH``, or in the current folder) and the attribute used:
 
 - a **class** or a **factory** (any other callable) is called -- with ``kind="query"`` or

@@ -547,11 +547,18 @@ class RayEngine:
 
     # ---------------------------------------------------------------- stage 3
 
-    @contextmanager
-    def sharded_retrieval(self) -> Iterator[None]:
-        """Within the block, the registered ``dense`` and ``bm25`` kinds rank on Ray shards
-        (``hybrid`` fuses their merged rankings). Not thread-safe: the registry is global."""
-        from chunkwise.retrieval.registry import RetrieverKind, register_retriever, retriever_kind
+    def sharded_rankers(self) -> list[Any]:
+        """``dense`` and ``bm25`` kinds that rank on Ray shards, for
+        :func:`~chunkwise.evaluation.grid.run_grid`'s ``rankers`` (``hybrid`` then fuses their
+        merged rankings). The registry is not touched, so two grids may run side by side.
+
+        Returns
+        -------
+        list of RetrieverKind
+            The registered kinds' names, summaries, ``uses`` and build functions, with sharded
+            rank functions (approximate dense search stays on the driver, as locally).
+        """
+        from chunkwise.retrieval.registry import RetrieverKind, retriever_kind
 
         ray = self._ray()
         n_shards = self.n_shards or self._cpus(ray)
@@ -600,15 +607,9 @@ class RayEngine:
             return Ranking(ranked, index_seconds, (time.perf_counter() - t0) / len(inputs.questions))
 
         replaced = {"dense": dense, "bm25": bm25}
-        try:
-            for name, fn in replaced.items():
-                o = originals[name]
-                register_retriever(RetrieverKind(name, fn, o.summary, needs_embedder=o.needs_embedder, uses=o.uses,
-                                                 build=o.build), replace=True)
-            yield
-        finally:
-            for o in originals.values():
-                register_retriever(o, replace=True)
+        return [RetrieverKind(name, fn, originals[name].summary, needs_embedder=originals[name].needs_embedder,
+                              uses=originals[name].uses, build=originals[name].build)
+                for name, fn in replaced.items()]
 
     # ---------------------------------------------------------------- the grid
 
@@ -642,15 +643,15 @@ class RayEngine:
             in the message; what finished is cached).
         """
         from chunkwise.embeddings import CachedEmbedder, EmbeddingCache, uncached_parts
-        from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, _check_inputs, _embedder_axis
+        from chunkwise.evaluation.grid import DEFAULT_GRID, GridConfig, check_inputs, embedder_axis
 
         self.stages = []
         t_start = time.perf_counter()
         config = DEFAULT_GRID if config is None else config
         if not isinstance(config, GridConfig):
             raise ValueError("config must be a GridConfig (see GridConfig.from_toml / GridConfig.from_dict).")
-        q = _check_inputs(docs, questions)
-        axis = _embedder_axis(config, embedder, query_embedder, embedders)
+        q = check_inputs(docs, questions)
+        axis = embedder_axis(config, embedder, query_embedder, embedders)
         with _ray_errors():
             self._ray()
 
@@ -681,7 +682,7 @@ class RayEngine:
                 show_progress: bool, progress: Any, t_start: float) -> Any:
         from chunkwise.chunkers.contextual import index_text
         from chunkwise.chunkers.specs import chunk_corpus
-        from chunkwise.evaluation.grid import run_grid
+        from chunkwise.evaluation.grid import run_grid, run_kinds
         from chunkwise.retrieval.registry import retriever_kind
 
         self.chunk(docs, config.chunkers, cache_dir)
@@ -706,15 +707,13 @@ class RayEngine:
         t0 = time.perf_counter()
         counted = {id(m): m for a in axis for m in (a.passage, a.query) if m is not None}
         before = {k: getattr(m, "n_embedded", 0) for k, m in counted.items()}
-        with self.sharded_retrieval():
-            if len(axis) > 1 or embedders is not None:
-                result = run_grid(docs, questions, config, embedders={a.label: (a.passage, a.query) for a in axis},
-                                  llm=llm, late_embedder=late_embedder, cache_dir=cache_dir,
-                                  show_progress=show_progress, progress=progress)
-            else:
-                result = run_grid(docs, questions, config, axis[0].passage, query_embedder=axis[0].query, llm=llm,
-                                  late_embedder=late_embedder, cache_dir=cache_dir, show_progress=show_progress,
-                                  progress=progress)
+        sharded = [k for k in self.sharded_rankers() if k.name in run_kinds(config)]
+        if len(axis) > 1 or embedders is not None:
+            models: dict[str, Any] = {"embedders": {a.label: (a.passage, a.query) for a in axis}}
+        else:
+            models = {"embedder": axis[0].passage, "query_embedder": axis[0].query}
+        result = run_grid(docs, questions, config, **models, llm=llm, late_embedder=late_embedder,
+                          rankers=sharded, cache_dir=cache_dir, show_progress=show_progress, progress=progress)
         driver = sum(int(getattr(m, "n_embedded", 0) or 0) - int(before[k] or 0) for k, m in counted.items())
         self._timed("grid on the driver (retrieval on shards, scoring)", t0, len(q), f"{driver} texts embedded here")
         return replace(result, n_embedded=n_ray + driver, seconds=time.perf_counter() - t_start)

@@ -80,7 +80,7 @@ from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
 from chunkwise.chunkers.contextual import index_text
 from chunkwise.chunkers.hierarchical import merge_to_parents
 from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, chunk_hierarchy, parse_spec, span_cache_dir
-from chunkwise.retrieval.registry import RankInputs, Ranking, retriever_kind, retriever_names
+from chunkwise.retrieval.registry import RankInputs, Ranking, RetrieverKind, retriever_kind, retriever_names
 from chunkwise.tokens import get_encoding
 
 if TYPE_CHECKING:
@@ -92,8 +92,12 @@ __all__ = [
     "RETRIEVERS",
     "GridConfig",
     "GridResult",
+    "AxisEmbedder",
+    "check_inputs",
     "chunkings_of",
+    "embedder_axis",
     "run_grid",
+    "run_kinds",
 ]
 
 #: The built-in retrievers (:mod:`chunkwise.retrieval.registry` holds them, with any a user
@@ -106,16 +110,18 @@ INDEXES: tuple[str, ...] = ("exact", "hnsw")
 # METRICS (the per-question metric columns, fractions in [0, 1]) come from the cell scorer,
 # chunkwise.evaluation.cells, where each metric's name and definition live.
 
-def _retriever_order(names: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+def _retriever_order(names: Sequence[str], kinds: Mapping[str, RetrieverKind] | None = None,
+                     ) -> tuple[list[str], dict[str, list[str]]]:
     """Retrievers to rank, each after those it fuses, and each one's closure (itself and
-    everything it fuses, transitively: whose index and query time it includes)."""
+    everything it fuses, transitively: whose index and query time it includes). ``kinds``: the
+    kinds of this run by name (default: the registry's)."""
     order: list[str] = []
     closure: dict[str, list[str]] = {}
 
     def visit(name: str) -> list[str]:
         if name in closure:
             return closure[name]
-        kind = retriever_kind(name)
+        kind = kinds[name] if kinds is not None and name in kinds else retriever_kind(name)
         members = [name]
         for u in kind.uses:
             members += [m for m in visit(u) if m not in members]
@@ -861,7 +867,21 @@ def chunkings_of(result: GridResult, document: str) -> dict[str, list[tuple[int,
 # --------------------------------------------------------------------------------------
 
 
-def _check_inputs(docs: Any, questions: Any) -> pd.DataFrame:
+def check_inputs(docs: Any, questions: Any) -> pd.DataFrame:
+    """Validate a grid's documents and questions; return the questions in the grid's own form.
+
+    Returns
+    -------
+    DataFrame
+        One row per question with ``question``, ``corpus_id``, ``references`` (list of
+        ``(start, end)`` character offsets) and ``question_id``.
+
+    Raises
+    ------
+    ValueError
+        For empty or non-text documents, no questions, missing columns, or a question whose
+        document is not in ``docs`` (:func:`run_grid`'s errors).
+    """
     if not isinstance(docs, Mapping) or not docs:
         raise ValueError("docs must be a non-empty mapping document name -> text.")
     for name, text in docs.items():
@@ -1062,6 +1082,7 @@ def run_grid(
     embedders: Mapping[str, Any] | None = None,
     llm: ChatModel | None = None,
     late_embedder: Any = None,
+    rankers: Iterable[RetrieverKind] | Mapping[str, RetrieverKind] | None = None,
     cache_dir: str | Path | None = None,
     show_progress: bool = True,
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
@@ -1098,6 +1119,14 @@ def run_grid(
         :class:`~chunkwise.chunkers.LateChunkingEmbedder` of ``embedder.model_id``, else
         all-MiniLM-L6-v2). The questions are still embedded by ``query_embedder``/``embedder``,
         which must be the same model.
+    rankers : iterable of RetrieverKind (or mapping name -> RetrieverKind), optional
+        The retrieval of this run, handed in (as BEIR hands its retriever to the evaluator): each
+        kind ranks in place of the registered kind of its name, for this call only; the registry
+        is not touched. Every other retriever the grid lists (or fuses) ranks with its registered
+        kind. E.g. ``rankers=[rerank_kind("BAAI/bge-reranker-v2-m3")]`` with ``"rerank"`` in
+        ``config.retrievers``, or the Ray engine's sharded ``dense`` and ``bm25``. A kind must keep
+        the registered kind's ``uses`` and ``needs_embedder`` (the grid's depth and cells are
+        planned from them); register a new name for a new retriever.
     cache_dir : str or Path, optional
         Chunk-span cache folder (default ``$CHUNKWISE_CACHE_DIR/spans``, shared with
         chapter 2); BM25 indexes go to its ``bm25`` subfolder.
@@ -1117,18 +1146,20 @@ def run_grid(
     ValueError
         For empty documents or questions, a question whose document is missing, a grid that
         needs an embedder without one, both ``embedder`` and ``embedders``, labels that are not
-        ``config.embedders``, an embedder that returns the wrong number of vectors, or (from
-        the chunkers) an invalid spec.
+        ``config.embedders``, an embedder that returns the wrong number of vectors, a ranker that
+        is not a :class:`RetrieverKind` of a retriever the grid ranks with the registered kind's
+        ``uses`` and ``needs_embedder``, or (from the chunkers) an invalid spec.
     """
     t_start = time.perf_counter()
     if not isinstance(config, GridConfig):
         raise ValueError("config must be a GridConfig (see GridConfig.from_toml / GridConfig.from_dict).")
-    q = _check_inputs(docs, questions)
-    order, closure = _retriever_order(config.retrievers)
-    reads_vectors = {name: any(retriever_kind(u).needs_embedder for u in closure[name]) for name in order}
+    q = check_inputs(docs, questions)
+    kinds = run_kinds(config, rankers)
+    order, closure = _retriever_order(config.retrievers, kinds)
+    reads_vectors = {name: any(kinds[u].needs_embedder for u in closure[name]) for name in order}
     needs_dense = any(reads_vectors.values())
     needs_semantic = any(s.kind.needs == "embedder" for s in config.chunkers)
-    axis = _embedder_axis(config, embedder, query_embedder, embedders)
+    axis = embedder_axis(config, embedder, query_embedder, embedders)
     multi = len(axis) > 1
     if axis[0].passage is None and (needs_dense or needs_semantic):
         raise ValueError("this grid needs an embedder (dense / hybrid retrieval or a semantic chunker); pass embedder=.")
@@ -1222,7 +1253,7 @@ def run_grid(
         all_rankings[spec.label] = {}
         for e in axis:
             def chunk_vectors(spec: ChunkerSpec = spec, raw_chunks: Mapping[str, list[Any]] = raw_chunks,
-                              texts_index: list[str] = texts_index, e: _AxisEmbedder = e) -> np.ndarray:
+                              texts_index: list[str] = texts_index, e: AxisEmbedder = e) -> np.ndarray:
                 if spec.kind.index == "late":
                     if e.label not in late_embedders:
                         from chunkwise.chunkers import LateChunkingEmbedder
@@ -1239,7 +1270,7 @@ def run_grid(
                 if not reads_vectors[name] and name in shared:
                     ranked_by[name] = shared[name]
                     continue
-                kind = retriever_kind(name)
+                kind = kinds[name]
                 ranked_by[name] = kind.rank(inputs, {u: ranked_by[u] for u in kind.uses})
                 if not reads_vectors[name]:
                     shared[name] = ranked_by[name]
@@ -1323,7 +1354,7 @@ def run_grid(
     )
 
 
-class _AxisEmbedder(NamedTuple):
+class AxisEmbedder(NamedTuple):
     """One level of the embedder axis: its label and its passage / query embedders."""
 
     label: str
@@ -1335,9 +1366,52 @@ def _embedder_name(embedder: Any) -> str:
     return str(getattr(embedder, "name", type(embedder).__name__ if embedder is not None else ""))
 
 
-def _embedder_axis(config: GridConfig, embedder: Any, query_embedder: Any,
-                   embedders: Mapping[str, Any] | None) -> list[_AxisEmbedder]:
-    """The grid's embedders in axis order (one entry, possibly without a model, for a grid of one)."""
+def run_kinds(config: GridConfig, rankers: Iterable[RetrieverKind] | Mapping[str, RetrieverKind] | None = None,
+              ) -> dict[str, RetrieverKind]:
+    """The retriever kind each name of the grid ranks with: ``rankers`` where given, else the
+    registered kind (see :func:`run_grid`'s ``rankers``).
+
+    Returns
+    -------
+    dict of str -> RetrieverKind
+        Every retriever the grid lists and every one they fuse, transitively.
+
+    Raises
+    ------
+    ValueError
+        If an item is not a :class:`RetrieverKind` with a rank function, names no retriever of the
+        grid (listed or fused), is given twice, or changes the registered kind's ``uses`` or
+        ``needs_embedder``.
+    """
+    items = list(rankers.values()) if isinstance(rankers, Mapping) else list(rankers or ())
+    _, closure = _retriever_order(config.retrievers)
+    ranked = list(dict.fromkeys(u for name in config.retrievers for u in closure[name]))
+    given: dict[str, RetrieverKind] = {}
+    for kind in items:
+        if not isinstance(kind, RetrieverKind) or kind.rank is None:
+            raise ValueError(f"rankers must be RetrieverKind objects with a rank function, got {kind!r}; build one "
+                             "with chunkwise.retrieval.registry.RetrieverKind (or rerank_kind).")
+        if kind.name in given:
+            raise ValueError(f"rankers gives the retriever {kind.name!r} twice; give one kind per name.")
+        if kind.name not in ranked:
+            raise ValueError(f"rankers gives {kind.name!r}, which this grid does not rank (it ranks with "
+                             f"{', '.join(ranked)}); list it in GridConfig.retrievers.")
+        registered = retriever_kind(kind.name)
+        if (kind.uses, kind.needs_embedder) != (registered.uses, registered.needs_embedder):
+            raise ValueError(f"the ranker {kind.name!r} has uses={kind.uses}, needs_embedder={kind.needs_embedder}; "
+                             f"the registered kind has uses={registered.uses}, needs_embedder="
+                             f"{registered.needs_embedder}, from which the grid is planned. Register it under a "
+                             "new name instead.")
+        given[kind.name] = kind
+    return {name: given.get(name) or retriever_kind(name) for name in ranked}
+
+
+def embedder_axis(config: GridConfig, embedder: Any, query_embedder: Any,
+                   embedders: Mapping[str, Any] | None) -> list[AxisEmbedder]:
+    """The grid's embedders in axis order (one entry, possibly without a model, for a grid of one).
+
+    The arguments are :func:`run_grid`'s. Raises ValueError as it does for the embedders.
+    """
     if embedders is None:
         if len(config.embedders) > 1:
             raise ValueError(
@@ -1345,7 +1419,7 @@ def _embedder_axis(config: GridConfig, embedder: Any, query_embedder: Any,
                 "embedders={label: embedder} (chunkwise.embeddings.make_embedder builds them by name)."
             )
         label = config.embedders[0] if config.embedders else _embedder_name(embedder)
-        return [_AxisEmbedder(label, embedder, query_embedder or embedder)]
+        return [AxisEmbedder(label, embedder, query_embedder or embedder)]
     if embedder is not None or query_embedder is not None:
         raise ValueError("pass either embedder= (a grid of one embedder) or embedders= (the embedder axis), not both.")
     if not isinstance(embedders, Mapping) or not embedders:
@@ -1361,7 +1435,7 @@ def _embedder_axis(config: GridConfig, embedder: Any, query_embedder: Any,
         passage, query = value if isinstance(value, tuple) else (value, value)
         if not callable(getattr(passage, "embed", None)) or not callable(getattr(query, "embed", None)):
             raise ValueError(f"embedder {label!r} must have an embed(texts) method (or be a (passage, query) pair of them).")
-        out.append(_AxisEmbedder(label, passage, query))
+        out.append(AxisEmbedder(label, passage, query))
     return out
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 __all__ = [
     "BuildInputs", "RankInputs", "Ranking", "RetrieverKind", "build_retriever_set", "register_retriever",
-    "retriever_kind", "retriever_names",
+    "rerank_kind", "retriever_kind", "retriever_names",
 ]
 
 
@@ -293,6 +293,85 @@ def _hybrid(inputs: RankInputs, fused: Mapping[str, Ranking]) -> Ranking:
     return Ranking(ranked, 0.0, (time.perf_counter() - t0) / len(inputs.questions))
 
 
+def rerank_kind(model: Any = None, *, candidates: int | None = None, name: str = "rerank",
+                over: str = "hybrid", cache: Any = "default") -> RetrieverKind:
+    """A ranking kind that reorders another retriever's best candidates by a cross-encoder.
+
+    For each question the first ``candidates`` chunks of ``over``'s ranking are scored against the
+    question and put in score order (ties keep ``over``'s order); the rest of ``over``'s ranking
+    follows unchanged, so the ranking stays ``depth`` long. This is the retrieve-then-rerank
+    pipeline of CRUD-RAG's ``hybrid_rerank`` baseline (BAAI/bge-reranker-base over the hybrid
+    union) in the form the evaluation grid ranks with. The registered ``rerank`` kind is this
+    function's default; a grid with another model passes its own kind to
+    :func:`chunkwise.evaluation.grid.run_grid` (``rankers=[rerank_kind("org/model")]``).
+
+    Parameters
+    ----------
+    model : str, path or reranker, optional
+        A cross-encoder's hub id or local folder (default :data:`~chunkwise.retrieval.rerank.DEFAULT_CROSS_ENCODER`,
+        loaded on first use), or an object with ``score(question, texts) -> list[float]`` and ``name``.
+    candidates : int >= 1, optional
+        How many of ``over``'s chunks are reranked per question. Default: the grid's
+        ``hybrid_depth`` (50), capped at the ranking depth.
+    name : str, default "rerank"
+        The kind's name in a grid.
+    over : str, default "hybrid"
+        The registered retriever whose ranking is reranked.
+    cache : "default", RerankScoreCache or None
+        Scores by content (default ``$CHUNKWISE_CACHE_DIR/rerank.sqlite``), so a rerun scores
+        nothing; None scores every time.
+
+    Returns
+    -------
+    RetrieverKind
+        ``uses=(over,)``; its index time is 0 and its query time is the scoring time per question.
+
+    Raises
+    ------
+    ValueError
+        For ``candidates`` < 1 or not an int, an unregistered ``over``, or (when ranking) a reranker
+        that returns a wrong number of scores or a non-finite one.
+    RuntimeError
+        When ranking, if the cross-encoder cannot be loaded (offline without a local copy).
+    """
+    from chunkwise.retrieval.rerank import DEFAULT_CROSS_ENCODER, CachedReranker, CrossEncoderReranker
+
+    if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
+        raise ValueError(f"candidates must be an int >= 1 (chunks reranked per question), got {candidates!r}.")
+    retriever_kind(over)
+    if model is None or isinstance(model, (str, Path)):
+        scorer: Any = CrossEncoderReranker(str(model) if model is not None else DEFAULT_CROSS_ENCODER)
+    elif callable(getattr(model, "score", None)) and getattr(model, "name", None):
+        scorer = model
+    else:
+        raise ValueError(f"model must be a cross-encoder id or folder, or an object with score(question, texts) "
+                         f"and a name; got {type(model).__name__}.")
+    state: dict[str, Any] = {}
+
+    def ranker() -> Any:
+        if "scorer" not in state:
+            state["scorer"] = scorer if cache is None else CachedReranker(scorer, None if cache == "default" else cache)
+        return state["scorer"]
+
+    def rank(inputs: RankInputs, fused: Mapping[str, Ranking]) -> Ranking:
+        n = min(candidates or inputs.config.hybrid_depth, inputs.depth)
+        t0 = time.perf_counter()
+        ranked = []
+        for question, row in zip(inputs.questions, fused[over].ranked):
+            head = list(row[:n])
+            scores = ranker().score(question, [inputs.texts[j] for j in head])
+            if len(scores) != len(head):
+                raise ValueError(f"retriever {name!r}: the reranker returned {len(scores)} scores for {len(head)} "
+                                 "passages.")
+            order = sorted(range(len(head)), key=lambda i: (-float(scores[i]), i))
+            ranked.append(([head[i] for i in order] + list(row[n:]))[: inputs.depth])
+        return Ranking(ranked, 0.0, (time.perf_counter() - t0) / max(1, len(inputs.questions)))
+
+    label = getattr(scorer, "model_id", None) or scorer.name
+    return RetrieverKind(name, rank, f"{over}'s best candidates reordered by the cross-encoder {label}",
+                         uses=(over,))
+
+
 def _build_dense(inputs: BuildInputs) -> Any:
     from chunkwise.retrieval.dense import DenseRetriever
 
@@ -343,6 +422,7 @@ register_retriever(
     RetrieverKind("hybrid", _hybrid, "reciprocal rank fusion of BM25 and dense (weights 0.5 / 0.5)", needs_embedder=True,
                   uses=("bm25", "dense"), build=_build_hybrid)
 )
+register_retriever(rerank_kind())
 register_retriever(RetrieverKind("none", None, "no retrieval (CRUD-RAG's closed-book baseline)", build=_build_none))
 register_retriever(
     RetrieverKind("hybrid_rerank", None, "the hybrid union reranked by a cross-encoder or an LLM's yes/no (CRUD-RAG)",

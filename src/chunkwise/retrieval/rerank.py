@@ -8,6 +8,8 @@ BAAI/bge-reranker-base; :class:`RerankRetriever` does the same with any reranker
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import warnings
 from collections.abc import Sequence
@@ -15,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from chunkwise._env import cache_root
 from chunkwise._env import offline as _offline_flag
+from chunkwise._sqlite import SQLiteStore
 from chunkwise.retrieval.base import DEFAULT_TOP_K, Hit, check_top_k
 
 if TYPE_CHECKING:
@@ -23,9 +27,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CROSS_ENCODER",
+    "CachedReranker",
     "CrossEncoderReranker",
     "LLMYesNoReranker",
     "RerankRetriever",
+    "RerankScoreCache",
     "make_reranker",
     "parse_yes_no",
 ]
@@ -50,11 +56,27 @@ class CrossEncoderReranker:
         self._model: Any = None
 
     def load(self) -> Any:
-        """Load the model once (sentence-transformers may raise when the weights are not found)."""
+        """Load the model once.
+
+        Raises
+        ------
+        RuntimeError
+            When the weights cannot be loaded (no network with ``HF_HUB_OFFLINE`` set, a wrong id, a
+            folder without a model); the message names the model and what to do.
+        """
         if self._model is None:
             from sentence_transformers import CrossEncoder
 
-            self._model = CrossEncoder(self.model_id, device=self.device, max_length=self.max_length)
+            try:
+                self._model = CrossEncoder(self.model_id, device=self.device, max_length=self.max_length)
+            except (OSError, ValueError) as exc:
+                where = "HF_HUB_OFFLINE is set, so only a local copy can load" if _offline_flag() else \
+                    "is the id right and the hub reachable?"
+                raise RuntimeError(
+                    f"cannot load the cross-encoder {self.model_id!r} ({type(exc).__name__}: {exc}); {where}. "
+                    "Pass a hub model id that this machine can download, or a folder holding the model's "
+                    "weights (sentence-transformers' CrossEncoder format)."
+                ) from exc
         return self._model
 
     def score(self, question: str, texts: Sequence[str]) -> list[float]:
@@ -63,6 +85,112 @@ class CrossEncoderReranker:
             return []
         out = self.load().predict([(question, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False)
         return [float(x) for x in np.asarray(out, dtype=np.float64).reshape(len(texts))]
+
+
+class RerankScoreCache(SQLiteStore):
+    """Content-addressed on-disk store of reranker scores (SQLite), so a rerun scores nothing.
+
+    One row per key ``sha256(reranker name + "\\0" + question + "\\0" + passage)`` holding the score
+    as a float. Created on first write, WAL journal, one transaction per :meth:`put_many`, so an
+    interrupted run keeps what it stored (:class:`chunkwise._sqlite.SQLiteStore`).
+
+    Parameters
+    ----------
+    path : path-like, optional
+        The SQLite file. Default ``$CHUNKWISE_CACHE_DIR/rerank.sqlite``.
+
+    Raises
+    ------
+    CacheFileError
+        From a read or write of a broken file (the message says it is safe to delete).
+    """
+
+    SCHEMA = "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, score REAL NOT NULL)"
+    TABLE = "scores"
+    FILENAME = "rerank.sqlite"
+    KIND = "reranker score cache"
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
+        super().__init__(path if path is not None else cache_root() / self.FILENAME, timeout=timeout)
+
+    @staticmethod
+    def key(reranker: str, question: str, passage: str) -> str:
+        """The cache key of one (question, passage) pair under the reranker called ``reranker``."""
+        return hashlib.sha256("\0".join((reranker, question, passage)).encode("utf-8")).hexdigest()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, float]:
+        """The stored scores of ``keys`` (only those found; ``{}`` before the file exists)."""
+        keys = list(dict.fromkeys(keys))
+        if not keys or (self._conn is None and not self.path.exists()):
+            return {}
+        found: dict[str, float] = {}
+        with self._lock, self._guard("reading"):
+            conn = self._connect()
+            for i in range(0, len(keys), 500):
+                part = keys[i : i + 500]
+                rows = conn.execute(f"SELECT key, score FROM scores WHERE key IN ({','.join('?' * len(part))})",
+                                    part).fetchall()
+                found.update((k, float(v)) for k, v in rows)
+        return found
+
+    def put_many(self, items: Sequence[tuple[str, float]]) -> None:
+        """Store ``(key, score)`` pairs in one transaction.
+
+        Raises
+        ------
+        ValueError
+            If a score is not a finite number (nothing is stored).
+        """
+        rows = [(k, float(v)) for k, v in items]
+        bad = [k for k, v in rows if not np.isfinite(v)]
+        if bad:
+            raise ValueError(f"refusing to cache {len(bad)} non-finite reranker score(s) in {self.path}; "
+                             "nothing was stored. Fix the reranker that produced them.")
+        if rows:
+            with self._lock, self._guard("writing"):
+                self._write(self._connect(), "INSERT OR REPLACE INTO scores (key, score) VALUES (?, ?)", rows)
+
+
+class CachedReranker:
+    """A reranker whose scores are looked up in a :class:`RerankScoreCache` first.
+
+    Only the (question, passage) pairs the cache lacks reach ``reranker.score``; their scores are
+    stored before they are returned. ``n_scored`` counts them.
+
+    Parameters
+    ----------
+    reranker : object with ``score(question, texts) -> list[float]`` and ``name``
+        The name is part of the key: two models never share a score.
+    cache : RerankScoreCache, optional
+        Default: the file in the cache root.
+
+    Raises
+    ------
+    ValueError
+        (from :meth:`score`) If the reranker returns a wrong number of scores or a non-finite one.
+    """
+
+    def __init__(self, reranker: Any, cache: RerankScoreCache | None = None) -> None:
+        self.reranker = reranker
+        self.name = str(reranker.name)
+        self.cache = cache if cache is not None else RerankScoreCache()
+        self.n_scored = 0
+
+    def score(self, question: str, texts: Sequence[str]) -> list[float]:
+        """One score per text for ``question`` (higher is better), from the cache where stored."""
+        keys = [RerankScoreCache.key(self.name, question, t) for t in texts]
+        found = self.cache.get_many(keys)
+        todo = list(dict.fromkeys(i for i, k in enumerate(keys) if k not in found))
+        if todo:
+            fresh = [float(x) for x in self.reranker.score(question, [texts[i] for i in todo])]
+            if len(fresh) != len(todo):
+                raise ValueError(f"reranker {self.name!r} returned {len(fresh)} scores for {len(todo)} passages.")
+            if not all(np.isfinite(fresh)):
+                raise ValueError(f"reranker {self.name!r} returned a non-finite score for {question!r}.")
+            self.cache.put_many([(keys[i], v) for i, v in zip(todo, fresh)])
+            found.update((keys[i], v) for i, v in zip(todo, fresh))
+            self.n_scored += len(todo)
+        return [found[k] for k in keys]
 
 
 _THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
