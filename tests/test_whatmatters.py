@@ -444,3 +444,15 @@ def test_run_arms_cuts_the_same_chunks_in_every_arm_with_the_runtimes_own_embedd
     assert runs["truncate at the window"]["axis"]["all-MiniLM-L6-v2"][0].name.endswith("|long=truncate@256")
     with pytest.raises(ValueError, match="needs a GridConfig with embedders"):
         run_arms(docs, qs, GridConfig(chunkers=["TokenText:20"], retrievers=["dense"]))
+
+
+def test_the_reranker_level_is_a_fourth_retriever_only_when_a_model_is_named():
+    from chunkwise.experiments import whatmatters as W
+
+    assert W.reranker_level(["dense", "bm25", "hybrid"]) == (["dense", "bm25", "hybrid"], [])
+    levels, rankers = W.reranker_level(["dense", "bm25", "hybrid"], "org/some-reranker", candidates=20)
+    assert levels == ["dense", "bm25", "hybrid", "rerank"]
+    assert [k.name for k in rankers] == ["rerank"] and rankers[0].uses == ("hybrid",)
+    assert "org/some-reranker" in rankers[0].summary
+    with pytest.raises(ValueError, match="name its cross-encoder with reranker="):
+        W.reranker_level(["dense", "rerank"], "org/some-reranker")

@@ -67,8 +67,8 @@ __all__ = [
     "FACTORS", "MIXED_ARM", "POLICY_ARMS", "Facts", "balanced_scores", "budget_scores", "chapter_answer",
     "complete_rows", "corpus_spread", "cross_fitted_contrast", "embedder_chunker_panel", "embedder_chunker_steps",
     "factor_effects", "factor_ranges", "halves", "mixed_scores", "parse_read", "per_corpus_effects", "policy_axis",
-    "range_difference", "range_verdict", "ranking_agreement", "run_arms", "runtime_arm", "same_chunks",
-    "variance_shares",
+    "range_difference", "range_verdict", "ranking_agreement", "reranker_level", "run_arms", "runtime_arm",
+    "same_chunks", "variance_shares",
 ]
 
 #: The factors of the grid, as columns of ``GridResult.per_question``.
@@ -656,9 +656,47 @@ def policy_axis(embedders: Sequence[str], arm: str, cache_dir: Any = None) -> di
     return out
 
 
+def reranker_level(retrievers: Sequence[str], reranker: Any = None, *, candidates: int | None = None,
+                   ) -> tuple[list[str], list[Any]]:
+    """The retrieval axis with a cross-encoder reranker as one more level, when one is named.
+
+    Parameters
+    ----------
+    retrievers : sequence of str
+        The grid's retrievers (e.g. ``["dense", "bm25", "hybrid"]``).
+    reranker : str, path or None
+        A cross-encoder's hub id (``"BAAI/bge-reranker-base"``) or a folder holding one; None
+        (the book's default, since none ships offline): no reranker level.
+    candidates : int, optional
+        Chunks of hybrid's ranking reranked per question (default: the grid's ``hybrid_depth``).
+
+    Returns
+    -------
+    (list of str, list of RetrieverKind)
+        The retrievers, with ``"rerank"`` appended when ``reranker`` is given, and the ``rankers``
+        for :func:`run_arms` (:func:`chunkwise.retrieval.registry.rerank_kind` of that model, its
+        scores cached by content; empty without a reranker).
+
+    Raises
+    ------
+    ValueError
+        If ``retrievers`` already lists ``"rerank"`` (name the model with ``reranker`` instead) or
+        ``candidates`` is not an int >= 1.
+    """
+    from chunkwise.retrieval.registry import rerank_kind
+
+    retrievers = [retrievers] if isinstance(retrievers, str) else list(retrievers)
+    if "rerank" in retrievers:
+        raise ValueError("list the retrievers without 'rerank' and name its cross-encoder with reranker= "
+                         "(a hub id or a folder), so the grid knows which model ranks.")
+    if reranker is None:
+        return retrievers, []
+    return retrievers + ["rerank"], [rerank_kind(reranker, candidates=candidates)]
+
+
 def run_arms(
     texts: Mapping[str, str], questions: pd.DataFrame, config: Any, arms: Sequence[str] = tuple(POLICY_ARMS),
-    *, cache_dir: Any = None, span_dir: Any = None,
+    *, cache_dir: Any = None, span_dir: Any = None, rankers: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """Run the same grid once per policy arm, every arm on the same chunks.
 
@@ -684,6 +722,9 @@ def run_arms(
     span_dir : path, optional
         The span (and BM25) cache folder of the arms' grids; default ``<span cache>/policy-arms``,
         apart from the shared span cache so its seeded files are never read as the wrapper's own cut.
+    rankers : sequence of RetrieverKind
+        Retrieval handed to every arm's grid (``run_grid``'s ``rankers``), e.g. the reranker of
+        :func:`reranker_level`.
 
     Returns
     -------
@@ -727,7 +768,8 @@ def run_arms(
                 if (spec.key(), name) not in cut:
                     cut[(spec.key(), name)] = [(c.start, c.end) for c in chunk_corpus(spec, name, text, base)]
                 store_spans(path, cut[(spec.key(), name)])
-        result = run_grid(texts, questions, config, embedders=axis, cache_dir=spans, show_progress=False)
+        result = run_grid(texts, questions, config, embedders=axis, rankers=rankers, cache_dir=spans,
+                          show_progress=False)
         out[arm] = {"result": result, "axis": axis, "seconds": time.perf_counter() - t0}
     return out
 
