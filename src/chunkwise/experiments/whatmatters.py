@@ -139,6 +139,15 @@ def _values(wide: pd.DataFrame, what: str) -> np.ndarray:
     return values
 
 
+def _level_means(wide: pd.DataFrame, factor: str, values: np.ndarray | None = None) -> tuple[np.ndarray, list[Any]]:
+    """Each question's mean over the cells of each level of ``factor``: a (Q, L) array, and the L
+    levels in column order (``values``: ``wide`` as floats, when already at hand)."""
+    values = wide.to_numpy(dtype=float) if values is None else values
+    codes = wide.columns.get_level_values(factor)
+    levels = list(dict.fromkeys(codes))
+    return np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1), levels
+
+
 def _check_boot(n_resamples: int, confidence: float) -> None:
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
         raise ValueError(f"n_resamples must be an int >= 100, got {n_resamples!r}.")
@@ -214,9 +223,7 @@ def cross_fitted_contrast(
     if factor not in wide.columns.names:
         raise ValueError(f"factor must be one of {list(wide.columns.names)}, got {factor!r}.")
     values = _values(wide, "the cross-fitted contrast")
-    codes = wide.columns.get_level_values(factor)
-    levels = list(dict.fromkeys(codes))
-    per_q = np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1)
+    per_q, levels = _level_means(wide, factor, values)
     contrast, pairs = _cross_fit(per_q, halves(values.shape[0], seed), levels)
     boot = _resamples(values.shape[0], n_resamples, seed) @ contrast
     alpha = (1 - confidence) / 2
@@ -260,9 +267,7 @@ def factor_ranges(
     split = halves(values.shape[0], seed)
     rows = []
     for f in wide.columns.names:
-        codes = wide.columns.get_level_values(f)
-        levels = list(dict.fromkeys(codes))
-        per_q = np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1)  # (Q, L)
+        per_q, levels = _level_means(wide, f, values)  # (Q, L)
         means = per_q.mean(axis=0)
         best, worst = int(means.argmax()), int(means.argmin())
         boot = w @ per_q  # (B, L)
@@ -466,12 +471,7 @@ def range_difference(
     w = _resamples(values.shape[0], n_resamples, seed)
     split = halves(values.shape[0], seed)
 
-    def level_means(f: str) -> tuple[np.ndarray, list[Any]]:
-        codes = wide.columns.get_level_values(f)
-        levels = list(dict.fromkeys(codes))
-        return np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1), levels
-
-    (pa, la), (pb, lb) = level_means(a), level_means(b)
+    (pa, la), (pb, lb) = _level_means(wide, a, values), _level_means(wide, b, values)
     ca, pairs_a = _cross_fit(pa, split, la)
     cb, pairs_b = _cross_fit(pb, split, lb)
     d_q = ca - cb
@@ -907,10 +907,7 @@ def factor_effects(
     rows = []
 
     def row(w: pd.DataFrame, factor: str, level: Any) -> dict[str, Any]:
-        codes = w.columns.get_level_values(factor)
-        levels = list(dict.fromkeys(codes))
-        values = w.to_numpy(dtype=float)
-        per_q = np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1)
+        per_q, levels = _level_means(w, factor)
         means = per_q.mean(axis=0)
         base = {"factor": factor, "within": level, "range": float(np.ptp(means)),
                 "best": levels[int(means.argmax())], "worst": levels[int(means.argmin())]}
