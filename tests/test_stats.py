@@ -244,3 +244,16 @@ def test_paired_difference_ci_needs_two_questions_with_both_scores():
     with pytest.raises(ValueError, match="at least 2 questions with both scores, got 1"):
         paired_difference_ci([0.5, np.nan, np.nan], [0.2, 0.3, np.nan])
     assert paired_difference_ci([0.5, 0.7, np.nan], [0.2, 0.4, 0.1], n_resamples=200) == pytest.approx((0.3, 0.3, 0.3))
+
+
+def test_interval_side_is_the_one_rule_for_reading_an_interval():
+    from chunkwise.evaluation.stats import interval_side
+
+    assert interval_side(0.1, 2.0) == "ahead" and interval_side(-2.0, -0.1) == "behind"
+    assert interval_side(-0.1, 0.1) == "within" and interval_side(0.0, 1.0) == "within"  # 0 inside: no claim
+    assert interval_side(float("nan"), 1.0) == "within" and interval_side(-1.0, float("nan")) == "within"
+    assert interval_side(1.0, 2.0, ("supports", "contradicts", "cannot tell")) == "supports"
+    from chunkwise.experiments.whatmatters import range_verdict
+    from chunkwise.experiments.stitched import verdict_words
+
+    assert range_verdict(-3.0, -1.0) == "chunker ahead" and verdict_words(-0.5, 0.5) == "cannot tell"

@@ -820,7 +820,9 @@ def larger_chunks_word(low: float, high: float) -> str:
     or ``"cannot tell"`` (the interval includes 0, or is NaN)."""
     if not (np.isfinite(low) and np.isfinite(high)):
         return "cannot tell"
-    return "larger helps" if low > 0 else ("larger hurts" if high < 0 else "cannot tell")
+    from chunkwise.evaluation.stats import interval_side
+
+    return interval_side(low, high, ("larger helps", "larger hurts", "cannot tell"))
 
 
 def load_paper_reference(path: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from chunkwise.evaluation.stats import describe_interval
+from chunkwise.evaluation.stats import describe_interval, interval_side
 from chunkwise.evaluation.intervals import interval_text, rank_correlation_interval
 from chunkwise.crud.answer_metrics import QuestEval, score_answer_texts
 
@@ -463,7 +463,7 @@ def _interval_word(row: Mapping[str, Any]) -> str:
     low, high = row["ci_low"], row["ci_high"]
     if pd.isna(low) or pd.isna(high):
         return ""
-    return "ahead beyond" if low > 0 else "behind beyond" if high < 0 else "within"
+    return interval_side(low, high, ("ahead beyond", "behind beyond", "within"))
 
 
 def ordering_panel(

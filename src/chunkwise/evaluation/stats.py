@@ -49,6 +49,7 @@ __all__ = [
     "BootstrapResult",
     "describe_interval",
     "holm",
+    "interval_side",
     "paired_bootstrap",
     "paired_difference_ci",
     "paired_difference_p",
@@ -195,6 +196,27 @@ def paired_difference_ci(
     res = paired_bootstrap({"a": a, "b": b}, baseline="b", n_resamples=n_resamples, seed=seed, confidence=confidence)
     row = res.table.loc["a"]
     return float(row["diff"]), float(row["diff_low"]), float(row["diff_high"])
+
+
+def interval_side(low: float, high: float, words: tuple[str, str, str] = ("ahead", "behind", "within")) -> str:
+    """The book's one rule for reading a paired interval of a difference against 0.
+
+    Parameters
+    ----------
+    low, high : float
+        The interval's ends (any unit).
+    words : (str, str, str), default ("ahead", "behind", "within")
+        What to say when the interval lies above 0, below 0, or contains 0 (each caller's own
+        words: ``("supports", "contradicts", "cannot tell")``, ``("LLM ahead", "recursive
+        ahead", "cannot tell")``...).
+
+    Returns
+    -------
+    str
+        ``words[0]`` when ``low > 0``, ``words[1]`` when ``high < 0``, else ``words[2]``: an
+        interval that contains 0, or has a NaN end, is never read as a difference.
+    """
+    return words[0] if low > 0 else words[1] if high < 0 else words[2]
 
 
 def describe_interval(point: float, low: float, high: float, *, scale: float = 1.0, decimals: int = 1,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from chunkwise.evaluation.stats import describe_interval
+from chunkwise.evaluation.stats import describe_interval, interval_side
 from chunkwise.chunk import Chunk
 from chunkwise.chunkers.specs import (  # noqa: F401 - re-exported: chapter 2 and its tests use ch.parse_spec
     ChunkerSpec,
@@ -1094,7 +1094,7 @@ def k_winner_sentence(outcomes: dict[str, dict[str, Any]], ref_k: int, k_large: 
 
 def noise_word(low: float, high: float) -> str:
     """``"beyond"`` when a paired interval excludes 0, else ``"within"`` (the noise)."""
-    return "beyond" if low > 0 or high < 0 else "within"
+    return interval_side(low, high, ("beyond", "beyond", "within"))
 
 
 def short_label(label: str) -> str:
@@ -1169,7 +1169,7 @@ def chapter_answer(
         two's difference at both placements, ``k_sentence`` and what the run did not test.
     """
     from chunkwise.answerbox import answer_box
-    from chunkwise.evaluation.stats import describe_interval
+    from chunkwise.evaluation.stats import describe_interval, interval_side
 
     def interval(d: float, lo: float, hi: float) -> str:
         return describe_interval(d, lo, hi, decimals=2)
@@ -1292,7 +1292,7 @@ def llm_chunker_result(
     if "all" not in llm_runs.index:
         raise ValueError("llm_runs has no 'all' row; pass llm_chunker_runs(...) of the run unchanged.")
     d, lo, hi = diff
-    side = "LLM ahead" if lo > 0 else "recursive ahead" if hi < 0 else "cannot tell"
+    side = interval_side(lo, hi, ("LLM ahead", "recursive ahead", "cannot tell"))
     a = llm_runs.loc["all"]
     return {**out, "llm_vs_recursive": side, "llm_vs_recursive_ci": describe_interval(d, lo, hi),
             "llm_mean_chunk_tokens": int(round(float(a["mean_chunk_tokens"]))),

@@ -90,6 +90,7 @@ import pandas as pd
 
 from chunkwise.datasets.local import locate_excerpt
 from chunkwise.evaluation.intervals import interval_text, rank_correlation_interval
+from chunkwise.evaluation.stats import interval_side
 
 if TYPE_CHECKING:
     from chunkwise.llm.protocol import ChatModel
@@ -1207,7 +1208,7 @@ def chapter_answer(
             f"What the run cannot show is whether the {n_grid} generated questions in the grid are right: nobody "
             "reviewed them, and the model that wrote them also chose their answers.")
         lo, hi = at_k5.spearman_ci
-        verdict = "agree" if lo > 0 else "disagree" if hi < 0 else "cannot tell"
+        verdict = interval_side(lo, hi, ("agree", "disagree", "cannot tell"))
         # the lead: fixed wording per branch, numbers and counts only (no cell names), so it stays
         # within the answer box's 60 words whatever the run
         lead = {

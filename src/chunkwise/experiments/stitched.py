@@ -948,11 +948,9 @@ def stitched_panel(
 def verdict_words(low: float, high: float) -> str:
     """``"supports"`` when the interval lies above 0, ``"contradicts"`` below 0, else
     ``"cannot tell"``."""
-    if low > 0:
-        return "supports"
-    if high < 0:
-        return "contradicts"
-    return "cannot tell"
+    from chunkwise.evaluation.stats import interval_side
+
+    return interval_side(low, high, ("supports", "contradicts", "cannot tell"))
 
 
 def chapter_answer(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from chunkwise.evaluation.stats import describe_interval
+from chunkwise.evaluation.stats import describe_interval, interval_side
 from chunkwise.llm.cache import NotCachedError
 
 if TYPE_CHECKING:
@@ -377,11 +377,8 @@ def strategy_table(
 def ci_words(low: float, high: float, what: str, baseline: str) -> str:
     """``"higher than <baseline>"``, ``"lower than ..."`` or ``"not distinguishable from ..."``
     for a paired interval ``[low, high]`` of ``what`` (points), never stronger than the interval."""
-    if low > 0:
-        return f"{what} higher than {baseline} ([{low:+.1f}, {high:+.1f}] points)"
-    if high < 0:
-        return f"{what} lower than {baseline} ([{low:+.1f}, {high:+.1f}] points)"
-    return f"{what} not distinguishable from {baseline} ([{low:+.1f}, {high:+.1f}] points)"
+    side = interval_side(low, high, ("higher than", "lower than", "not distinguishable from"))
+    return f"{what} {side} {baseline} ([{low:+.1f}, {high:+.1f}] points)"
 
 
 def guide_check(
@@ -486,7 +483,7 @@ def _side(row: Mapping[str, Any], metric: str) -> str:
     """``"ahead"``, ``"behind"`` or ``"within"`` for a row's paired interval of ``metric`` (as
     :func:`ci_words`: never stronger than the interval as shown, to one decimal)."""
     low, high = row[f"{metric}_low"], row[f"{metric}_high"]
-    return "ahead" if low > 0 else "behind" if high < 0 else "within"
+    return interval_side(low, high)
 
 
 def _names(items: Sequence[str]) -> str:

@@ -493,11 +493,9 @@ def range_verdict(diff_low: float, diff_high: float, a: str = "embedder", b: str
     """``"<a> ahead"`` when the interval of ``a``'s effect minus ``b``'s lies above 0, ``"<b> ahead"``
     below it, else ``"cannot tell"`` (:func:`range_difference`: its primary, cross-fitted
     ``diff_low`` / ``diff_high``)."""
-    if diff_low > 0:
-        return f"{a} ahead"
-    if diff_high < 0:
-        return f"{b} ahead"
-    return "cannot tell"
+    from chunkwise.evaluation.stats import interval_side
+
+    return interval_side(diff_low, diff_high, (f"{a} ahead", f"{b} ahead", "cannot tell"))
 
 
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
