@@ -57,8 +57,10 @@ LAYERS: dict[str, int] = {
     "chunkwise.advice": 5,
     "chunkwise.provenance": 5,
     "chunkwise.book": 5,
-    # 6: the findings page (reads the plan, the advice, the provenance)
+    # 6: the findings page (reads the plan, the advice, the provenance) and the cross-machine comparison
+    #    of two runs (reads the provenance's comparison and the findings' verdict words)
     "chunkwise.findings": 6,
+    "chunkwise.crossmachine": 6,
     # 7: the chapters' drivers
     "chunkwise.experiments": 7,
     "chunkwise.crud": 7,

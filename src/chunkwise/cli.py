@@ -483,6 +483,8 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 def _cmd_compare_runs(args: argparse.Namespace) -> int:
     from chunkwise import provenance
 
+    if args.cross_machine:
+        return _compare_cross_machine(args)
     try:
         report = provenance.compare_runs(args.before, args.after, args.only, rtol=args.rtol)
     except (OSError, ValueError) as exc:  # PublishError is a ValueError
@@ -505,6 +507,24 @@ def _cmd_compare_runs(args: argparse.Namespace) -> int:
           f"verdicts, sentences, labels), {answers} answer boxes that read differently, "
           f"{problems} chapters whose cells could not be compared "
           f"({tolerance}durations, rates, timestamps and addresses masked; pictures not compared)")
+    return 0 if all(c.same for c in report) else 1
+
+
+def _compare_cross_machine(args: argparse.Namespace) -> int:
+    """``compare-runs --cross-machine``: every moved value with its size, and whether a verdict changed."""
+    from chunkwise import crossmachine
+
+    try:
+        report = crossmachine.compare_runs_cross_machine(args.before, args.after, args.only, rtol=args.rtol)
+    except (OSError, ValueError) as exc:  # PublishError is a ValueError
+        _fail(str(exc))
+        return 2
+    for chapter in report:
+        print(chapter.summary())
+        for line in chapter.details():
+            print("  " + line)
+    tolerance = f"; numbers within rtol={args.rtol:g} counted equal" if args.rtol is not None else ""
+    print(crossmachine.cross_machine_total(report) + tolerance)
     return 0 if all(c.same for c in report) else 1
 
 
@@ -884,17 +904,26 @@ def _parser() -> argparse.ArgumentParser:
             "Compare the executed chapters of two runs (`run-notebooks --out` folders, or "
             "book/published) cell by cell, with durations, rates, timestamps and memory addresses "
             "masked, and their results files key by key. Prints one line per chapter and a total; "
-            "exits 0 when nothing differs, 1 when something does, 2 on an error."
+            "exits 0 when nothing differs, 1 when something does, 2 on an error. With --cross-machine "
+            "(for a run made on another CPU, where float noise can flip a percentile breakpoint or a "
+            "near-tie) it lists every printed and results value that moved, with its size (before -> "
+            "after, absolute and relative move), and says per chapter and in the total line whether any "
+            "verdict sentence or answer-box sentence changed its words; exit status 0 when nothing moved, "
+            "1 when any value moved or any sentence changed (the last line tells which), 2 on an error."
         ),
     )
     compare.add_argument("before", metavar="BEFORE", help="the reference run, e.g. book/published")
     compare.add_argument("after", metavar="AFTER", help="the run to check against it")
     compare.add_argument("--only", nargs="+", metavar="NAME", help="compare only these chapter stems")
     compare.add_argument("--show", action="store_true",
-                         help="print each differing output and value (with how far a number moved)")
+                         help="print each differing output and value (with how far a number moved); "
+                              "--cross-machine lists what moved without it")
     compare.add_argument("--rtol", type=_nonnegative_float, default=None, metavar="R",
                          help="count numbers within this relative tolerance as equal (default: exact), "
                               "e.g. 1e-6 to show a backend or CPU change moved no value")
+    compare.add_argument("--cross-machine", action="store_true",
+                         help="list each moved value with its size and whether any verdict or answer-box "
+                              "sentence changed its words (exit 1 when any value moved, 0 when none)")
     compare.set_defaults(func=_cmd_compare_runs)
 
     backend = sub.add_parser(

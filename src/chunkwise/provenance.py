@@ -742,6 +742,17 @@ def value_change(x: Any, y: Any) -> str:
     return f"number, by {largest:.3g}" if len(nx) == 1 else f"numbers, largest move {largest:.3g}"
 
 
+def _stems(a: Path, b: Path, chapters: Sequence[str] | None) -> list[str]:
+    """The chapters to compare: ``chapters``, else every notebook of ``a``; refuses a missing folder."""
+    for folder in (a, b):
+        if not folder.is_dir():
+            raise PublishError(f"{folder} is not a folder; pass two `chunkwise run-notebooks --out` folders")
+    stems = list(chapters) if chapters else sorted(p.stem for p in a.glob("*.ipynb"))
+    if not stems:
+        raise PublishError(f"{a} holds no executed notebook (*.ipynb)")
+    return stems
+
+
 def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters: Sequence[str] | None = None,
                  context_lines: int = 12, rtol: float | None = None) -> list[ChapterComparison]:
     """Compare two executed runs of the book cell by cell, with volatile text masked.
@@ -777,14 +788,14 @@ def compare_runs(a: str | os.PathLike[str], b: str | os.PathLike[str], chapters:
     ------
     PublishError
         If ``a`` or ``b`` is not a folder, ``a`` holds no notebook, or a file is not valid JSON.
+
+    See Also
+    --------
+    chunkwise.crossmachine.compare_runs_cross_machine : for a run made on another CPU: each moved value
+        with its size, and whether any verdict or answer-box sentence changed its words.
     """
     a, b = Path(a), Path(b)
-    for folder in (a, b):
-        if not folder.is_dir():
-            raise PublishError(f"{folder} is not a folder; pass two `chunkwise run-notebooks --out` folders")
-    stems = list(chapters) if chapters else sorted(p.stem for p in a.glob("*.ipynb"))
-    if not stems:
-        raise PublishError(f"{a} holds no executed notebook (*.ipynb)")
+    stems = _stems(a, b, chapters)
     report = []
     for stem in stems:
         cmp = ChapterComparison(stem)
