@@ -134,7 +134,7 @@ def test_bad_inputs_get_clear_errors_not_silent_numbers():
         cs.rank_agreement(flat)
     with pytest.raises(ValueError, match="repeats item '0' of configuration 'a'"):
         cs.rank_agreement(pd.concat([flat, flat.iloc[:1]]))
-    with pytest.raises(ValueError, match="confidence is a fraction"):
+    with pytest.raises(ValueError, match="confidence must be a number in \\(0, 1\\)"):
         cs.rank_agreement(flat, confidence=95)
     answers, scores, chunks = _sweep()
     answers.loc[0, "retrieved_ids"] = "['d#1']"

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "chunkwise._jsonl": 0,
     "chunkwise._sqlite": 0,
     "chunkwise._importpath": 0,
+    "chunkwise._validation": 0,
     "chunkwise.chunk": 0,
     "chunkwise.text": 0,
     "chunkwise.tokens": 0,

@@ -440,10 +440,10 @@ def _wide(table: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def _check_bootstrap(n_resamples: Any, confidence: Any) -> None:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence is a fraction in (0, 1), e.g. 0.95; got {confidence!r}")
+    from chunkwise._validation import Interval, check_param
+
+    check_param("n_resamples", n_resamples, [Interval(int, 1, None)])
+    check_param("confidence", confidence, [Interval(float, 0, 1, closed="neither")], hint=" (e.g. 0.95)")
 
 
 def _percentile_interval(boot: Sequence[float], confidence: float, estimate: float | None = None) -> tuple[float, float]:

@@ -18,6 +18,8 @@ import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
+from chunkwise._validation import Interval, check_param
+
 __all__ = [
     "BoundaryScores",
     "boundaries_from_sizes",
@@ -35,16 +37,7 @@ __all__ = [
 
 def _check_int(name: str, value: object, minimum: int) -> int:
     """Return ``value`` as an ``int`` or raise ``ValueError`` naming it and the fix."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(
-            f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__}); "
-            f"pass a whole number such as {minimum}."
-        )
-    if value < minimum:
-        raise ValueError(
-            f"{name} must be an int >= {minimum}, got {value!r}; pass a value >= {minimum}."
-        )
-    return int(value)
+    return int(check_param(name, value, [Interval(int, minimum, None)], hint=f"; pass a whole number >= {minimum}"))
 
 
 def _check_boundaries(name: str, boundaries: Iterable[int], n_sentences: int) -> list[int]:

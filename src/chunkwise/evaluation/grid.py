@@ -80,6 +80,7 @@ from chunkwise.evaluation.stats import BootstrapResult, paired_bootstrap
 from chunkwise.chunkers.contextual import index_text
 from chunkwise.chunkers.hierarchical import merge_to_parents
 from chunkwise.chunkers.specs import ChunkerSpec, chunk_corpus, chunk_hierarchy, parse_spec, span_cache_dir
+from chunkwise._validation import Interval, check_param
 from chunkwise.retrieval.registry import RankInputs, Ranking, RetrieverKind, retriever_kind, retriever_names
 from chunkwise.tokens import get_encoding
 
@@ -299,8 +300,8 @@ class GridConfig:
             raise ValueError(f"placement must be 'exact' or 'report', got {self.placement!r}.")
         if self.index not in INDEXES:
             raise ValueError(f"unknown index {self.index!r}; use one of {INDEXES!r}.")
-        if isinstance(self.hybrid_depth, bool) or not isinstance(self.hybrid_depth, int) or self.hybrid_depth < 1:
-            raise ValueError(f"hybrid_depth must be an int >= 1, got {self.hybrid_depth!r}.")
+        object.__setattr__(self, "hybrid_depth", check_param("hybrid_depth", self.hybrid_depth, [Interval(int, 1, None)]))
+        check_param("rrf_c", self.rrf_c, [Interval(float, 0, None)])
         embs = [self.embedders] if isinstance(self.embedders, str) else list(self.embedders or ())
         if any(not isinstance(e, str) or not e.strip() or "|" in e for e in embs):
             raise ValueError(f"embedders must be a list of model names such as ['all-MiniLM-L6-v2', "

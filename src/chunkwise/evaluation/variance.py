@@ -228,11 +228,10 @@ class FactorialGrid:
 def _check_settings(error: str, n_resamples: int, confidence: float) -> None:
     if error not in ERRORS:
         raise ValueError(f"error must be one of {ERRORS}, got {error!r}.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or (
-            n_resamples != 0 and n_resamples < 100):
-        raise ValueError(f"n_resamples must be 0 (no intervals) or an int >= 100, got {n_resamples!r}.")
-    if not 0.5 < confidence < 1:
-        raise ValueError(f"confidence must be in (0.5, 1), got {confidence!r}.")
+    from chunkwise._validation import Interval, Options, check_param
+
+    check_param("n_resamples", n_resamples, [Options((0,)), Interval(int, 100, None)], hint=" (0: no intervals)")
+    check_param("confidence", confidence, [Interval(float, 0.5, 1, closed="neither")])
 
 
 def _groups(grid: FactorialGrid, interactions: Sequence[Sequence[str]] | None) -> list[tuple[str, list[int]]]:

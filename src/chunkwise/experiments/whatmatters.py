@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from chunkwise._validation import Interval, validate_params
 from chunkwise.evaluation.intervals import bootstrap_interval, rank_correlation_interval
 
 __all__ = [
@@ -148,11 +149,8 @@ def _level_means(wide: pd.DataFrame, factor: str, values: np.ndarray | None = No
     return np.stack([values[:, np.asarray(codes == lv)].mean(axis=1) for lv in levels], axis=1), levels
 
 
-def _check_boot(n_resamples: int, confidence: float) -> None:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
-        raise ValueError(f"n_resamples must be an int >= 100, got {n_resamples!r}.")
-    if not 0.5 < confidence < 1:
-        raise ValueError(f"confidence must be in (0.5, 1), got {confidence!r}.")
+#: The bootstrap settings every interval of this module takes (checked by ``validate_params``).
+_BOOT = {"n_resamples": [Interval(int, 100, None)], "confidence": [Interval(float, 0.5, 1, closed="neither")]}
 
 
 def halves(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -187,6 +185,7 @@ def _cross_fit(per_q: np.ndarray, split: tuple[np.ndarray, np.ndarray], levels: 
     return out, " | ".join(words)
 
 
+@validate_params(_BOOT)
 def cross_fitted_contrast(
     wide: pd.DataFrame, factor: str, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
 ) -> dict[str, Any]:
@@ -219,7 +218,6 @@ def cross_fitted_contrast(
     ValueError
         For an unknown factor, fewer than 4 questions, NaN scores or bad bootstrap settings.
     """
-    _check_boot(n_resamples, confidence)
     if factor not in wide.columns.names:
         raise ValueError(f"factor must be one of {list(wide.columns.names)}, got {factor!r}.")
     values = _values(wide, "the cross-fitted contrast")
@@ -231,6 +229,7 @@ def cross_fitted_contrast(
             "high": float(np.quantile(boot, 1 - alpha)), "pairs": pairs, "per_question": contrast}
 
 
+@validate_params(_BOOT)
 def factor_ranges(
     wide: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
 ) -> pd.DataFrame:
@@ -260,7 +259,6 @@ def factor_ranges(
     ValueError
         For bad bootstrap settings or NaN scores.
     """
-    _check_boot(n_resamples, confidence)
     values = _values(wide, "the factor ranges")
     w = _resamples(values.shape[0], n_resamples, seed)
     alpha = (1 - confidence) / 2
@@ -307,6 +305,7 @@ def _shares(cell_means: np.ndarray, codes: list[np.ndarray]) -> np.ndarray:
         return np.where(total[:, None] > 0, stacked / total[:, None], np.nan)
 
 
+@validate_params(_BOOT)
 def variance_shares(
     wide: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
 ) -> pd.DataFrame:
@@ -334,7 +333,6 @@ def variance_shares(
     ValueError
         For bad bootstrap settings or NaN scores.
     """
-    _check_boot(n_resamples, confidence)
     values = _values(wide, "the variance shares")
     names = list(wide.columns.names)
     codes = []
@@ -353,6 +351,7 @@ def variance_shares(
     return pd.DataFrame(rows).sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
 
 
+@validate_params(_BOOT)
 def ranking_agreement(
     wide: pd.DataFrame,
     across: str = "embedder",
@@ -389,7 +388,6 @@ def ranking_agreement(
     ValueError
         For unknown factors, fewer than 3 ranked levels, or bad bootstrap settings.
     """
-    _check_boot(n_resamples, confidence)
     names = list(wide.columns.names)
     if across not in names or ranked not in names or across == ranked:
         raise ValueError(f"across and ranked must be two different factors of {names}.")
@@ -421,6 +419,7 @@ def ranking_agreement(
     return pd.DataFrame(rows)
 
 
+@validate_params(_BOOT)
 def range_difference(
     wide: pd.DataFrame, a: str = "embedder", b: str = "chunker", n_resamples: int = 2000, seed: int = 0,
     confidence: float = 0.95,
@@ -463,7 +462,6 @@ def range_difference(
     ValueError
         For unknown factors, fewer than 4 questions, NaN scores or bad bootstrap settings.
     """
-    _check_boot(n_resamples, confidence)
     names = list(wide.columns.names)
     if a not in names or b not in names or a == b:
         raise ValueError(f"a and b must be two different factors of {names}.")

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from chunkwise._validation import Interval, check_param
+
 __all__ = [
     "BuildInputs", "RankInputs", "Ranking", "RetrieverKind", "build_retriever_set", "register_retriever",
     "rerank_kind", "retriever_kind", "retriever_names",
@@ -336,8 +338,8 @@ def rerank_kind(model: Any = None, *, candidates: int | None = None, name: str =
     """
     from chunkwise.retrieval.rerank import DEFAULT_CROSS_ENCODER, CachedReranker, CrossEncoderReranker
 
-    if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
-        raise ValueError(f"candidates must be an int >= 1 (chunks reranked per question), got {candidates!r}.")
+    candidates = check_param("candidates", candidates, [Interval(int, 1, None), None],
+                             hint=" (chunks reranked per question)")
     retriever_kind(over)
     if model is None or isinstance(model, (str, Path)):
         scorer: Any = CrossEncoderReranker(str(model) if model is not None else DEFAULT_CROSS_ENCODER)

@@ -43,6 +43,7 @@ import numpy as np
 from chunkwise._jsonl import JSONLStore
 
 from chunkwise.llm.client import LLMJSONError
+from chunkwise._validation import Interval, check_param
 from chunkwise.crud.rag.chunking import id_text_pairs
 from chunkwise.crud.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, unit_rows
@@ -136,10 +137,7 @@ def _sha1(text: str) -> str:
 
 
 def _check_int(name: str, value: Any, minimum: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (minimum is not None and value < minimum):
-        bound = f" >= {minimum}" if minimum is not None else ""
-        raise ValueError(f"{name} must be an int{bound}, got {value!r}")
-    return int(value)
+    return int(check_param(name, value, [Interval(int, minimum, None)]))
 
 
 

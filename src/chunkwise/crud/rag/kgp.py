@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from chunkwise._validation import Interval, check_param
 from chunkwise.crud.rag.chunking import id_text_pairs
 from chunkwise.crud.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, tokenize_zh, unit_rows
@@ -75,9 +76,7 @@ _SEMANTIC = "semantic"
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
+    return int(check_param(name, value, [Interval(int, minimum, None)]))
 
 
 def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:

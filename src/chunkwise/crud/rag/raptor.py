@@ -43,6 +43,7 @@ import numpy as np
 
 from chunkwise._jsonl import JSONLStore
 
+from chunkwise._validation import Interval, check_param
 from chunkwise.crud.rag.chunking import id_text_pairs
 from chunkwise.crud.rag.retrievers import CRUD_TOP_K
 from chunkwise.retrieval import Hit, check_top_k, unit_rows
@@ -103,9 +104,7 @@ def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
+    return int(check_param(name, value, [Interval(int, minimum, None)]))
 
 
 @dataclass
