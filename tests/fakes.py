@@ -1,11 +1,28 @@
 """Test doubles and hand corpora shared by the tests, which import them from here, never from one another.
 
-- :class:`CharEmbedder`: a bag of characters over a corpus's alphabet.
+Fake embedders (each differs from the others in the vectors it gives; pick by behaviour):
+
+- :class:`CharEmbedder`: a bag of characters over a corpus's alphabet, unit length.
+- :class:`WordEmbedder`: a bag of a fixed word list (the grid's ten ``WORDS`` unless given),
+  optionally plus a constant, not normalised.
+- :class:`FakeEmbedder`: a deterministic bag-of-hashed-words embedder (24-d), counting what it embeds.
+- :class:`SeededNormalEmbedder`: a standard-normal vector seeded by the sha256 of the text
+  (:func:`seeded_normal_vector`); texts share nothing, so it suits cache and order tests.
+- :class:`TableEmbedder`: the vector a table gives each text (hand-chosen cosines).
+- :class:`ConstantEmbedder`: the vector of ones for every text; :class:`WindowedConstantEmbedder`
+  also knows a window of whitespace words (``max_tokens``, ``token_counts``).
+- :class:`WrongCountEmbedder` and :class:`FixedOutputEmbedder`: broken embedders returning the
+  wrong number of vectors, or one fixed array whatever the texts, for the error paths.
+
+(The Ray engine's :class:`ray_fakes.HashEmbedder` lives in a module of its own, which Ray's workers
+import; tests/plugin_embedders.py is a user's plugin module, named by import path.)
+
+Other doubles and hand data:
+
 - :class:`FakeChatModel` (its calls are :class:`FakeCall`): the one fake chat model, below.
 - The grid's hand example (worked by hand in test_grid.py): ``GRID_DOCS`` (two documents of the
   words one..ten), :func:`questions` (their two questions) and :class:`WordEmbedder` (a bag of
   those ``WORDS``).
-- :class:`FakeEmbedder`: a deterministic bag-of-hashed-words embedder (24-d), counting what it embeds.
 - :class:`ScriptedLLM`: a real :class:`~chunkwise.llm.LLMClient` whose endpoint answers from a
   list of replies (model identity ``SCRIPTED_IDENTITY``), and the question generation's two
   documents ``TEXT_A``, ``TEXT_B`` and ``QUESTION_DOCS``.
@@ -33,12 +50,18 @@ from chunkwise.llm import LLMClient, LLMJSONError, LLMResponse, SequentialBatche
 
 
 class CharEmbedder:
-    """Bag of characters over a fixed alphabet (the corpus's characters), L2-normalised."""
+    """Bag of characters over a fixed alphabet (the corpus's characters), L2-normalised.
 
-    def __init__(self, texts):
+    ``calls`` counts the batches. It has no ``name`` unless one is given (a nameless embedder is
+    one the library does not cache by name).
+    """
+
+    def __init__(self, texts, name: str | None = None):
         chars = sorted({ch for t in texts for ch in t if not ch.isspace()})
         self.index = {ch: i for i, ch in enumerate(chars)}
         self.calls = 0
+        if name is not None:
+            self.name = name
 
     def embed(self, texts):
         self.calls += 1
@@ -231,21 +254,30 @@ GRID_DOCS = {"a.txt": "one two three four five six", "b.txt": "seven eight nine 
 
 
 class WordEmbedder:
-    """Bag of the ten WORDS (float32, not normalised), recording every batch it embeds."""
+    """Bag of words over a fixed word list (float32, not normalised), recording every batch it embeds.
+
+    A text's vector counts each of ``words`` (default: the ten WORDS) among its lower-cased ``\\w+``
+    words, plus ``offset`` in every dimension (default 0: a text of none of the words is the zero
+    vector; a small offset keeps every vector away from zero).
+    """
 
     name = "test-words"
 
-    def __init__(self):
+    def __init__(self, words=WORDS, name: str | None = None, offset: float = 0.0):
+        self.words = list(words)
+        self.offset = offset
+        if name is not None:
+            self.name = name
         self.calls = []
 
     def embed(self, texts):
         self.calls.append(list(texts))
-        out = np.zeros((len(texts), len(WORDS)), dtype=np.float32)
+        out = np.zeros((len(texts), len(self.words)), dtype=np.float32)
         for r, t in enumerate(texts):
             for w in re.findall(r"\w+", t.lower()):
-                if w in WORDS:
-                    out[r, WORDS.index(w)] += 1
-        return out
+                if w in self.words:
+                    out[r, self.words.index(w)] += 1
+        return out + self.offset if self.offset else out
 
 
 def questions():
@@ -291,6 +323,115 @@ class FakeEmbedder:
         self.n_embedded += len(texts)
         self.texts.extend(texts)
         return np.array([self.vector(t) for t in texts]).reshape(len(texts), self.dim)
+
+
+# -- embedders whose vectors are given, constant, or wrong -------------------------------
+
+
+def seeded_normal_vector(text: str, dim: int = 4) -> np.ndarray:
+    """A standard-normal float32 vector seeded by the first 8 bytes of the text's sha256."""
+    seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+    return np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+
+
+class SeededNormalEmbedder:
+    """:func:`seeded_normal_vector` of each text (float32, 4-d unless ``dim``), recording every batch.
+
+    ``calls`` lists the batches, ``sent`` every text in order. The dimension is ``dim_`` (not
+    ``dim``, which the library would read as the model's own).
+    """
+
+    def __init__(self, name: str = "fake/v1", dim: int = 4) -> None:
+        self.name = name
+        self.dim_ = dim
+        self.calls: list[list[str]] = []
+
+    @property
+    def sent(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        return np.stack([seeded_normal_vector(t, self.dim_) for t in texts]) if texts else np.zeros((0, self.dim_))
+
+
+class TableEmbedder:
+    """The vector ``table[text]`` of each text (a KeyError for a text not in it), recording every batch.
+
+    ``calls`` lists the batches, ``sent`` every text in order. The vectors come back as a float32
+    array (``dtype``; None: the rows' own dtype). ``unit=True`` scales each row to unit length
+    once, at construction (the float32 row divided by its norm, which makes it float64).
+    """
+
+    def __init__(self, table, name: str = "table", *, unit: bool = False, dtype=np.float32) -> None:
+        self.name = name
+        self.table = {k: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for k, v in table.items()} if unit else table
+        self.dtype = dtype
+        self.calls: list[list[str]] = []
+
+    @property
+    def sent(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        return np.asarray([self.table[t] for t in texts], dtype=self.dtype)
+
+
+class ConstantEmbedder:
+    """The vector of ones (float32, ``dim`` wide) for every text: every cosine ties. Records nothing."""
+
+    def __init__(self, dim: int = 3, name: str = "constant") -> None:
+        self.dim = dim
+        self.name = name
+
+    def embed(self, texts):
+        return np.ones((len(texts), self.dim), dtype=np.float32)
+
+
+class WindowedConstantEmbedder(ConstantEmbedder):
+    """A :class:`ConstantEmbedder` that knows its window, as the truncation diagnostics read it.
+
+    A text is ``len(text.split()) + specials`` tokens (one per whitespace word, plus the model's
+    special tokens); ``max_tokens`` is the window. ``truncates`` is set only when given (an
+    embedder that does not say whether it truncates has no such attribute).
+    """
+
+    def __init__(self, max_tokens: int, dim: int = 3, name: str = "windowed-constant", *, specials: int = 0,
+                 truncates: bool | None = None) -> None:
+        super().__init__(dim, name)
+        self.max_tokens = max_tokens
+        self.specials = specials
+        if truncates is not None:
+            self.truncates = truncates
+
+    def token_counts(self, texts):
+        return np.array([len(t.split()) + self.specials for t in texts], dtype=np.int64)
+
+
+class WrongCountEmbedder:
+    """Broken: ``len(texts) + extra`` vectors of ones (``dim`` wide, ``dtype``), whatever it is asked."""
+
+    def __init__(self, extra: int, dim: int = 3, dtype=np.float64) -> None:
+        self.extra, self.dim, self.dtype = extra, dim, dtype
+
+    def embed(self, texts):
+        return np.ones((len(texts) + self.extra, self.dim), dtype=self.dtype)
+
+
+class FixedOutputEmbedder:
+    """Broken: returns ``out`` itself, whatever the texts (a wrong count, dimension or shape).
+
+    It has a ``name`` only when one is given.
+    """
+
+    def __init__(self, out, name: str | None = None) -> None:
+        self.out = out
+        if name is not None:
+            self.name = name
+
+    def embed(self, texts):
+        return self.out
 
 
 # -- a scripted LLMClient and the question generation's documents (test_questions_generate.py)
