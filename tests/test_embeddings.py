@@ -24,38 +24,17 @@ from chunkwise.embeddings import (
     default_cache_path,
     resolve_model,
 )
+from fakes import FixedOutputEmbedder, SeededNormalEmbedder, seeded_normal_vector
 
-DIM = 4
-
-
-def fake_vector(text: str, dim: int = DIM) -> np.ndarray:
-    seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
-    return np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+DIM = 4  # SeededNormalEmbedder's default dimension
 
 
-class FakeEmbedder:
-    """Deterministic embedder that records every batch it is sent."""
-
-    def __init__(self, name: str = "fake/v1", dim: int = DIM) -> None:
-        self.name = name
-        self.dim_ = dim
-        self.calls: list[list[str]] = []
-
-    @property
-    def sent(self) -> list[str]:
-        return [t for call in self.calls for t in call]
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return np.stack([fake_vector(t, self.dim_) for t in texts]) if texts else np.zeros((0, self.dim_))
-
-
-class DropsEmptyEmbedder(FakeEmbedder):
+class DropsEmptyEmbedder(SeededNormalEmbedder):
     """Broken like the reported B04 embedder: silently drops empty/blank texts."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls.append(list(texts))
-        return np.stack([fake_vector(t) for t in texts if t.strip()])
+        return np.stack([seeded_normal_vector(t) for t in texts if t.strip()])
 
 
 @pytest.fixture
@@ -66,13 +45,13 @@ def cache(tmp_path):
 
 
 def test_fakes_satisfy_protocol():
-    assert isinstance(FakeEmbedder(), Embedder)
-    assert isinstance(CachedEmbedder(FakeEmbedder()), Embedder)
+    assert isinstance(SeededNormalEmbedder(), Embedder)
+    assert isinstance(CachedEmbedder(SeededNormalEmbedder()), Embedder)
     assert isinstance(SentenceTransformerEmbedder(cache_dir=False), Embedder)
 
 
 def test_cache_hit_sends_nothing_second_time(cache):
-    inner = FakeEmbedder()
+    inner = SeededNormalEmbedder()
     e = CachedEmbedder(inner, cache)
     first = e.embed(["alpha", "beta", "gamma"])
     assert first.shape == (3, DIM) and first.dtype == np.float32
@@ -91,7 +70,7 @@ def test_cache_hit_sends_nothing_second_time(cache):
 
 
 def test_duplicates_sent_once_within_a_call(cache):
-    inner = FakeEmbedder()
+    inner = SeededNormalEmbedder()
     e = CachedEmbedder(inner, cache)
     out = e.embed(["a", "b", "a", "a", "b", "c"])
     assert inner.calls == [["a", "b", "c"]]
@@ -102,7 +81,7 @@ def test_duplicates_sent_once_within_a_call(cache):
 
 
 def test_dedupe_without_persistent_cache():
-    inner = FakeEmbedder()
+    inner = SeededNormalEmbedder()
     e = CachedEmbedder(inner, None)
     e.embed(["x", "x", "y"])
     assert inner.calls == [["x", "y"]]
@@ -111,16 +90,16 @@ def test_dedupe_without_persistent_cache():
 
 
 def test_output_order_matches_input_with_mixed_hits(cache):
-    e = CachedEmbedder(FakeEmbedder(), cache, chunk_size=2)
+    e = CachedEmbedder(SeededNormalEmbedder(), cache, chunk_size=2)
     e.embed(["t3", "t1"])  # partly cached beforehand
     texts = [f"t{i}" for i in range(7)] + ["t1", ""]
     out = e.embed(texts)
-    expected = np.stack([fake_vector(t) for t in texts])
+    expected = np.stack([seeded_normal_vector(t) for t in texts])
     np.testing.assert_array_equal(out, expected)
 
 
 def test_chunks_are_stored_as_they_complete(cache):
-    class FailsOnSecondChunk(FakeEmbedder):
+    class FailsOnSecondChunk(SeededNormalEmbedder):
         def embed(self, texts):
             if len(self.calls) == 1:
                 self.calls.append(list(texts))
@@ -131,7 +110,7 @@ def test_chunks_are_stored_as_they_complete(cache):
     with pytest.raises(KeyboardInterrupt):
         e.embed(["a", "b", "c", "d"])
     assert len(cache) == 2  # the first chunk survived the interruption
-    inner = FakeEmbedder()
+    inner = SeededNormalEmbedder()
     CachedEmbedder(inner, cache, chunk_size=2).embed(["a", "b", "c", "d"])
     assert inner.sent == ["c", "d"]
 
@@ -140,18 +119,18 @@ def test_cache_persists_across_new_objects(tmp_path):
     path = tmp_path / "sub" / "dir" / "emb.sqlite"
     c1 = EmbeddingCache(path)
     assert not path.exists()  # created on first use, not at construction
-    out1 = CachedEmbedder(FakeEmbedder(), c1).embed(["one", "two"])
+    out1 = CachedEmbedder(SeededNormalEmbedder(), c1).embed(["one", "two"])
     assert path.exists()
     c1.close()
 
-    inner2 = FakeEmbedder()
+    inner2 = SeededNormalEmbedder()
     e2 = CachedEmbedder(inner2, EmbeddingCache(path))
     out2 = e2.embed(["two", "one"])
     assert inner2.calls == [] and e2.n_embedded == 0
     np.testing.assert_array_equal(out2, out1[::-1])
 
     # Another embedder name is another namespace in the same file.
-    inner3 = FakeEmbedder(name="fake/v2")
+    inner3 = SeededNormalEmbedder(name="fake/v2")
     CachedEmbedder(inner3, EmbeddingCache(path)).embed(["one"])
     assert inner3.sent == ["one"]
 
@@ -176,12 +155,12 @@ def test_cache_key_and_storage_format(cache):
 
 def test_concurrent_readers_and_writer(tmp_path):
     path = tmp_path / "emb.sqlite"
-    CachedEmbedder(FakeEmbedder(), EmbeddingCache(path)).embed(["seed"])
+    CachedEmbedder(SeededNormalEmbedder(), EmbeddingCache(path)).embed(["seed"])
     errors: list[BaseException] = []
 
     def writer():
         try:
-            e = CachedEmbedder(FakeEmbedder(), EmbeddingCache(path, timeout=10))
+            e = CachedEmbedder(SeededNormalEmbedder(), EmbeddingCache(path, timeout=10))
             for i in range(20):
                 e.embed([f"w{i}-{j}" for j in range(10)])
         except BaseException as exc:  # pragma: no cover - reported below
@@ -189,9 +168,9 @@ def test_concurrent_readers_and_writer(tmp_path):
 
     def reader():
         try:
-            e = CachedEmbedder(FakeEmbedder(), EmbeddingCache(path, timeout=10))
+            e = CachedEmbedder(SeededNormalEmbedder(), EmbeddingCache(path, timeout=10))
             for _ in range(50):
-                np.testing.assert_array_equal(e.embed(["seed"])[0], fake_vector("seed"))
+                np.testing.assert_array_equal(e.embed(["seed"])[0], seeded_normal_vector("seed"))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -216,22 +195,19 @@ def test_b04_wrong_vector_count_raises_valueerror(cache):
 
 
 def test_non_2d_output_raises_valueerror():
-    class Flat(FakeEmbedder):
-        def embed(self, texts):
-            return np.zeros(7, dtype=np.float32)
-
+    flat = FixedOutputEmbedder(np.zeros(7, dtype=np.float32), name="fake/v1")
     with pytest.raises(ValueError, match=r"shape \(7,\) for 3 texts"):
-        CachedEmbedder(Flat()).embed(["a", "b", "c"])
+        CachedEmbedder(flat).embed(["a", "b", "c"])
 
 
 def test_dimension_change_under_same_name_raises(cache):
-    CachedEmbedder(FakeEmbedder(dim=4), cache).embed(["a"])
+    CachedEmbedder(SeededNormalEmbedder(dim=4), cache).embed(["a"])
     with pytest.raises(ValueError, match="dimension"):
-        CachedEmbedder(FakeEmbedder(dim=8), cache).embed(["a", "b"])
+        CachedEmbedder(SeededNormalEmbedder(dim=8), cache).embed(["a", "b"])
 
 
 def test_empty_input(cache):
-    inner = FakeEmbedder()
+    inner = SeededNormalEmbedder()
     e = CachedEmbedder(inner, cache)
     out = e.embed([])
     assert out.shape == (0, 0) and out.dtype == np.float32
@@ -250,7 +226,7 @@ def test_empty_input_does_not_load_model():
 
 
 def test_type_errors_name_the_index():
-    e = CachedEmbedder(FakeEmbedder())
+    e = CachedEmbedder(SeededNormalEmbedder())
     with pytest.raises(TypeError, match=r"texts\[2\] must be str, got int"):
         e.embed(["a", "b", 3])
     with pytest.raises(TypeError, match=r"texts\[0\] must be str, got bytes"):
@@ -265,7 +241,7 @@ def test_constructor_validation(tmp_path):
     with pytest.raises(ValueError, match="batch_size"):
         SentenceTransformerEmbedder(batch_size=0, cache_dir=False)
     with pytest.raises(ValueError, match="chunk_size"):
-        CachedEmbedder(FakeEmbedder(), chunk_size=0)
+        CachedEmbedder(SeededNormalEmbedder(), chunk_size=0)
     with pytest.raises(TypeError, match="Embedder"):
         CachedEmbedder(object())
     with pytest.raises(ValueError, match="directory"):
@@ -357,7 +333,7 @@ def test_st_embedder_with_fake_model(tmp_path, monkeypatch):
 
         def encode(self, texts, **kw):
             calls.append({"texts": list(texts), **kw})
-            return np.stack([fake_vector(t) for t in texts])
+            return np.stack([seeded_normal_vector(t) for t in texts])
 
     fake_st = types.ModuleType("sentence_transformers")
     fake_st.SentenceTransformer = FakeST
