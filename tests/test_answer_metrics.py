@@ -30,7 +30,7 @@ from chunkwise.crud.answer_metrics import (
     token_f1,
     tokenize,
 )
-from fakes import FakeChatModel
+from fakes import FakeChatModel, TableEmbedder
 
 B22 = "上海今天晴转多云"
 
@@ -227,20 +227,8 @@ def test_rouge_l_by_hand_and_parity():
 # -- embedding cosine and BERTScore ---------------------------------------------------------
 
 
-class FakeEmbedder:
-    name = "fake/1"
-
-    def __init__(self, table):
-        self.table = table
-        self.calls = []
-
-    def embed(self, texts):
-        self.calls.append(list(texts))
-        return np.array([self.table[t] for t in texts], dtype=np.float32)
-
-
 def test_embedding_cosine_with_fake_embedder():
-    emb = FakeEmbedder({"a": [1, 0, 0], "b": [1, 1, 0], "c": [-1, 0, 0], "z": [0, 0, 0]})
+    emb = TableEmbedder({"a": [1, 0, 0], "b": [1, 1, 0], "c": [-1, 0, 0], "z": [0, 0, 0]}, name="fake/1")
     res = embedding_cosine_score([" a ", "a", "", "a", "z"], ["b", "c", "b", "  ", "a"], emb)
     assert res[0].value == pytest.approx(1 / math.sqrt(2))
     assert res[1].value == pytest.approx(-1.0)
@@ -445,7 +433,7 @@ def test_token_f1_and_unanswerable_forms():
 
 
 def test_score_answer_texts_dataframe():
-    emb = FakeEmbedder({B22: [1, 0], ZH_CAND: [1, 1], ZH_REF: [0, 1]})
+    emb = TableEmbedder({B22: [1, 0], ZH_CAND: [1, 1], ZH_REF: [0, 1]}, name="fake/1")
     df = score_answer_texts(
         [B22, ZH_CAND, None, "x"],
         [B22, ZH_REF, B22, ""],

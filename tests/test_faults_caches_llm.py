@@ -14,7 +14,7 @@ import importlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -23,22 +23,9 @@ import numpy as np
 import pytest
 
 from chunkwise.embeddings import CacheFileError, CachedEmbedder, EmbeddingCache, cache_key
+from fakes import TableEmbedder
 
-# -- embedders -----------------------------------------------------------------------------
-
-
-class ScriptedEmbedder:
-    """Returns ``vectors[text]`` (float32); counts the texts it was asked for."""
-
-    def __init__(self, vectors: dict[str, Sequence[float]], name: str = "scripted-model") -> None:
-        self.name = name
-        self.vectors = vectors
-        self.calls: list[str] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.extend(texts)
-        return np.asarray([self.vectors[t] for t in texts], dtype=np.float32)
-
+# -- embedders: TableEmbedder(vectors, name="scripted-model") gives ``vectors[text]`` (float32) --
 
 GOOD = {"a": [0.6, 0.8], "b": [1.0, 0.0]}
 BROKEN = {"a": [np.nan, 0.8], "b": [1.0, 0.0]}
@@ -46,20 +33,20 @@ BROKEN = {"a": [np.nan, 0.8], "b": [1.0, 0.0]}
 
 def test_nan_vectors_are_never_cached_and_a_fixed_model_works_at_once(tmp_path: Path) -> None:
     cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
-    broken = CachedEmbedder(ScriptedEmbedder(BROKEN), cache)
+    broken = CachedEmbedder(TableEmbedder(BROKEN, name="scripted-model"), cache)
     with pytest.raises(ValueError, match=r"scripted-model.*NaN or infinity for 1 of 2 texts.*texts\[0\] = 'a'"):
         broken.embed(["a", "b"])
     assert len(cache) == 0  # nothing of the failing batch was stored
-    fixed = ScriptedEmbedder(GOOD)  # same name: the model was repaired in place
+    fixed = TableEmbedder(GOOD, name="scripted-model")  # same name: the model was repaired in place
     out = CachedEmbedder(fixed, cache).embed(["a", "b"])
     np.testing.assert_array_equal(out, np.asarray([[0.6, 0.8], [1.0, 0.0]], dtype=np.float32))
-    assert fixed.calls == ["a", "b"]
+    assert fixed.sent == ["a", "b"]
     assert len(cache) == 2
 
 
 @pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
 def test_nonfinite_vectors_rejected_without_a_cache_too(bad: float) -> None:
-    emb = CachedEmbedder(ScriptedEmbedder({"x": [1.0, bad]}), None)
+    emb = CachedEmbedder(TableEmbedder({"x": [1.0, bad]}, name="scripted-model"), None)
     with pytest.raises(ValueError, match="NaN or infinity"):
         emb.embed(["x"])
 
@@ -81,10 +68,10 @@ def test_a_nan_row_left_by_an_old_version_is_a_miss_and_is_overwritten(tmp_path:
             (key, 2, np.asarray([np.nan, 0.8], dtype="<f4").tobytes()),
         )
     assert key not in cache
-    model = ScriptedEmbedder(GOOD)
+    model = TableEmbedder(GOOD, name="scripted-model")
     out = CachedEmbedder(model, cache).embed(["a"])
     np.testing.assert_array_equal(out, np.asarray([[0.6, 0.8]], dtype=np.float32))
-    assert model.calls == ["a"]
+    assert model.sent == ["a"]
     np.testing.assert_array_equal(cache.get_many([key])[key], np.asarray([0.6, 0.8], dtype=np.float32))
 
 
@@ -420,11 +407,11 @@ def test_a_lone_surrogate_is_named_before_the_model_is_loaded(tmp_path: Path) ->
 def test_semantic_chunker_names_a_lone_surrogate() -> None:
     from chunkwise.chunkers.semantic import SemanticChunker
 
-    model = ScriptedEmbedder({})  # never called
+    model = TableEmbedder({}, name="scripted-model")  # never called
     text = "First sentence. Second \udc80 sentence. Third one."
     with pytest.raises(ValueError, match=r"lone surrogate code point '\\udc80' at character 23;.*errors='replace'"):
         SemanticChunker(model).split(text)
-    assert model.calls == []
+    assert model.sent == []
 
 
 # -- loaders and metrics -------------------------------------------------------------------------

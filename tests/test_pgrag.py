@@ -21,7 +21,7 @@ from chunkwise.crud.pgrag import (
     verify_fcis,
 )
 from chunkwise.crud.pgrag.retrieve import key_points
-from fakes import FakeChatModel
+from fakes import FakeChatModel, TableEmbedder
 
 # -- test doubles ----------------------------------------------------------------------------
 
@@ -190,18 +190,6 @@ def test_graph_nodes_paths_and_fusion(tmp_path):
     assert [s.members for s in g2.super_nodes] == [[0, 3], [2, 5]]
 
 
-class TableEmbedder:
-    """Returns fixed unit vectors by text (the stitched contexts of the test's mind maps)."""
-
-    name = "table"
-
-    def __init__(self, table):
-        self.table = {k: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for k, v in table.items()}
-
-    def embed(self, texts):
-        return np.stack([self.table[t] for t in texts])
-
-
 def test_fitted_fusion_threshold_is_a_quantile_of_cross_document_pairs():
     from chunkwise.crud.pgrag.graph import cross_document_similarities, fit_fusion_threshold
 
@@ -233,7 +221,7 @@ def test_graph_with_fitted_thresholds_records_the_rule_and_its_statistics():
         table[f"T{i}"] = [np.cos(angle[f"T{i}"]), np.sin(angle[f"T{i}"])]
         table[f"T{i} > facts"] = [1.0, 0.0]  # route nodes are never fused
         table[f"T{i} > facts > F{i}"] = [np.cos(angle[f"F{i}"]), np.sin(angle[f"F{i}"])]
-    emb = TableEmbedder(table)
+    emb = TableEmbedder(table, unit=True, dtype=None)  # fixed unit vectors by text (the mind maps' stitched contexts)
     fixed = PseudoGraph.build(maps, emb, topic_threshold=0.92, fact_threshold=0.98)
     # cosines of the topics: T0-T1 cos(0.1)=0.995, T0-T2 cos(0.5)=0.878, T1-T2 cos(0.4)=0.921, others < 0.92
     st = super_node_stats(fixed)

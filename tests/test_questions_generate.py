@@ -28,7 +28,7 @@ from chunkwise.experiments.questions import (
 )
 from fakes import QUESTION_DOCS as DOCS
 from fakes import SCRIPTED_IDENTITY as IDENTITY
-from fakes import TEXT_A, ScriptedLLM
+from fakes import TEXT_A, ScriptedLLM, TableEmbedder
 
 #: Chroma's method (the model copies excerpts, earlier questions shown, no content re-asks): the
 #: settings every hand-checked script below was written for; the defaults are tested in
@@ -65,29 +65,18 @@ SCRIPT = [
 ]
 
 
-class VectorEmbedder:
-    """Fixed vectors per question; candidate 3 shares candidate 0's vector but not its document."""
-
-    name = "fake-questions"
-
-    def __init__(self) -> None:
-        s = math.sqrt(1 - 0.81)
-        self.vectors = {
-            "How long is the river Elbe?": [1, 0, 0],
-            "What is most of the ocean floor made of?": [1, 0, 0],
-            "Where does the Elbe rise?": [0, 1, 0],
-            "In which mountains does the river Elbe rise?": [0, 0.9, s],
-        }
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts):
-        self.calls.append(list(texts))
-        return np.array([self.vectors[t] for t in texts], dtype=np.float32)
+#: Fixed vectors per question (a TableEmbedder of these): candidate 3 shares candidate 0's vector but not its document.
+QUESTION_VECTORS = {
+    "How long is the river Elbe?": [1, 0, 0],
+    "What is most of the ocean floor made of?": [1, 0, 0],
+    "Where does the Elbe rise?": [0, 1, 0],
+    "In which mountains does the river Elbe rise?": [0, 0.9, math.sqrt(1 - 0.81)],
+}
 
 
 def run(tmp_path, script, n=9, embedder="default", **kw):
     llm = ScriptedLLM(script, tmp_path / "llm.sqlite")
-    emb = VectorEmbedder() if embedder == "default" else embedder
+    emb = TableEmbedder(QUESTION_VECTORS, name="fake-questions") if embedder == "default" else embedder
     return generate_questions(DOCS, n, llm, emb, window_chars=200, **{**COPY, **kw}), llm
 
 
