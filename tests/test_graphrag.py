@@ -17,7 +17,7 @@ from chunkwise.crud.rag.graphrag import (
     normalise_name,
 )
 from chunkwise.retrieval import Hit, Retriever
-from fakes import CharEmbedder, FakeChatModel
+from fakes import CharEmbedder, FakeChatModel, FixedOutputEmbedder
 
 SPORTS = [
     "杭州市体育局于5月1日发放体育消费券，每张面额50元。",
@@ -340,12 +340,8 @@ def test_build_validation_errors(tmp_path):
         GraphIndex.build(_chunks(), llm, emb, store=tmp_path / "file")
     assert len(llm.calls) == 0
 
-    class BadEmbedder:
-        def embed(self, texts):
-            return np.ones((1, 3))
-
     with pytest.raises(ValueError, match="returned 1 vectors for 8 texts"):
-        GraphIndex.build(_chunks(), scripted_llm(), BadEmbedder(), summarize_communities=False)
+        GraphIndex.build(_chunks(), scripted_llm(), FixedOutputEmbedder(np.ones((1, 3))), summarize_communities=False)
 
 
 def test_retriever_validation_errors(built):
@@ -362,12 +358,8 @@ def test_retriever_validation_errors(built):
     with pytest.raises(ValueError, match="question must be a non-empty string"):
         r.retrieve(None)
 
-    class WrongDim:
-        def embed(self, texts):
-            return np.ones((1, 3))
-
     with pytest.raises(ValueError, match="dimension"):
-        GraphRAGLocalRetriever(index, WrongDim()).retrieve("杭州")
+        GraphRAGLocalRetriever(index, FixedOutputEmbedder(np.ones((1, 3)))).retrieve("杭州")
 
 
 def test_all_chunks_failing_is_an_error_not_an_empty_index(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from chunkwise.crud.rag.kgp import NEXT_EVIDENCE_PROMPT, KGPRetriever, PassageGraph
 from chunkwise.retrieval import Hit, Retriever, tokenize_zh
-from fakes import CharEmbedder, FakeChatModel
+from fakes import CharEmbedder, FakeChatModel, FixedOutputEmbedder
 
 # A: the amount, B: the venues, D: when to claim -- all about the same entity (上海体育消费券);
 # C: unrelated Chinese; L1-L3: unrelated English library passages.
@@ -216,14 +216,6 @@ def test_empty_reply_falls_back_to_question(graph, embedder):
 # ------------------------------------------------------------------------------------------
 
 
-class BadEmbedder:
-    def __init__(self, out):
-        self.out = out
-
-    def embed(self, texts):
-        return self.out
-
-
 @pytest.mark.parametrize(
     "chunks, kwargs, match",
     [
@@ -245,11 +237,11 @@ def test_build_validation(embedder, chunks, kwargs, match):
 
 def test_build_bad_embeddings():
     with pytest.raises(ValueError, match="2 texts"):
-        PassageGraph.build(["a", "b"], BadEmbedder(np.ones((3, 4))))
+        PassageGraph.build(["a", "b"], FixedOutputEmbedder(np.ones((3, 4))))
     with pytest.raises(ValueError, match="NaN"):
-        PassageGraph.build(["a", "b"], BadEmbedder(np.full((2, 4), np.nan)))
+        PassageGraph.build(["a", "b"], FixedOutputEmbedder(np.full((2, 4), np.nan)))
     with pytest.raises(ValueError, match=r"shape \(n, d\)"):
-        PassageGraph.build(["a", "b"], BadEmbedder(np.ones(4)))
+        PassageGraph.build(["a", "b"], FixedOutputEmbedder(np.ones(4)))
 
 
 def test_retriever_validation(graph, embedder):
@@ -272,7 +264,7 @@ def test_retriever_validation(graph, embedder):
         kgp.retrieve("  ")
     with pytest.raises(ValueError, match="top_k"):
         kgp.retrieve(QUESTION, top_k=-1)
-    wrong_dim = KGPRetriever(graph, llm, BadEmbedder(np.ones((1, 3))))
+    wrong_dim = KGPRetriever(graph, llm, FixedOutputEmbedder(np.ones((1, 3))))
     with pytest.raises(ValueError, match="dimension"):
         wrong_dim.retrieve(QUESTION)
     with pytest.raises(KeyError):

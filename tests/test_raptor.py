@@ -16,7 +16,7 @@ from chunkwise.crud.rag.raptor import (
 )
 from chunkwise.retrieval import Hit, Retriever
 from chunkwise.tokens import count_tokens
-from fakes import CharEmbedder, FakeChatModel
+from fakes import CharEmbedder, FakeChatModel, WrongCountEmbedder
 
 SPORTS = [
     "体育消费券于2023年5月1日在杭州发放，每张面额50元。",
@@ -220,12 +220,8 @@ def test_validation_errors():
     with pytest.raises(ValueError, match="embedder must have an embed"):
         RaptorTree.build(chunks, None, llm)
 
-    class Bad:
-        def embed(self, texts):
-            return np.ones((len(texts) + 1, 3), dtype=np.float32)
-
     with pytest.raises(ValueError, match="vectors"):
-        RaptorTree.build(chunks, Bad(), llm)
+        RaptorTree.build(chunks, WrongCountEmbedder(+1, dim=3, dtype=np.float32), llm)
     tree = RaptorTree.build(chunks[:2], emb, llm)
     with pytest.raises(ValueError, match="top_k_per_level"):
         TreeTraversalRetriever(tree, emb, top_k_per_level=0)

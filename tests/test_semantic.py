@@ -17,7 +17,7 @@ from chunkwise.chunkers.semantic import (
     group_sentences,
 )
 from chunkwise.text import split_sentences
-from fakes import FakeEmbedder
+from fakes import FakeEmbedder, WrongCountEmbedder
 
 LC_REGEX = r"(?<=[.?!])\s+"
 
@@ -203,12 +203,8 @@ def test_b04_trailing_whitespace_no_empty_sentence_and_vector_count_checked():
     # LangChain's regex leaves an empty final piece; we document and drop it.
     assert re.split(LC_REGEX, text) == ["Sky is blue.", "Grass is green.", ""]
 
-    class Broken:
-        def embed(self, texts):
-            return np.ones((len(texts) - 1, 4))
-
     with pytest.raises(ValueError, match="returned 1 vectors .* for 2 windows"):
-        SemanticChunker(Broken()).split("Sky is blue. Grass is green.")
+        SemanticChunker(WrongCountEmbedder(-1, dim=4)).split("Sky is blue. Grass is green.")
 
 
 def test_b07_last_sentence_kept():
