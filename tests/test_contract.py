@@ -656,10 +656,6 @@ def test_needs_embedder_says_whether_ranking_reads_vectors(name, tmp_path):
         assert kind.needs_embedder == any(retriever_kind(u).needs_embedder for u in _closure(name))
 
 
-class CountingEmbedder(CharEmbedder):
-    name = "char-counting"
-
-
 class OverlapReranker:
     """Scores a passage by the words it shares with the question."""
 
@@ -677,7 +673,7 @@ class OverlapReranker:
 @pytest.mark.parametrize("top_k", [0, 3, 100])
 @pytest.mark.parametrize("name", BUILDERS)
 def test_a_built_retriever_returns_at_most_top_k_hits(name, top_k, tmp_path):
-    emb = CountingEmbedder([*RETRIEVAL_TEXTS, *QUESTIONS])
+    emb = CharEmbedder([*RETRIEVAL_TEXTS, *QUESTIONS], name="char-counting")  # counts its calls
     chunks = [(f"c{i}", t) for i, t in enumerate(RETRIEVAL_TEXTS)]
     built = build_retriever_set(chunks, [name], language="en", tokenizer="stem", dense=(emb, emb),
                                 reranker=OverlapReranker(), bm25_cache_dir=tmp_path)

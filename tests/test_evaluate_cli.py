@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from chunkwise.cli import main
+from fakes import WordEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "examples" / "garden"
@@ -152,32 +153,14 @@ def test_evaluate_refuses_an_out_that_is_a_file_before_any_work(tmp_path, capsys
     assert "is a file, not a folder" in err and "Traceback" not in err and "document(s)" not in err  # nothing was read
 
 
-class _BagOfWords:
-    """A tiny deterministic embedder: one dimension per word of the garden text (two variants)."""
-
-    def __init__(self, name, vocab):
-        self.name, self.vocab = name, vocab
-
-    def embed(self, texts):
-        import re
-
-        import numpy as np
-
-        out = np.zeros((len(texts), len(self.vocab)), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()):
-                if w in self.vocab:
-                    out[i, self.vocab.index(w)] += 1.0
-        return out + 1e-3
-
-
 def test_two_embedder_grid_through_evaluate_and_check(tmp_path, monkeypatch, capsys):
     """A grid of two embedders writes its report.html, and check reruns it (helper-4's crash)."""
     from chunkwise import cli_own_data
 
+    # two tiny deterministic embedders: one dimension per word of the garden text, plus 1e-3
     vocab = {"fake-a": ["kale", "beans", "leeks", "spacing", "climb"], "fake-b": ["plants", "fence", "soil"]}
     monkeypatch.setattr(cli_own_data, "_make_embedders",
-                        lambda name, progress=False: (_BagOfWords(name, vocab[name]),) * 2)
+                        lambda name, progress=False: (WordEmbedder(vocab[name], name, offset=1e-3),) * 2)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.txt").write_text("Kale wants 45 cm between plants. Beans climb the north fence. Leeks need deep soil.")
