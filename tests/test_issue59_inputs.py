@@ -14,6 +14,7 @@ import pytest
 
 from chunkwise.cli import main
 from chunkwise.evaluation.grid import GridConfig, run_grid
+from fakes import WindowedConstantEmbedder
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -349,18 +350,10 @@ def test_a_second_evaluate_into_a_folder_in_use_is_refused(tmp_path, capsys):
 # --------------------------------------------------------------------------------------
 
 
-class WindowEmbedder:
+def window_embedder():
     """An embedder that knows its window (4 word pieces: one per word), as the truncation
-    diagnostic reads it."""
-
-    name = "window-4"
-    max_tokens = 4
-
-    def embed(self, texts):
-        return np.ones((len(texts), 3), dtype=np.float32)
-
-    def token_counts(self, texts):
-        return np.array([len(t.split()) for t in texts], dtype=np.int64)
+    diagnostic reads it; every vector is the same."""
+    return WindowedConstantEmbedder(max_tokens=4, dim=3, name="window-4")
 
 
 def test_a_bm25_only_grid_has_no_truncation_columns(tmp_path, capsys):
@@ -369,12 +362,12 @@ def test_a_bm25_only_grid_has_no_truncation_columns(tmp_path, capsys):
                               "references": [[{"content": "Beans climb the north fence every year.",
                                                "start_index": 43, "end_index": 82}]]})
     bm25 = GridConfig.from_dict({"chunkers": ["Sentence:40"], "retrievers": ["bm25"], "top_k": [1]})
-    res = run_grid(docs, questions, bm25, WindowEmbedder(), cache_dir=tmp_path / "c", show_progress=False)
+    res = run_grid(docs, questions, bm25, window_embedder(), cache_dir=tmp_path / "c", show_progress=False)
     assert res.embedders == {} and res.truncation() is None
     assert not {"window_tokens", "chunks_over_window", "ref_chars_past_window"} & set(res.diagnostics(docs).columns)
     # a dense grid over the same chunks has them: 7 words against a window of 4
     dense = GridConfig.from_dict({"chunkers": ["Sentence:40"], "retrievers": ["dense"], "top_k": [1]})
-    diag = run_grid(docs, questions, dense, WindowEmbedder(), cache_dir=tmp_path / "c",
+    diag = run_grid(docs, questions, dense, window_embedder(), cache_dir=tmp_path / "c",
                     show_progress=False).diagnostics(docs)
     assert diag["window_tokens"].iloc[0] == 4 and diag["chunks_over_window"].iloc[0] == 1.0
     # the command line: the default embedder is not part of a BM25 grid's diagnostics
@@ -502,11 +495,11 @@ def test_a_tiny_document_costs_kilobytes_not_a_hundred(tmp_path):
                          "end_index": len(docs[f"d{i:05d}.txt"])}] for i in range(5)]})
     cfg = GridConfig.from_dict({"chunkers": ["TokenText:100", "Recursive:100"], "retrievers": ["dense", "bm25"],
                                 "top_k": [1, 5]})
-    run_grid(dict(list(docs.items())[:5]), questions, cfg, WindowEmbedder(), cache_dir=tmp_path / "c",
+    run_grid(dict(list(docs.items())[:5]), questions, cfg, window_embedder(), cache_dir=tmp_path / "c",
              show_progress=False)  # imports and one-time loads (tokenizers) outside the measurement
     tracemalloc.start()
     try:
-        res = run_grid(docs, questions, cfg, WindowEmbedder(), cache_dir=tmp_path / "c", show_progress=False)
+        res = run_grid(docs, questions, cfg, window_embedder(), cache_dir=tmp_path / "c", show_progress=False)
         kept, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
