@@ -1,12 +1,22 @@
-"""Chapter 1's answer (chunkwise.experiments.handbook.chapter_answer) from a hand-made sweep."""
+"""Chapter 1's answer (chunkwise.experiments.handbook.chapter_answer) from a hand-made sweep, and
+the chapter's table display (format_number, show_table, compact_sweep_table)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from chunkwise.answerbox import DETAILS_TITLE, MAX_LEAD_WORDS, visible_words
-from chunkwise.experiments.handbook import chapter_answer
+from chunkwise.experiments.handbook import (
+    COMPACT_COLUMNS,
+    chapter_answer,
+    compact_sweep_table,
+    format_number,
+    show_table,
+)
 
 
 def _row(text, b, rule, amount, mcs, chunks, shifts, recall, extra, wd):
@@ -88,3 +98,53 @@ def test_every_lead_is_short_and_the_details_keep_the_counts():
     assert "none of 1 settings leaves the single-topic control whole." in lead
     assert "None of the 1 settings of the sweep finds every shift." in details
     assert "No setting of the sweep leaves the control text whole." in details
+
+
+# --------------------------------------------------------------------------------------
+# the chapter's table display (format_number, show_table, compact_sweep_table)
+# --------------------------------------------------------------------------------------
+
+def _cells(styler) -> list[str]:
+    """The body cells of a rendered table, row by row."""
+    return re.findall(r">([^<>]*)</td>", styler.to_html())
+
+
+def test_format_number_whole_numbers_lose_their_decimals():
+    assert format_number(3.0) == "3"
+    assert format_number(np.int64(4)) == "4"
+    assert format_number(-2.0) == "-2"
+    assert format_number(1e6) == "1e+06"  # the 'g' format of a whole number, as the chapter prints it
+    assert format_number(0.5) == "0.50"
+    assert format_number(2 / 3, digits=3) == "0.667"
+    assert format_number(0.125, digits=1) == "0.1"
+    with pytest.raises(ValueError):
+        format_number("x")
+
+
+def test_show_table_formats_floats_relabels_headers_and_hides_the_index():
+    df = pd.DataFrame({"mean_chunk_tokens": [200.0, 12.3456, np.nan], "n": [1, 2, 3]}, index=[7, 8, 9])
+    styled = show_table(df, digits=1)
+    assert list(styled.data.columns) == ["mean tokens", "n"]  # chunkwise.labels' reader label
+    assert _cells(styled) == ["200", "1", "12.3", "2", "-", "3"]  # row by row; NaN as '-'
+    html = styled.to_html()
+    assert 'class="dataframe"' in html and "row_heading" not in html
+    assert list(df.columns) == ["mean_chunk_tokens", "n"]  # the input is left as it was
+    with pytest.raises(TypeError):
+        show_table([1, 2])
+
+
+def test_compact_sweep_table_short_headers_and_rules():
+    row = {"text": "handbook", "buffer_size": 1, "threshold": "standard_deviation", "amount": 1.5,
+           "min_chunk_size": np.nan, "chunks": 3, "shifts_found": "2 of 2", "extra_splits": 0,
+           "mid_sentence_cuts": 0, "f1": 2 / 3, "pk": 0.25, "windowdiff": 0.125, "recall": 1.0}
+    iqr = {**row, "threshold": "interquartile", "amount": 1.0, "min_chunk_size": 150.0, "chunks": 1,
+           "shifts_found": "0 of 2", "f1": 0.0, "pk": 0.5, "windowdiff": 0.5}
+    styled = compact_sweep_table(pd.DataFrame([row, iqr], index=[5, 2]))
+    assert list(styled.data.columns) == ["buffer", "rule", "amount", "min size", "chunks", "found",
+                                         "extra", "mid-sent.", "f1", "Pk", "WD"]
+    assert list(styled.data.index) == [0, 1]
+    assert _cells(styled) == ["1", "std", "1.50", "-", "3", "2 of 2", "0", "0", "0.67", "0.25", "0.12",
+                              "1", "iqr", "1", "150", "1", "0 of 2", "0", "0", "0", "0.50", "0.50"]
+    with pytest.raises(KeyError):
+        compact_sweep_table(pd.DataFrame([row]).drop(columns=["pk"]))
+    assert len(COMPACT_COLUMNS) == 11

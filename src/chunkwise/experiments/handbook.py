@@ -1091,12 +1091,115 @@ def chapter_answer(table: pd.DataFrame, n_sentences: int, n_gold: int, n_control
     return answer_box(lead, " ".join(sentences))
 
 
+# --------------------------------------------------------------------------------------
+# tables as the chapter shows them
+# --------------------------------------------------------------------------------------
+
+#: The sweep table's columns in :func:`compact_sweep_table`, in order.
+COMPACT_COLUMNS = ("buffer_size", "threshold", "amount", "min_chunk_size", "chunks", "shifts_found",
+                   "extra_splits", "mid_sentence_cuts", "f1", "pk", "windowdiff")
+#: Short headers of :func:`compact_sweep_table` (the columns not named here keep their names).
+COMPACT_NAMES = {"buffer_size": "buffer", "threshold": "rule", "min_chunk_size": "min size",
+                 "shifts_found": "found", "extra_splits": "extra", "mid_sentence_cuts": "mid-sent.",
+                 "windowdiff": "WD", "pk": "Pk"}
+#: Short names of the threshold rules in :func:`compact_sweep_table`.
+COMPACT_RULES = {"standard_deviation": "std", "interquartile": "iqr"}
+
+
+def format_number(x: float, digits: int = 2) -> str:
+    """A number as a table cell shows it: a whole number without decimals, else ``digits`` decimals.
+
+    Parameters
+    ----------
+    x : float
+        Any real number (an int, a float or a numpy scalar).
+    digits : int, default 2
+        Decimals of a number that is not whole.
+
+    Returns
+    -------
+    str
+        ``f"{x:g}"`` when ``x`` is whole (``3.0`` -> ``"3"``; note ``1e6`` -> ``"1e+06"``), else
+        ``x`` with ``digits`` decimals (``0.5`` -> ``"0.50"``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``x`` cannot be converted to a float.
+    """
+    return f"{x:g}" if float(x).is_integer() else f"{x:.{digits}f}"
+
+
+def show_table(df: pd.DataFrame, digits: int = 2) -> Any:
+    """A table as the chapter displays it: no index, readable headers, numbers by :func:`format_number`.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Any shape; its headers are relabelled with :func:`chunkwise.labels.labelled`.
+    digits : int, default 2
+        Decimals of the float cells that are not whole numbers (whole ones show none).
+
+    Returns
+    -------
+    pandas.io.formats.style.Styler
+        The relabelled table without its index, float columns formatted by
+        :func:`format_number`, ``"-"`` for a missing value, and the HTML class ``dataframe``
+        (the book theme's table style). Other columns are shown as they are.
+
+    Raises
+    ------
+    TypeError
+        If ``df`` is not a pandas DataFrame.
+    """
+    from chunkwise.labels import labelled
+
+    df = labelled(df)
+    floats = df.select_dtypes("float").columns
+    styled = df.style.format(lambda x: format_number(x, digits), subset=list(floats),
+                             na_rep="-").hide(axis="index")
+    return styled.set_table_attributes('class="dataframe"')
+
+
+def compact_sweep_table(rows: pd.DataFrame, digits: int = 2) -> Any:
+    """The sweep's rows under short headers, so that the whole table fits the page.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Rows of the table of :func:`run_sweep` (any subset, e.g. one text's): it must hold
+        every column of :data:`COMPACT_COLUMNS`; others are left out.
+    digits : int, default 2
+        Passed to :func:`show_table`.
+
+    Returns
+    -------
+    pandas.io.formats.style.Styler
+        :data:`COMPACT_COLUMNS` renamed by :data:`COMPACT_NAMES`, the threshold rules shortened
+        by :data:`COMPACT_RULES`, one row per row of ``rows`` in its order, shown by
+        :func:`show_table`.
+
+    Raises
+    ------
+    KeyError
+        If ``rows`` lacks a column of :data:`COMPACT_COLUMNS`.
+    """
+    out = rows[list(COMPACT_COLUMNS)].rename(columns=COMPACT_NAMES).reset_index(drop=True)
+    out["rule"] = out["rule"].replace(COMPACT_RULES)
+    return show_table(out, digits)
+
+
 __all__ = [
     "BREAKPOINT_DEFAULTS",
     "chapter_answer",
+    "compact_sweep_table",
+    "format_number",
     "HandbookText",
     "ARTICLE_RESULTS_COLUMNS",
     "ARTICLE_SETTINGS_COLUMNS",
+    "COMPACT_COLUMNS",
+    "COMPACT_NAMES",
+    "COMPACT_RULES",
     "article_comparison",
     "article_metric_table",
     "boundary_chunkings",
@@ -1115,6 +1218,7 @@ __all__ = [
     "setting_kwargs",
     "settings_with_outcome",
     "shift_marks",
+    "show_table",
     "summarize_settings",
     "sweep_settings",
     "threshold_grid",
