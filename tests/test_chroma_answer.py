@@ -1,9 +1,11 @@
-"""Chapter 2's answer (chunkwise.experiments.chroma.chapter_answer) from hand-made tables."""
+"""Chapter 2's answer (chunkwise.experiments.chroma.chapter_answer) from hand-made tables, and the
+chapter's small helpers (say, whole_numbers, format_points, precision_omega_at)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from chunkwise.answerbox import DETAILS_TITLE, MAX_LEAD_WORDS, visible_words
 from chunkwise.evaluation.robustness import Robustness, SpecResult
@@ -99,3 +101,59 @@ def test_the_lead_is_short_for_the_published_run_and_the_longest_case():
     assert _parts(box)[0] == ("**Use the first chunker, first by recall**; avoid the 1 chunker behind Recursive 200 "
                               "beyond the noise, by 9.8 points.")
     assert _parts(ch.chapter_answer(clear=clear.iloc[:0], **kw))[0].startswith("**This run ranks no chunker first**")
+
+
+# --------------------------------------------------------------------------------------
+# the chapter's small helpers (say, whole_numbers, format_points, precision_omega_at)
+# --------------------------------------------------------------------------------------
+
+
+def test_say_wraps_to_the_width(capsys):
+    ch.say("one two three four", width=10)
+    assert capsys.readouterr().out == "one two\nthree four\n"
+    ch.say("a  b\nc")  # a newline becomes a space; 100 characters a line by default
+    assert capsys.readouterr().out == "a  b c\n"
+    ch.say("x" * 120)  # a word longer than a line is cut at the width
+    assert capsys.readouterr().out == "x" * 100 + "\n" + "x" * 20 + "\n"
+    with pytest.raises(ValueError):
+        ch.say("a b", width=0)
+
+
+def test_whole_numbers_by_hand():
+    df = pd.DataFrame({"size_tokens": [250.0, np.nan, 249.9], "overlap_tokens": [125.0, 0.0, 0.0],
+                       "recall": [1.5, 2.5, 3.5]}, index=["a", "b", "c"])
+    out = ch.whole_numbers(df, "size_tokens", "overlap_tokens", "not_a_column")
+    assert out["size_tokens"].tolist() == [250, "", 249]  # blank for missing, truncated toward 0
+    assert out["overlap_tokens"].tolist() == [125, 0, 0]
+    assert all(type(v) is int for v in out["overlap_tokens"])
+    assert out["recall"].tolist() == [1.5, 2.5, 3.5] and list(out.index) == ["a", "b", "c"]
+    assert df["size_tokens"].isna().sum() == 1  # the input is untouched
+    with pytest.raises(ValueError):
+        ch.whole_numbers(pd.DataFrame({"size_tokens": ["big"]}), "size_tokens")
+
+
+def test_format_points_by_hand():
+    assert ch.format_points(1.234) == "1.23"
+    assert ch.format_points(-0.5) == "-0.50"
+    assert ch.format_points(-0.004) == "0.00"  # rounds to zero: no sign
+    assert ch.format_points(0.0) == "0.00"
+    assert ch.format_points(12) == "12.00"
+    assert ch.format_points(-10.004) == "-10.00"  # only a zero loses its sign
+    assert ch.format_points(1.234, signed=True) == "+1.23"
+    assert ch.format_points(-0.5, signed=True) == "-0.50"
+    assert ch.format_points(0.004, signed=True) == "0.00"
+    assert ch.format_points(-0.004, signed=True) == "0.00"
+    assert ch.format_points(10.0, signed=True) == "+10.00"
+
+
+def test_precision_omega_at_by_hand():
+    table = pd.DataFrame({"chunker": ["Recursive", "Recursive", "TokenText", "Recursive"],
+                          "size_tokens": [250, 250, 250, 200],
+                          "overlap_tokens": [125, 0, 125, 0],
+                          "precision_omega_mean": [3.5, 7.25, 4.0, 9.0]})
+    assert ch.precision_omega_at(table, "Recursive", 250, 0) == 7.25
+    assert ch.precision_omega_at(table, "TokenText", 250, 125) == 4.0
+    assert ch.precision_omega_at(table, "Recursive", 200, 0) == 9.0
+    assert np.isnan(ch.precision_omega_at(table, "TokenText", 250, 0))
+    with pytest.raises(AttributeError):
+        ch.precision_omega_at(table.drop(columns=["precision_omega_mean"]), "Recursive", 250, 0)

@@ -1102,6 +1102,111 @@ def short_label(label: str) -> str:
     return label.replace(" overlap ", "/")
 
 
+def say(text: str, width: int = 100) -> None:
+    """Print a sentence wrapped to the page width (a long output line would scroll sideways).
+
+    Parameters
+    ----------
+    text : str
+        Wrapped by :func:`textwrap.fill`: a newline or tab becomes a space and lines break
+        between words.
+    width : int, default 100
+        Characters per printed line at most (a longer word is cut at the width).
+
+    Raises
+    ------
+    ValueError
+        If ``width`` is not positive.
+    """
+    import textwrap
+
+    print(textwrap.fill(text, width))
+
+
+def whole_numbers(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """A copy of ``df`` with token sizes and counts shown as integers (a missing value left blank).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Left unchanged.
+    *columns : str
+        Columns to convert; a name that is not a column of ``df`` is skipped.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Same shape and index; each named column becomes one of Python ints (values truncated
+        toward zero, ``249.9`` -> ``249``), with ``""`` where the value was missing.
+
+    Raises
+    ------
+    ValueError, TypeError
+        If a value of a named column is neither missing nor a number.
+    """
+    out = df.copy()
+    for c in columns:
+        if c in out.columns:
+            out[c] = ["" if pd.isna(v) else int(v) for v in out[c]]
+    return out
+
+
+def format_points(v: float, signed: bool = False) -> str:
+    """A difference in points with two decimals, as the chapter's tables print it, never ``-0.00``.
+
+    Parameters
+    ----------
+    v : float
+        Percentage points.
+    signed : bool, default False
+        Print a ``+`` before a positive value too.
+
+    Returns
+    -------
+    str
+        ``f"{v:.2f}"`` (``1.234`` -> ``"1.23"``, ``-0.5`` -> ``"-0.50"``), or with ``signed``
+        ``f"{v:+.2f}"`` (``"+1.23"``); a value that rounds to zero is written ``"0.00"``
+        whatever its sign.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``v`` is not a real number.
+    """
+    text = f"{v:+.2f}" if signed else f"{v:.2f}"
+    return text.replace("-0.00", "0.00").replace("+0.00", "0.00")
+
+
+def precision_omega_at(table: pd.DataFrame, chunker: str, size_tokens: int, overlap_tokens: int) -> float:
+    """The mean precision_Ω of one fixed-size row of a results table (ours or the report's).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A table like :func:`results_table`'s or :func:`load_report`'s, with the columns
+        ``chunker`` (the family, e.g. ``"Recursive"``), ``size_tokens``, ``overlap_tokens`` and
+        ``precision_omega_mean`` (percent).
+    chunker : str
+        The chunker family.
+    size_tokens, overlap_tokens : int
+        Chunk size and overlap in cl100k_base tokens.
+
+    Returns
+    -------
+    float
+        ``precision_omega_mean`` of the first row matching all three, in percent; NaN when no
+        row matches.
+
+    Raises
+    ------
+    AttributeError
+        If ``table`` lacks one of the four columns.
+    """
+    row = table[(table.chunker == chunker) & (table.size_tokens == size_tokens)
+                & (table.overlap_tokens == overlap_tokens)]
+    return float(row.precision_omega_mean.iloc[0]) if len(row) else float("nan")
+
+
 def chapter_answer(
     *,
     comparison: pd.DataFrame,
