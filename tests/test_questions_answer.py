@@ -1,4 +1,5 @@
-"""Chapter 4's answer (chunkwise.experiments.questions.chapter_answer) from hand-made run objects."""
+"""Chapter 4's answer (chunkwise.experiments.questions.chapter_answer) from hand-made run objects, and
+the chapter's tables (one_line, cell_table, cell_subsets, agreement_table)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import pytest
 
 from chunkwise.answerbox import DETAILS_TITLE, MAX_LEAD_WORDS, visible_words
 from chunkwise.evaluation.robustness import Robustness, SpecResult
-from chunkwise.experiments.questions import chapter_answer
+from chunkwise.experiments.questions import (
+    agreement_table,
+    cell_subsets,
+    cell_table,
+    chapter_answer,
+    one_line,
+)
 
 
 def _boot(best, p_best, in_play, cells=("A", "B", "C"), winner=None, diff_best=None):
@@ -116,3 +123,76 @@ def test_chapter_answer_lead_fits_the_box_in_its_longest_branch_and_details_keep
     only, _ = chapter_answer(generated, 1074, {"calls": 1, "cache_hits": 1}, {"generated": runs["generated"]},
                              runs["generated"], boots)
     assert visible_words(only.split(":::{dropdown}")[0]) <= MAX_LEAD_WORDS
+
+
+# --------------------------------------------------------------------------------------
+# the chapter's tables (one_line, cell_table, cell_subsets, agreement_table)
+# --------------------------------------------------------------------------------------
+
+CELLS = ["A | dense | k=1", "B | dense | k=5", "C | bm25 | k=5", "D | dense | k=5"]
+GRID_TABLE = pd.DataFrame({"cell": CELLS, "chunker": ["A", "B", "C", "D"],
+                           "retriever": ["dense", "dense", "bm25", "dense"], "k": [1, 5, 5, 5],
+                           "recall": [0.1, 0.2, 0.3, 0.4], "iou": [0.4, 0.3, 0.2, 0.1]})
+
+
+def _grid(recall, iou, n_questions, table=GRID_TABLE):
+    """A grid result whose every question scores each cell the same (means = the scores)."""
+    def scores(metric):
+        return pd.DataFrame([recall if metric == "recall" else iou] * n_questions, columns=CELLS)
+
+    return SimpleNamespace(table=table, questions=list(range(n_questions)), scores=scores)
+
+
+def test_one_line_by_hand():
+    assert one_line("What is\n\n  the  answer? ") == "What is the answer?"
+    assert one_line("\tx\r\ny") == "x y"
+    assert one_line(None) == "None"
+    assert one_line("") == ""
+
+
+def test_cell_table_by_hand():
+    other = GRID_TABLE.assign(recall=[0.5, 0.1234, 0.0, 1.0])
+    out = cell_table({"published": SimpleNamespace(table=GRID_TABLE),
+                      "generated": SimpleNamespace(table=other.iloc[::-1])}, "recall")
+    assert list(out.index) == CELLS  # the first run's order
+    assert list(out.columns) == ["chunker", "retriever", "k", "published", "generated"]
+    assert out["published"].tolist() == [10.0, 20.0, 30.0, 40.0]
+    assert out["generated"].tolist() == [50.0, 12.3, 0.0, 100.0]  # aligned by cell, 1 decimal
+    assert out.loc["C | bm25 | k=5", "retriever"] == "bm25"
+    with pytest.raises(ValueError):
+        cell_table({}, "recall")
+
+
+def test_cell_subsets_by_hand():
+    subsets = dict(cell_subsets(GRID_TABLE, [1, 5, 10]))
+    assert list(subsets) == ["all cells", "k = 1", "k = 5", "k = 10", "dense, k = 5 (chunkers only)"]
+    assert subsets["all cells"] == CELLS
+    assert subsets["k = 1"] == ["A | dense | k=1"]
+    assert subsets["k = 5"] == CELLS[1:]
+    assert subsets["k = 10"] == []
+    assert subsets["dense, k = 5 (chunkers only)"] == ["B | dense | k=5", "D | dense | k=5"]
+
+
+def test_agreement_table_by_hand():
+    # recall: generated swaps B and C. Over the 4 cells: ranks 1 2 3 4 against 1 3 2 4, sum of
+    # d^2 = 2, rho = 1 - 6 * 2 / (4 * 15) = 0.8; 1 discordant pair of 6, tau = (5 - 1) / 6. Over
+    # the 3 cells at k = 5: rho = 1 - 6 * 2 / (3 * 8) = 0.5, tau = (2 - 1) / 3.
+    # iou: generated reverses the order, rho = tau = -1. Every question scores alike, so every
+    # resample gives the same correlation and the intervals are single points.
+    pub = _grid([0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4], 3)
+    gen = _grid([0.1, 0.3, 0.2, 0.4], [0.4, 0.3, 0.2, 0.1], 2)
+    out = agreement_table(pub, gen, [1, 5], n_resamples=20, seed=0)
+    control = "control spearman (2 published q.)"  # as many published questions as generated
+    assert list(out.columns) == ["metric", "cells", "n_cells", "spearman", "spearman_ci", "kendall",
+                                 "kendall_ci", control]
+    # "k = 1" (1 cell) and "dense, k = 5" (2 cells) have too few cells to rank
+    assert out[["metric", "cells", "n_cells"]].values.tolist() == [
+        ["recall", "all cells", 4], ["recall", "k = 5", 3], ["iou", "all cells", 4], ["iou", "k = 5", 3]]
+    assert out["spearman"].tolist() == [0.8, 0.5, -1.0, -1.0]
+    assert out["kendall"].tolist() == [0.67, 0.33, -1.0, -1.0]
+    assert out["spearman_ci"].tolist() == ["0.80 to 0.80", "0.50 to 0.50", "-1.00 to -1.00",
+                                           "-1.00 to -1.00"]
+    assert out[control].tolist() == [1.0] * 4  # the published set against a sample of itself
+    assert agreement_table(pub, gen, [1], n_resamples=20).columns.tolist()[-1] == control
+    few = _grid([0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4], 3, table=GRID_TABLE.iloc[:2])
+    assert agreement_table(few, gen, [1, 5], n_resamples=20).empty  # no subset of 3 cells

@@ -106,10 +106,14 @@ __all__ = [
     "RESPONSE_SCHEMA",
     "GenerationResult",
     "RankAgreement",
+    "agreement_table",
     "build_messages",
     "build_numbered_messages",
+    "cell_subsets",
+    "cell_table",
     "chapter_answer",
     "generate_questions",
+    "one_line",
     "passage_sentences",
     "rank_agreement",
     "sample_window",
@@ -1305,3 +1309,151 @@ def rank_agreement_panel(
                      "metric": spec["metric"], "n_cells": len(cells), "estimate": float(est), "low": float(lo),
                      "high": float(hi), "verdict": verdict})
     return classify(results[0], results[1:], delta=entry.delta, unit=entry.unit), pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------
+# the chapter's tables
+# --------------------------------------------------------------------------------------
+
+
+def one_line(text: Any) -> str:
+    """A text with every run of whitespace (newlines included) made one space, ends stripped.
+
+    Parameters
+    ----------
+    text : object
+        Converted with :class:`str` first (``None`` -> ``"None"``).
+
+    Returns
+    -------
+    str
+        ``"a\\n\\n b "`` -> ``"a b"``: no literal newline on the page.
+    """
+    return " ".join(str(text).split())
+
+
+def cell_table(runs: Mapping[str, Any], metric: str) -> pd.DataFrame:
+    """One grid metric per cell, one column per question set, in percent.
+
+    Parameters
+    ----------
+    runs : mapping of str to GridResult
+        Question-set name -> the grid scored with that set (same grid, so the same cells);
+        the first run's ``table`` gives each cell's ``chunker``, ``retriever`` and ``k``.
+    metric : str
+        A column of the grids' tables with values in [0, 1] (``"recall"``, ``"iou"``, ...).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``cell`` in the first run's order: ``chunker``, ``retriever``, ``k``, then
+        one column per run, named by its key: ``100 * metric`` rounded to 1 decimal (NaN for a
+        cell the run lacks).
+
+    Raises
+    ------
+    ValueError
+        If ``runs`` is empty.
+    KeyError
+        If a run's table lacks ``cell`` or ``metric``, or the first lacks ``chunker``,
+        ``retriever`` or ``k``.
+    """
+    if not runs:
+        raise ValueError("cell_table needs at least one run")
+    t = pd.DataFrame({name: r.table.set_index("cell")[metric] * 100 for name, r in runs.items()})
+    meta = next(iter(runs.values())).table.set_index("cell")[["chunker", "retriever", "k"]]
+    return meta.join(t.round(1))
+
+
+def cell_subsets(table: pd.DataFrame, top_k: Sequence[int]) -> list[tuple[str, list[str]]]:
+    """The sets of grid cells whose rankings the chapter compares between two question sets.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A grid's table (:attr:`GridResult.table <chunkwise.evaluation.grid.GridResult.table>`):
+        one row per cell with ``cell``, ``retriever`` and ``k``.
+    top_k : sequence of int
+        The k values of the grid, one subset each.
+
+    Returns
+    -------
+    list of (str, list of str)
+        In this order: ``("all cells", every cell)``; ``("k = K", the cells at K)`` for each K
+        of ``top_k``; ``("dense, k = 5 (chunkers only)", the dense cells at k = 5)``. Cells keep
+        the table's order; a subset can be empty (e.g. no k = 5 in the grid).
+
+    Raises
+    ------
+    AttributeError
+        If ``table`` lacks ``cell``, ``retriever`` or ``k``.
+    """
+    t = table
+    out = [("all cells", list(t.cell))]
+    out += [(f"k = {k}", list(t.cell[t.k == k])) for k in top_k]
+    out.append(("dense, k = 5 (chunkers only)", list(t.cell[(t.k == 5) & (t.retriever == "dense")])))
+    return out
+
+
+def agreement_table(
+    published: Any,
+    generated: Any,
+    top_k: Sequence[int],
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """How far the generated questions rank the grid's cells as the published ones do, per cell set.
+
+    For each metric (``recall``, then ``iou``) and each subset of :func:`cell_subsets` with at
+    least 3 cells: :func:`rank_agreement` of the published set's scores against the generated
+    set's, and, as a control, against a sample of the published questions themselves, as many
+    as the generated set has (at most all of them), drawn without replacement once per metric
+    from one ``numpy`` generator seeded with ``seed`` (recall's sample first).
+
+    Parameters
+    ----------
+    published, generated : GridResult
+        The same grid scored with each question set.
+    top_k : sequence of int
+        The grid's k values (:func:`cell_subsets`).
+    n_resamples : int, default 2000
+        Bootstrap resamples of every :func:`rank_agreement`.
+    seed : int, default 0
+        Seeds the control samples and every :func:`rank_agreement`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (metric, subset), rounded to 2 decimals: ``metric``, ``cells`` (the subset's
+        label), ``n_cells``, ``spearman``, ``spearman_ci`` and ``kendall_ci`` (text ``"lo to
+        hi"``), ``kendall``, and ``control spearman (N published q.)`` with N the control
+        sample's size. Empty (no columns) if no subset has 3 cells.
+
+    Raises
+    ------
+    ValueError
+        From :func:`rank_agreement`: fewer than 2 questions in a set, missing scores, or a bad
+        ``n_resamples``.
+    """
+    rng = np.random.default_rng(seed)
+    n_gen = len(generated.questions)
+    rows = []
+    for metric in ("recall", "iou"):
+        sp, sg = published.scores(metric), generated.scores(metric)
+        control_rows = rng.choice(len(sp), size=min(n_gen, len(sp)), replace=False)
+        for label, cells in cell_subsets(published.table, top_k):
+            if len(cells) < 3:
+                continue
+            ra = rank_agreement(sp[cells], sg[cells], n_resamples=n_resamples, seed=seed)
+            ctl = rank_agreement(sp[cells], sp.iloc[control_rows][cells],
+                                 n_resamples=n_resamples, seed=seed)
+            rows.append({
+                "metric": metric, "cells": label, "n_cells": len(cells),
+                "spearman": ra.spearman,
+                "spearman_ci": interval_text(*ra.spearman_ci, brackets="", sep=" to "),
+                "kendall": ra.kendall,
+                "kendall_ci": interval_text(*ra.kendall_ci, brackets="", sep=" to "),
+                f"control spearman ({len(control_rows)} published q.)": ctl.spearman,
+            })
+    return pd.DataFrame(rows).round(2)
