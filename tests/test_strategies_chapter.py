@@ -304,3 +304,46 @@ def test_llm_vs_report_puts_our_cost_beside_the_published_gpt4o_row():
         S.llm_vs_report(runs.drop(index="all"), 1.0, 1.0, report, "ours")
     with pytest.raises(ValueError, match="GPT-4o"):
         S.llm_vs_report(runs, 1.0, 1.0, report[report.chunker != "LLM (GPT-4o)"], "ours")
+
+
+def test_retrieved_columns_by_hand():
+    table = pd.DataFrame({
+        "recall": [70.0, 75.5], "precision": [3.0, 4.0], "iou": [2.9, 3.8], "precision_omega": [10.0, 12.0],
+        "recall_diff": [0.0, 5.5], "recall_low": [0.0, 1.25], "recall_high": [0.0, 9.0],
+        "recall_ci": ["baseline", "[+1.2, +9.0]"],
+        "precision_omega_diff": [0.0, 2.0], "precision_omega_low": [0.0, -0.04],
+        "precision_omega_high": [0.0, 4.0], "precision_omega_ci": ["baseline", "same scores"],
+        "n_chunks": [10, 20],
+    }, index=pd.Index(["Recursive 200", "Sentence 200"], name="chunker"))
+    out = S.retrieved_columns(table, "Recursive 200")
+    assert list(out.columns) == ["recall", "precision", "IoU", "precision_Ω", "recall minus Recursive 200",
+                                 "precision_Ω minus Recursive 200"]
+    assert list(out.index) == ["Recursive 200", "Sentence 200"] and out.index.name == "chunker"
+    assert out["IoU"].tolist() == [2.9, 3.8]
+    # an interval is written out from the numbers; any other _ci text is kept as it is
+    assert out["recall minus Recursive 200"].tolist() == ["baseline", "+5.5 [+1.2, +9.0]"]
+    assert out["precision_Ω minus Recursive 200"].tolist() == ["baseline", "same scores"]
+    assert "n_chunks" not in out.columns and "recall_diff" in table.columns  # input untouched
+    with pytest.raises(KeyError):
+        S.retrieved_columns(table.drop(columns=["recall_ci"]), "Recursive 200")
+
+
+def test_questions_inside_by_hand():
+    texts = {"a": "abcd", "b": "xy"}  # lengths 4 and 2
+    q = pd.DataFrame({
+        "corpus": ["a", "a", "a", "b", "c"],
+        "references": [
+            [{"start_index": 0, "end_index": 3}],                   # ends at 3 <= 4: inside
+            [(0, 2), (3, 5)],                                        # last end 5 > 4: past the cut
+            [{"start_index": 1, "end_index": 4}, (0, 1)],            # ends 4 and 1: inside (mixed forms)
+            [(0, 2)],                                                # ends at 2 = len("xy"): inside
+            [(0, 1)],                                                # corpus c is not in texts
+        ],
+        "question": ["q1", "q2", "q3", "q4", "q5"],
+    }, index=[10, 11, 12, 13, 14])
+    out = S.questions_inside(q, texts)
+    assert list(out.index) == [10, 12, 13] and out["question"].tolist() == ["q1", "q3", "q4"]
+    assert list(out.columns) == ["corpus", "references", "question"]
+    assert S.questions_inside(q.iloc[:0], texts).shape == (0, 3)
+    with pytest.raises(ValueError):  # a question of a kept corpus without any reference
+        S.questions_inside(pd.DataFrame({"corpus": ["a"], "references": [[]]}), texts)

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STRATEGIES", "NotCachedError", "Strategy", "boundary_stats", "cache_only", "chapter_answer", "ci_words",
-    "cold_costs", "compare_to_baseline", "guide_check", "llm_chunker_runs", "runnable_from_cache",
-    "strategy_notes", "strategy_table",
+    "cold_costs", "compare_to_baseline", "guide_check", "llm_chunker_runs", "questions_inside", "retrieved_columns",
+    "runnable_from_cache", "strategy_notes", "strategy_table",
 ]
 
 
@@ -372,6 +372,80 @@ def strategy_table(
         if c in sub.columns:
             out[c] = sub[c].round(1) if sub[c].dtype.kind == "f" else sub[c]
     return out
+
+
+def retrieved_columns(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """A strategy table's quality side: four metrics, then each difference beside its 95% interval.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`strategy_table` with its default ``metrics``: ``recall``, ``precision``,
+        ``iou``, ``precision_omega`` (percent) and, for ``recall`` and ``precision_omega``,
+        ``<metric>_diff``, ``_low``, ``_high`` (percentage points) and ``_ci``.
+    baseline : str
+        The baseline's label, named in the new columns' headers.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Same index: ``recall``, ``precision``, ``IoU``, ``precision_Ω`` as they are, then
+        ``recall minus <baseline>`` and ``precision_Ω minus <baseline>``: for a row whose
+        ``_ci`` is an interval (``"[...]"``), the difference and interval in words
+        (:func:`~chunkwise.evaluation.stats.describe_interval`), else the ``_ci`` text itself
+        (``"baseline"``, ``"same scores"``).
+
+    Raises
+    ------
+    KeyError
+        If ``table`` lacks one of the columns above.
+    """
+    out = table[["recall", "precision", "iou", "precision_omega"]].rename(
+        columns={"iou": "IoU", "precision_omega": "precision_Ω"})
+    for m, name in (("recall", "recall"), ("precision_omega", "precision_Ω")):
+        out[f"{name} minus {baseline}"] = [
+            ci if not ci.startswith("[") else describe_interval(d, lo, hi)
+            for d, lo, hi, ci in zip(table[f"{m}_diff"], table[f"{m}_low"], table[f"{m}_high"],
+                                     table[f"{m}_ci"])]
+    return out
+
+
+def questions_inside(questions: pd.DataFrame, texts: Mapping[str, str]) -> pd.DataFrame:
+    """The questions about one of ``texts`` whose reference excerpts all end inside that text.
+
+    Used when the corpora are cut to their first characters: a question whose excerpt lies
+    past the cut could never be answered.
+
+    Parameters
+    ----------
+    questions : pandas.DataFrame
+        One row per question with ``corpus`` and ``references``: a non-empty list of
+        references, each a mapping with ``end_index`` or a ``(start, end)`` pair (characters).
+    texts : mapping of str to str
+        Corpus name -> the (possibly cut) text.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of ``questions`` (index and order kept) whose corpus is in ``texts`` and whose
+        largest reference end is at most that text's length.
+
+    Raises
+    ------
+    ValueError
+        If a kept corpus's question has no reference.
+    KeyError
+        If ``questions`` lacks ``corpus`` or ``references``, or a mapping reference lacks
+        ``end_index``.
+    """
+    def inside(corpus: str, references: Sequence[Any]) -> bool:
+        if corpus not in texts:
+            return False
+        ends = [r["end_index"] if isinstance(r, dict) else r[1] for r in references]
+        return max(ends) <= len(texts[corpus])
+
+    keep = [inside(c, refs) for c, refs in zip(questions["corpus"], questions["references"])]
+    return questions.loc[np.array(keep, dtype=bool)]
 
 
 def ci_words(low: float, high: float, what: str, baseline: str) -> str:
