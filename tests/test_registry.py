@@ -47,7 +47,7 @@ def test_builtin_kinds_keep_their_rules():
     assert CR.chunker_kind("Late").boundaries_from(ChunkerSpec("Late", 200)) == ChunkerSpec("Recursive", 200, 0)
     assert CR.chunker_kind("Hierarchical").index == "parents"
     assert RR.retriever_names(ranks=True) == ("dense", "bm25", "hybrid", "rerank")
-    assert RR.retriever_kind("rerank").uses == ("hybrid",) and not RR.retriever_kind("rerank").needs_embedder
+    assert RR.retriever_kind("rerank").uses == ("hybrid",) and RR.retriever_kind("rerank").needs_embedder
     assert RR.retriever_names(ranks=False) == ("none", "hybrid_rerank")  # CRUD-RAG's harness builds them
     assert RR.retriever_kind("hybrid").uses == ("bm25", "dense")
     assert RR.retriever_kind("hybrid_rerank").uses == ("hybrid",)

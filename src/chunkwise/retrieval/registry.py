@@ -326,7 +326,8 @@ def rerank_kind(model: Any = None, *, candidates: int | None = None, name: str =
     Returns
     -------
     RetrieverKind
-        ``uses=(over,)``; its index time is 0 and its query time is the scoring time per question.
+        ``uses=(over,)`` and ``needs_embedder`` as ``over``'s; its index time is 0 and its query
+        time is the scoring time per question.
 
     Raises
     ------
@@ -340,7 +341,7 @@ def rerank_kind(model: Any = None, *, candidates: int | None = None, name: str =
 
     candidates = check_param("candidates", candidates, [Interval(int, 1, None), None],
                              hint=" (chunks reranked per question)")
-    retriever_kind(over)
+    fused = retriever_kind(over)
     if model is None or isinstance(model, (str, Path)):
         scorer: Any = CrossEncoderReranker(str(model) if model is not None else DEFAULT_CROSS_ENCODER)
     elif callable(getattr(model, "score", None)) and getattr(model, "name", None):
@@ -370,8 +371,9 @@ def rerank_kind(model: Any = None, *, candidates: int | None = None, name: str =
         return Ranking(ranked, 0.0, (time.perf_counter() - t0) / max(1, len(inputs.questions)))
 
     label = getattr(scorer, "model_id", None) or scorer.name
+    # it reads vectors exactly when the ranking it reorders does (as a fusing kind declares)
     return RetrieverKind(name, rank, f"{over}'s best candidates reordered by the cross-encoder {label}",
-                         uses=(over,))
+                         needs_embedder=fused.needs_embedder, uses=(over,))
 
 
 def _build_dense(inputs: BuildInputs) -> Any:
