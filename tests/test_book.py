@@ -912,16 +912,22 @@ def test_every_chunk_drawing_in_a_chapter_has_a_caption():
     from chunkwise.book import find_repo_root
 
     root = find_repo_root()
-    calls = 0
+    sources = []  # (where, code): the notebooks' code cells and the chapter modules they call
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
-        for cell in nb["cells"]:
-            if cell["cell_type"] != "code" or "html_frame(" not in "".join(cell["source"]):
-                continue
-            for node in ast.walk(ast.parse("".join(cell["source"]))):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "html_frame":
-                    calls += 1
-                    assert "caption" in {k.arg for k in node.keywords}, f"{path.name}: html_frame without caption"
+        sources += [(path.name, "".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "code"]
+    for path in sorted((root / "src" / "chunkwise").rglob("*.py")):
+        if path.name != "book.py":  # html_frame's own module
+            sources.append((str(path.relative_to(root)), path.read_text(encoding="utf-8")))
+    calls = 0
+    for where, code in sources:
+        if "html_frame(" not in code:
+            continue
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "html_frame"
+                                               or getattr(node.func, "attr", None) == "html_frame"):
+                calls += 1
+                assert "caption" in {k.arg for k in node.keywords}, f"{where}: html_frame without caption"
     assert calls >= 4
 
 
