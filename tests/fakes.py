@@ -334,7 +334,17 @@ def seeded_normal_vector(text: str, dim: int = 4) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
 
 
-class SeededNormalEmbedder:
+class _RecordsBatches:
+    """``calls`` lists the batches an embedder was sent; ``sent`` every text in order."""
+
+    calls: list[list[str]]
+
+    @property
+    def sent(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+
+class SeededNormalEmbedder(_RecordsBatches):
     """:func:`seeded_normal_vector` of each text (float32, 4-d unless ``dim``), recording every batch.
 
     ``calls`` lists the batches, ``sent`` every text in order. The dimension is ``dim_`` (not
@@ -346,16 +356,12 @@ class SeededNormalEmbedder:
         self.dim_ = dim
         self.calls: list[list[str]] = []
 
-    @property
-    def sent(self) -> list[str]:
-        return [t for call in self.calls for t in call]
-
     def embed(self, texts):
         self.calls.append(list(texts))
         return np.stack([seeded_normal_vector(t, self.dim_) for t in texts]) if texts else np.zeros((0, self.dim_))
 
 
-class TableEmbedder:
+class TableEmbedder(_RecordsBatches):
     """The vector ``table[text]`` of each text (a KeyError for a text not in it), recording every batch.
 
     ``calls`` lists the batches, ``sent`` every text in order. The vectors come back as a float32
@@ -368,10 +374,6 @@ class TableEmbedder:
         self.table = {k: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for k, v in table.items()} if unit else table
         self.dtype = dtype
         self.calls: list[list[str]] = []
-
-    @property
-    def sent(self) -> list[str]:
-        return [t for call in self.calls for t in call]
 
     def embed(self, texts):
         self.calls.append(list(texts))
